@@ -1,0 +1,16 @@
+# evocamp: evaluation campaigns for quality diversity, ES and BO.
+# Thin entry point; the rules live in workflow/rules/.
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/campaign.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        campaign_targets,
+    default_target: True

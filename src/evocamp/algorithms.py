@@ -1,0 +1,133 @@
+"""QD algorithms built from pyribs components.
+
+``build_scheduler`` turns a run spec into a seeded :class:`ribs.schedulers.Scheduler`.
+pyribs is imported inside the functions: it takes about 2 s to import, and the
+evaluation shards never need it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evocamp.seeding import optimizer_seeds, run_key
+
+
+def spec_run_key(spec: dict) -> tuple[int, int, int]:
+    """The seeding key of the run a spec describes."""
+    return run_key(algorithm=spec["algorithm"], domain=spec["domain"], seed=spec["seed"])
+
+
+def build_scheduler(spec: dict):
+    """Create the scheduler (archive, emitters, result archive) of a run.
+
+    Parameters
+    ----------
+    spec : dict
+        A run spec from :func:`evocamp.config.run_spec`.
+
+    Returns
+    -------
+    ribs.schedulers.Scheduler
+        Seeded from the master seed: the archive, the optional result archive and
+        every emitter get their own stream.
+    """
+    from ribs.schedulers import Scheduler
+
+    algorithm = spec["algorithm_spec"]
+    seeds = optimizer_seeds(
+        spec["master_seed"], spec_run_key(spec), 3 + algorithm["emitters"]
+    )
+    archive = _build_archive(spec, seed=seeds[0], result=False, cvt_seed=seeds[2])
+    result_archive = None
+    if algorithm["type"] == "cma_mae":
+        result_archive = _build_archive(spec, seed=seeds[1], result=True, cvt_seed=None)
+    emitters = [
+        _build_emitter(spec, archive, seed=seed) for seed in seeds[3:]
+    ]
+    return Scheduler(archive, emitters, result_archive=result_archive)
+
+
+def result_archive_of(scheduler):
+    """The archive whose elites are reported (CMA-MAE keeps a separate one)."""
+    return scheduler.result_archive
+
+
+def _archive_dtypes(spec: dict) -> dict:
+    extra = spec["domain_spec"].get("extra_fields") or []
+    return {"extra_fields": {name: ((), np.float64) for name in extra} or None}
+
+
+def _build_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs.archives import CVTArchive, GridArchive
+
+    algorithm = spec["algorithm_spec"]
+    archive_spec = algorithm["archive"]
+    domain = spec["domain_spec"]
+    common = {
+        "solution_dim": domain["solution_dim"],
+        "ranges": [tuple(r) for r in domain["measure_ranges"]],
+        "seed": seed,
+        **_archive_dtypes(spec),
+    }
+    if not result and "learning_rate" in archive_spec:
+        common["learning_rate"] = archive_spec["learning_rate"]
+        common["threshold_min"] = archive_spec.get("threshold_min", -np.inf)
+    if algorithm["type"] == "cvt_map_elites":
+        centroids = _cvt_centroids(spec, seed=cvt_seed)
+        return CVTArchive(centroids=centroids, **common)
+    return GridArchive(dims=archive_spec["dims"], **common)
+
+
+def _cvt_centroids(spec: dict, *, seed: int) -> np.ndarray:
+    """Centroids of the CVT, computed once per run (k-means on uniform samples)."""
+    from sklearn.cluster import KMeans
+
+    archive_spec = spec["algorithm_spec"]["archive"]
+    ranges = np.asarray(spec["domain_spec"]["measure_ranges"], dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    samples = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(archive_spec["cvt_samples"], len(ranges))
+    )
+    kmeans = KMeans(
+        n_clusters=archive_spec["cells"], n_init=1, max_iter=300, random_state=seed
+    ).fit(samples)
+    return kmeans.cluster_centers_
+
+
+def _bounds(domain: dict):
+    if "bounds" not in domain:
+        return None
+    return [tuple(domain["bounds"])] * domain["solution_dim"]
+
+
+def _build_emitter(spec: dict, archive, *, seed: int):
+    from ribs.emitters import EvolutionStrategyEmitter, GaussianEmitter, IsoLineEmitter
+
+    algorithm = spec["algorithm_spec"]
+    domain = spec["domain_spec"]
+    x0 = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
+    common = {"bounds": _bounds(domain), "batch_size": algorithm["batch_size"], "seed": seed}
+    kind = algorithm["type"]
+    if kind in ("map_elites", "cvt_map_elites"):
+        return GaussianEmitter(archive, sigma=algorithm["sigma"], x0=x0, **common)
+    if kind == "map_elites_line":
+        return IsoLineEmitter(
+            archive,
+            iso_sigma=algorithm["iso_sigma"],
+            line_sigma=algorithm["line_sigma"],
+            x0=x0,
+            **common,
+        )
+    if kind == "cma_mae":
+        return EvolutionStrategyEmitter(
+            archive,
+            x0=x0,
+            sigma0=algorithm["sigma"],
+            ranker=algorithm["ranker"],
+            selection_rule="mu",
+            restart_rule="basic",
+            **common,
+        )
+    return EvolutionStrategyEmitter(
+        archive, x0=x0, sigma0=algorithm["sigma"], ranker=algorithm["ranker"], **common
+    )

@@ -1,0 +1,185 @@
+"""Command-line entry point ``evocamp``: one sub-command per pipeline step.
+
+The Snakemake rules call these (``shell:``), and every one can be run by hand.
+Heavy imports (pyribs, matplotlib, dask) happen inside the sub-commands that
+need them, so an evaluation shard starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Single-threaded BLAS: results must not depend on how many cores a job gets, and
+# parallelism comes from shards and runs. Set before numpy is first imported.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_check_config(args) -> None:
+    """Validate a configuration file and print the runs it defines."""
+    from evocamp.config import experiments_of, load_config_file, seeds_of
+
+    config = load_config_file(args.config)
+    for algorithm, domain in experiments_of(config):
+        for seed in seeds_of(config):
+            print(f"{algorithm}/{domain}/seed{seed}")
+
+
+def cmd_init(args) -> None:
+    """Create a run's optimizer and write its generation-0 checkpoint."""
+    from evocamp.engine import initialise
+    from evocamp.storage import run_label, write_state
+
+    spec = json.loads(args.spec)
+    state = initialise(spec)
+    write_state(args.output, state)
+    _log(f"{run_label(spec)}: initialised; batch of {len(state.next_solutions)} solutions "
+         f"for generation 1 -> {args.output}")
+
+
+def cmd_evaluate(args) -> None:
+    """Evaluate one shard of the batch stored in a checkpoint."""
+    from evocamp.engine import evaluate_slice
+    from evocamp.storage import batch_length, read_batch_slice, shard_bounds, write_shard
+
+    start, stop = shard_bounds(batch_length(args.state), args.shards, args.shard)
+    spec, generation, solutions, seeds = read_batch_slice(args.state, start, stop)
+    result = evaluate_slice(spec, generation=generation, shard=args.shard, start=start,
+                            solutions=solutions, seeds=seeds)
+    write_shard(args.output, result)
+    _log(f"generation {generation} shard {args.shard}/{args.shards}: solutions "
+         f"{start}..{stop - 1} evaluated in {result.eval_seconds.sum():.3f} s")
+
+
+def cmd_tell(args) -> None:
+    """Fold a generation's shards into the archive and write the next checkpoint."""
+    from evocamp.engine import tell
+    from evocamp.progress import generation_line
+    from evocamp.storage import read_shard, read_state, write_state
+
+    state = tell(read_state(args.state), [read_shard(path) for path in args.shard_files])
+    write_state(args.output, state)
+    _log(generation_line(state, total=args.total))
+
+
+def cmd_keep(args) -> None:
+    """Keep a checkpoint (every K-th generation), save its metrics segment and delete
+    the working files of the generations it covers."""
+    from evocamp.metrics import write_rows
+    from evocamp.storage import atomic_copy, prune_work_files, read_state
+
+    state = read_state(args.state, with_scheduler=False)
+    atomic_copy(args.state, args.checkpoint)
+    write_rows(args.segment, state.metrics_window)
+    removed = prune_work_files(Path(args.state).parent, up_to=state.generation)
+    _log(f"generation {state.generation}: kept {args.checkpoint}; "
+         f"removed {removed} working files")
+
+
+def cmd_finalise(args) -> None:
+    """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
+    from evocamp.metrics import merge_history, write_rows
+    from evocamp.storage import atomic_copy, read_state, write_final_archive
+
+    state = read_state(args.state)
+    checkpoint = Path(args.checkpoint)
+    if Path(args.state).resolve() != checkpoint.resolve():
+        atomic_copy(args.state, checkpoint)
+    rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")),
+                         state.metrics_window)
+    write_rows(args.metrics, rows)
+    write_final_archive(args.archive, spec=state.spec,
+                        archive=state.scheduler.result_archive,
+                        generation=state.generation,
+                        evaluations=int(rows["evaluations"][-1]))
+    _log(f"generation {state.generation}: final archive {args.archive}")
+
+
+def cmd_plot_run(args) -> None:
+    """Draw a run's archive heatmap and metric curves (PNG and PDF)."""
+    from evocamp.plotting import plot_run
+
+    plot_run(archive=args.archive, metrics=args.metrics, outdir=args.outdir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``evocamp`` argument parser."""
+    parser = argparse.ArgumentParser(prog="evocamp", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    sub = commands.add_parser("check-config", help=cmd_check_config.__doc__)
+    sub.add_argument("config")
+    sub.set_defaults(func=cmd_check_config)
+
+    sub = commands.add_parser("init", help=cmd_init.__doc__)
+    sub.add_argument("--spec", required=True, help="run spec as JSON")
+    sub.add_argument("--output", required=True)
+    sub.set_defaults(func=cmd_init)
+
+    sub = commands.add_parser("evaluate", help=cmd_evaluate.__doc__)
+    sub.add_argument("--state", required=True)
+    sub.add_argument("--shard", type=int, required=True)
+    sub.add_argument("--shards", type=int, required=True)
+    sub.add_argument("--output", required=True)
+    sub.set_defaults(func=cmd_evaluate)
+
+    sub = commands.add_parser("tell", help=cmd_tell.__doc__)
+    sub.add_argument("--state", required=True)
+    sub.add_argument("--shard-files", nargs="+", required=True)
+    sub.add_argument("--output", required=True)
+    sub.add_argument("--total", type=int, default=None, help="generations of the run")
+    sub.set_defaults(func=cmd_tell)
+
+    sub = commands.add_parser("keep", help=cmd_keep.__doc__)
+    sub.add_argument("--state", required=True)
+    sub.add_argument("--checkpoint", required=True)
+    sub.add_argument("--segment", required=True)
+    sub.set_defaults(func=cmd_keep)
+
+    sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
+    sub.add_argument("--state", required=True)
+    sub.add_argument("--checkpoint", required=True)
+    sub.add_argument("--segments", required=True, help="folder of metrics segments")
+    sub.add_argument("--metrics", required=True)
+    sub.add_argument("--archive", required=True)
+    sub.set_defaults(func=cmd_finalise)
+
+    sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)
+    sub.add_argument("--archive", required=True)
+    sub.add_argument("--metrics", required=True)
+    sub.add_argument("--outdir", required=True)
+    sub.set_defaults(func=cmd_plot_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command; known failures print one ``evocamp: error:`` message."""
+    from evocamp.config import ConfigError
+    from evocamp.engine import EvaluationError
+    from evocamp.storage import CorruptFileError
+
+    args = build_parser().parse_args(argv)
+    began = time.perf_counter()
+    try:
+        args.func(args)
+    except (ConfigError, EvaluationError, CorruptFileError) as error:
+        if getattr(error, "details", ""):
+            print(error.details, file=sys.stderr, end="", flush=True)
+        print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
+        return 1
+    _log(f"[{args.command} took {time.perf_counter() - began:.2f} s]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The generation loop's steps: initialise, evaluate a shard, tell.
+
+These functions hold no I/O policy of their own; the CLI (one step per Snakemake
+job) and the Dask runner (many generations in one process) both call them, which
+is why both modes give bitwise-identical results.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+from evocamp.seeding import evaluation_seeds
+from evocamp.storage import METRIC_DTYPE, RunState, ShardResult, run_label
+
+
+class EvaluationError(RuntimeError):
+    """A user evaluation raised or returned bad values; the message says where.
+
+    ``details`` holds the user function's traceback, when there is one.
+    """
+
+    def __init__(self, message: str, *, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _where(spec: dict, generation: int, shard: int | None, index: int | None) -> str:
+    parts = [f"run {run_label(spec)}", f"generation {generation}"]
+    if shard is not None:
+        parts.append(f"shard {shard}")
+    if index is not None:
+        parts.append(f"solution {index}")
+    return ", ".join(parts)
+
+
+def _next_batch(spec: dict, scheduler, generation: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ask the batch of ``generation`` and derive its evaluation seeds."""
+    from evocamp.algorithms import spec_run_key
+
+    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    seeds = evaluation_seeds(
+        spec["master_seed"], spec_run_key(spec), generation, len(solutions)
+    )
+    return solutions, seeds
+
+
+def metrics_row(scheduler, *, generation: int, evaluations: int, wall_seconds: float,
+                eval_seconds: float) -> np.ndarray:
+    """One metrics row (``METRIC_DTYPE``) from the scheduler's result archive."""
+    stats = scheduler.result_archive.stats
+    row = np.zeros(1, dtype=METRIC_DTYPE)
+    row["generation"] = generation
+    row["evaluations"] = evaluations
+    row["qd_score"] = stats.qd_score
+    row["norm_qd_score"] = stats.norm_qd_score
+    row["coverage"] = stats.coverage
+    row["obj_max"] = np.nan if stats.obj_max is None else stats.obj_max
+    row["obj_mean"] = np.nan if stats.obj_mean is None else stats.obj_mean
+    row["num_elites"] = stats.num_elites
+    row["wall_seconds"] = wall_seconds
+    row["eval_seconds"] = eval_seconds
+    return row
+
+
+def initialise(spec: dict) -> RunState:
+    """Create a run's optimizer and ask the batch of generation 1."""
+    from evocamp.algorithms import build_scheduler
+
+    started = time.time()
+    scheduler = build_scheduler(spec)
+    solutions, seeds = _next_batch(spec, scheduler, 1)
+    finished = time.time()
+    row = metrics_row(scheduler, generation=0, evaluations=0,
+                      wall_seconds=finished - started, eval_seconds=0.0)
+    return RunState(spec=spec, generation=0, scheduler=scheduler, next_solutions=solutions,
+                    next_seeds=seeds, metrics_window=row, finished_at=finished)
+
+
+def _as_outputs(returned) -> dict:
+    if isinstance(returned, tuple) and len(returned) == 2:
+        return {"objective": returned[0], "measures": returned[1]}
+    if isinstance(returned, dict):
+        return dict(returned)
+    raise TypeError(
+        "the evaluation function must return a dict with 'objective' and 'measures' "
+        f"(or a tuple (objective, measures)), not {type(returned).__name__}"
+    )
+
+
+def _check_outputs(outputs: dict, *, count: int, measure_dim: int, extra_fields: list,
+                   where) -> dict:
+    """Check shapes and finiteness; ``where(i)`` names solution ``i`` of the chunk."""
+    for required in ("objective", "measures"):
+        if required not in outputs:
+            raise EvaluationError(f"{where(None)}: the result has no '{required}'")
+    checked = {}
+    expected = {"objective": (count,), "measures": (count, measure_dim)}
+    expected.update({name: (count,) for name in extra_fields})
+    for name, shape in expected.items():
+        if name not in outputs:
+            raise EvaluationError(f"{where(None)}: the result has no extra field '{name}'")
+        try:
+            values = np.asarray(outputs[name], dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise EvaluationError(f"{where(None)}: '{name}' is not numeric ({error})") from None
+        if values.shape != shape:
+            raise EvaluationError(
+                f"{where(None)}: '{name}' has shape {values.shape}, expected {shape}"
+            )
+        bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            value = values[first]
+            raise EvaluationError(f"{where(first)}: '{name}' is not finite ({value})")
+        checked[name] = values
+    return checked
+
+
+def evaluate_slice(spec: dict, *, generation: int, shard: int, start: int,
+                   solutions: np.ndarray, seeds: np.ndarray) -> ShardResult:
+    """Evaluate a contiguous slice of a generation's batch.
+
+    Parameters
+    ----------
+    spec : dict
+        The run spec (its ``domain_spec`` names the evaluation function).
+    generation, shard, start : int
+        Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch.
+    solutions, seeds : numpy.ndarray
+        The slice and its evaluation seeds.
+
+    Raises
+    ------
+    EvaluationError
+        When the function raises or returns wrong shapes or non-finite values; the
+        message names run, generation, shard and the solution's index in the batch.
+    """
+    from evocamp.config import measure_dim
+    from evocamp.domains import load_evaluator
+
+    domain = spec["domain_spec"]
+    evaluator = load_evaluator(domain)
+    count = len(solutions)
+    chunk = domain.get("chunk_size") or max(count, 1)
+    extra_fields = list(domain.get("extra_fields") or [])
+    parts: dict[str, list] = {}
+    eval_seconds = np.zeros(count)
+    for lo in range(0, count, chunk):
+        hi = min(lo + chunk, count)
+        began = time.perf_counter()
+        outputs = _call(evaluator, domain, solutions, seeds, lo, hi,
+                        where=lambda i, lo=lo: _where(
+                            spec, generation, shard, None if i is None else start + lo + i))
+        eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
+        checked = _check_outputs(
+            outputs, count=hi - lo, measure_dim=measure_dim(domain),
+            extra_fields=extra_fields,
+            where=lambda i, lo=lo: _where(spec, generation, shard,
+                                          None if i is None else start + lo + i))
+        for name, values in checked.items():
+            parts.setdefault(name, []).append(values)
+    merged = {
+        name: np.concatenate(values) if values else np.zeros((0,))
+        for name, values in parts.items()
+    }
+    if count == 0:
+        merged = {"objective": np.zeros(0), "measures": np.zeros((0, measure_dim(domain)))}
+    return ShardResult(
+        generation=generation, shard=shard, start=start, stop=start + count,
+        objective=merged["objective"], measures=merged["measures"],
+        eval_seconds=eval_seconds,
+        extra={name: merged[name] for name in extra_fields if name in merged},
+    )
+
+
+def _call(evaluator, domain: dict, solutions, seeds, lo: int, hi: int, *, where) -> dict:
+    """Call the evaluation function on ``solutions[lo:hi]``; on an exception, find the
+    first solution that fails on its own and name it."""
+    params = domain.get("params") or {}
+    try:
+        return _as_outputs(evaluator(solutions[lo:hi], seeds[lo:hi], **params))
+    except Exception as error:  # noqa: BLE001 - user code may raise anything
+        failing = None
+        if hi - lo > 1:
+            for index in range(lo, hi):
+                try:
+                    evaluator(solutions[index:index + 1], seeds[index:index + 1], **params)
+                except Exception:  # noqa: BLE001
+                    failing = index - lo
+                    break
+        else:
+            failing = 0
+        details = "".join(traceback.format_exception(error))
+        raise EvaluationError(
+            f"{where(failing)}: the evaluation function raised "
+            f"{type(error).__name__}: {error}",
+            details=details,
+        ) from None
+
+
+def combine_shards(spec: dict, generation: int, batch: int, shards: list[ShardResult]):
+    """Concatenate shard results in solution-index order, checking they tile the batch."""
+    ordered = sorted(shards, key=lambda r: r.start)
+    position = 0
+    for result in ordered:
+        if result.generation != generation or result.start != position:
+            raise EvaluationError(
+                f"{_where(spec, generation, result.shard, None)}: shard covers solutions "
+                f"{result.start}..{result.stop - 1} of generation {result.generation}, "
+                f"expected to start at solution {position} of generation {generation}"
+            )
+        position = result.stop
+    if position != batch:
+        raise EvaluationError(
+            f"{_where(spec, generation, None, None)}: shards cover {position} of "
+            f"{batch} solutions"
+        )
+    extra_names = sorted(ordered[0].extra) if ordered else []
+    return (
+        np.concatenate([r.objective for r in ordered]),
+        np.concatenate([r.measures for r in ordered]),
+        {name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
+        float(sum(r.eval_seconds.sum() for r in ordered)),
+    )
+
+
+def tell(state: RunState, shards: list[ShardResult]) -> RunState:
+    """Fold a generation's shard results into the archive and ask the next batch.
+
+    Parameters
+    ----------
+    state : RunState
+        The state after the previous generation (its ``next_solutions`` were evaluated).
+    shards : list of ShardResult
+        All shards of the generation, in any order.
+
+    The metrics window restarts after every kept checkpoint (a generation that is
+    a positive multiple of ``checkpoint_every``), whose rows were already saved.
+    """
+    generation = state.generation + 1
+    objective, measures, extra, eval_seconds = combine_shards(
+        state.spec, generation, len(state.next_solutions), shards
+    )
+    scheduler = state.scheduler
+    scheduler.tell(objective, measures, **extra)
+    evaluations = int(state.metrics_window["evaluations"][-1]) + len(objective)
+    solutions, seeds = _next_batch(state.spec, scheduler, generation + 1)
+    finished = time.time()
+    row = metrics_row(scheduler, generation=generation, evaluations=evaluations,
+                      wall_seconds=finished - state.finished_at, eval_seconds=eval_seconds)
+    previous = state.generation
+    window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0
+    window = row if window_start else np.concatenate([state.metrics_window, row])
+    return RunState(spec=state.spec, generation=generation, scheduler=scheduler,
+                    next_solutions=solutions, next_seeds=seeds, metrics_window=window,
+                    finished_at=finished)

@@ -1,0 +1,51 @@
+"""Seed derivation: one master seed fixes every random number of a campaign.
+
+Every stream is a :class:`numpy.random.SeedSequence` whose entropy is the master
+seed and whose spawn key names what the stream is for. Streams therefore do not
+depend on the order in which runs, generations or shards are executed, nor on how
+a generation's batch is split into shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+#: Spawn-key tags: the first element after the run key says what a stream is for.
+OPTIMIZER_STREAM = 0
+EVALUATION_STREAM = 1
+
+
+def name_key(name: str) -> int:
+    """Return a stable 32-bit integer for a name (same on every machine and run)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
+def run_key(*, algorithm: str, domain: str, seed: int) -> tuple[int, int, int]:
+    """Return the spawn-key prefix that identifies one run of a campaign."""
+    return (name_key(algorithm), name_key(domain), int(seed))
+
+
+def optimizer_seeds(master_seed: int, key: tuple[int, ...], count: int) -> list[int]:
+    """Return ``count`` integer seeds for the archive and emitters of one run."""
+    sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, OPTIMIZER_STREAM))
+    return [int(s) for s in sequence.generate_state(count, dtype=np.uint32)]
+
+
+def evaluation_seeds(
+    master_seed: int, key: tuple[int, ...], generation: int, count: int
+) -> np.ndarray:
+    """Return one uint64 seed per solution of a generation's batch.
+
+    Solution ``i`` of generation ``g`` gets the first word of
+    ``SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, g, i))``, so its
+    seed is the same whichever shard evaluates it.
+    """
+    seeds = np.empty(count, dtype=np.uint64)
+    for index in range(count):
+        sequence = np.random.SeedSequence(
+            master_seed, spawn_key=(*key, EVALUATION_STREAM, generation, index)
+        )
+        seeds[index] = sequence.generate_state(1, dtype=np.uint64)[0]
+    return seeds

@@ -1,0 +1,385 @@
+"""HDF5 storage: crash-safe writes, run states (checkpoints), shards and archives.
+
+Every file is written to a temporary file in the same folder, flushed, fsynced and
+renamed over its final name, so a kill at any instant leaves either the old file
+or the new one. Dataset creation times are not recorded, so files with the same
+content are bitwise identical. The layout is documented in README.md
+("HDF5 schema"); ``SCHEMA_VERSION`` changes whenever it does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+SCHEMA_VERSION = 1
+METRIC_FIELDS = (
+    ("generation", np.int64),
+    ("evaluations", np.int64),
+    ("qd_score", np.float64),
+    ("norm_qd_score", np.float64),
+    ("coverage", np.float64),
+    ("obj_max", np.float64),
+    ("obj_mean", np.float64),
+    ("num_elites", np.int64),
+    ("wall_seconds", np.float64),
+    ("eval_seconds", np.float64),
+)
+METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
+
+
+class CorruptFileError(RuntimeError):
+    """A checkpoint, shard or archive file cannot be read back."""
+
+
+def _fsync_folder(folder: Path) -> None:
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def atomic_h5(path: str | Path):
+    """Open a new HDF5 file for writing that appears at ``path`` only when complete.
+
+    The file is written as ``.<name>.tmp-<pid>`` beside ``path``, flushed, fsynced
+    and renamed; the folder is fsynced too. On an exception the temporary file is
+    removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with h5py.File(temporary, "w", track_order=False) as handle:
+            yield handle
+            handle.flush()
+        descriptor = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, path)
+        _fsync_folder(path.parent)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def atomic_copy(source: str | Path, destination: str | Path) -> None:
+    """Copy a file so that ``destination`` is either absent/old or complete."""
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = destination.with_name(f".{destination.name}.tmp-{os.getpid()}")
+    try:
+        with open(source, "rb") as reader, open(temporary, "wb") as writer:
+            while chunk := reader.read(1 << 22):
+                writer.write(chunk)
+            writer.flush()
+            os.fsync(writer.fileno())
+        os.replace(temporary, destination)
+        _fsync_folder(destination.parent)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a text file atomically (temporary file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(temporary, "w") as writer:
+            writer.write(text)
+            writer.flush()
+            os.fsync(writer.fileno())
+        os.replace(temporary, path)
+        _fsync_folder(path.parent)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_dataset(group: h5py.Group, name: str, data) -> h5py.Dataset:
+    """Create a dataset without creation timestamps (bitwise-reproducible files)."""
+    return group.create_dataset(name, data=np.asarray(data), track_times=False)
+
+
+@contextlib.contextmanager
+def open_for_reading(path: str | Path, *, what: str):
+    """Open an HDF5 file, turning any low-level failure into a :class:`CorruptFileError`.
+
+    Parameters
+    ----------
+    path : str or Path
+        File to open.
+    what : str
+        What the file is, for the message (e.g. ``"checkpoint of generation 12"``).
+    """
+    try:
+        handle = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise CorruptFileError(
+            f"{what} {path} is corrupt or truncated ({error}); delete it and rerun "
+            "to recompute it from the previous checkpoint"
+        ) from None
+    try:
+        if handle.attrs.get("schema_version") != SCHEMA_VERSION:
+            raise CorruptFileError(
+                f"{what} {path} has schema version "
+                f"{handle.attrs.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+            )
+        yield handle
+    except (KeyError, OSError) as error:
+        raise CorruptFileError(f"{what} {path} is incomplete or corrupt: {error}") from None
+    finally:
+        handle.close()
+
+
+# --- archives -------------------------------------------------------------------
+
+
+def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
+    """Store an archive's elites as plain datasets in ``/archive`` (readable by h5py alone).
+
+    Elites are sorted by cell index so the layout does not depend on insertion order.
+    """
+    group = handle.create_group("archive")
+    data = archive.data()
+    order = np.argsort(data["index"], kind="stable")
+    for field in sorted(data):
+        write_dataset(group, field, np.asarray(data[field])[order])
+    algorithm = spec["algorithm_spec"]
+    group.attrs["algorithm_type"] = algorithm["type"]
+    group.attrs["cells"] = archive.cells
+    group.attrs["measure_ranges"] = np.asarray(spec["domain_spec"]["measure_ranges"])
+    group.attrs["learning_rate"] = float(algorithm["archive"].get("learning_rate", 1.0))
+    if hasattr(archive, "centroids"):
+        group.attrs["kind"] = "cvt"
+        write_dataset(group, "centroids", archive.centroids)
+    else:
+        group.attrs["kind"] = "grid"
+        group.attrs["dims"] = np.asarray(archive.dims)
+
+
+def _write_identity(handle: h5py.File, spec: dict, *, kind: str, generation: int) -> None:
+    handle.attrs["schema_version"] = SCHEMA_VERSION
+    handle.attrs["kind"] = kind
+    handle.attrs["generation"] = generation
+    for key in ("campaign", "algorithm", "domain", "seed", "master_seed"):
+        handle.attrs[key] = spec[key]
+
+
+def write_final_archive(path: str | Path, *, spec: dict, archive, generation: int,
+                        evaluations: int) -> None:
+    """Write ``archive.h5``: the final elites of a run, with no wall-clock content."""
+    with atomic_h5(path) as handle:
+        _write_identity(handle, spec, kind="archive", generation=generation)
+        handle.attrs["evaluations"] = evaluations
+        write_archive_group(handle, archive, spec)
+
+
+def read_archive(path: str | Path) -> dict:
+    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays."""
+    with open_for_reading(path, what="archive") as handle:
+        group = handle["archive"]
+        data = {name: group[name][()] for name in group}
+        data["attrs"] = dict(group.attrs)
+        data["file_attrs"] = dict(handle.attrs)
+    return data
+
+
+# --- run states (checkpoints) ---------------------------------------------------
+
+
+@dataclass
+class RunState:
+    """Everything a run needs to continue after a generation.
+
+    Attributes
+    ----------
+    spec : dict
+        The run spec.
+    generation : int
+        The last generation told (0: freshly initialised).
+    scheduler : ribs.schedulers.Scheduler or None
+        The unpickled optimizer (``None`` when read with ``with_scheduler=False``).
+    next_solutions, next_seeds : numpy.ndarray
+        The batch of generation ``generation + 1`` and its evaluation seeds.
+    metrics_window : numpy.ndarray
+        Metric rows (``METRIC_DTYPE``) since the last kept checkpoint.
+    finished_at : float
+        Unix time at which this state was written.
+    """
+
+    spec: dict
+    generation: int
+    scheduler: object
+    next_solutions: np.ndarray
+    next_seeds: np.ndarray
+    metrics_window: np.ndarray
+    finished_at: float
+
+
+def write_state(path: str | Path, state: RunState) -> None:
+    """Write a run state (checkpoint) atomically."""
+    blob = pickle.dumps(state.scheduler, protocol=5)
+    with atomic_h5(path) as handle:
+        _write_identity(handle, state.spec, kind="state", generation=state.generation)
+        handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
+        handle.attrs["finished_at"] = state.finished_at
+        write_archive_group(handle, state.scheduler.result_archive, state.spec)
+        optimizer = handle.create_group("optimizer")
+        write_dataset(optimizer, "scheduler", np.frombuffer(blob, dtype=np.uint8))
+        optimizer.attrs["sha256"] = hashlib.sha256(blob).hexdigest()
+        batch = handle.create_group("next_batch")
+        write_dataset(batch, "solutions", state.next_solutions)
+        write_dataset(batch, "seeds", state.next_seeds)
+        write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
+
+
+def read_state(path: str | Path, *, with_scheduler: bool = True) -> RunState:
+    """Read a run state; raise :class:`CorruptFileError` naming the file if broken."""
+    with open_for_reading(path, what="checkpoint") as handle:
+        spec = json.loads(handle.attrs["run_spec"])
+        generation = int(handle.attrs["generation"])
+        scheduler = None
+        if with_scheduler:
+            blob = handle["optimizer/scheduler"][()].tobytes()
+            if hashlib.sha256(blob).hexdigest() != handle["optimizer"].attrs["sha256"]:
+                raise CorruptFileError(
+                    f"checkpoint {path} (run {run_label(spec)}, generation {generation}): "
+                    "the optimizer state does not match its checksum; delete the file "
+                    "and rerun to recompute it"
+                )
+            scheduler = pickle.loads(blob)
+        return RunState(
+            spec=spec,
+            generation=generation,
+            scheduler=scheduler,
+            next_solutions=handle["next_batch/solutions"][()],
+            next_seeds=handle["next_batch/seeds"][()],
+            metrics_window=handle["metrics_window"][()],
+            finished_at=float(handle.attrs["finished_at"]),
+        )
+
+
+def read_batch_slice(path: str | Path, start: int, stop: int) -> tuple[dict, int, np.ndarray,
+                                                                        np.ndarray]:
+    """Read only solutions ``start:stop`` of the next batch of a state.
+
+    Returns
+    -------
+    tuple
+        ``(spec, generation, solutions, seeds)`` where ``generation`` is the
+        generation the batch belongs to.
+    """
+    with open_for_reading(path, what="checkpoint") as handle:
+        spec = json.loads(handle.attrs["run_spec"])
+        generation = int(handle.attrs["generation"]) + 1
+        solutions = handle["next_batch/solutions"][start:stop]
+        seeds = handle["next_batch/seeds"][start:stop]
+    return spec, generation, solutions, seeds
+
+
+def batch_length(path: str | Path) -> int:
+    """Number of solutions in the next batch of a state."""
+    with open_for_reading(path, what="checkpoint") as handle:
+        return int(handle["next_batch/solutions"].shape[0])
+
+
+def run_label(spec: dict) -> str:
+    """Human-readable name of a run: ``algorithm/domain/seed<k>``."""
+    return f"{spec['algorithm']}/{spec['domain']}/seed{spec['seed']}"
+
+
+# --- shards ---------------------------------------------------------------------
+
+
+@dataclass
+class ShardResult:
+    """Evaluation results of one shard (a contiguous slice of a generation's batch)."""
+
+    generation: int
+    shard: int
+    start: int
+    stop: int
+    objective: np.ndarray
+    measures: np.ndarray
+    eval_seconds: np.ndarray
+    extra: dict
+
+
+def write_shard(path: str | Path, result: ShardResult) -> None:
+    """Write a shard's results atomically."""
+    with atomic_h5(path) as handle:
+        handle.attrs["schema_version"] = SCHEMA_VERSION
+        handle.attrs["kind"] = "shard"
+        for key in ("generation", "shard", "start", "stop"):
+            handle.attrs[key] = getattr(result, key)
+        write_dataset(handle, "objective", result.objective)
+        write_dataset(handle, "measures", result.measures)
+        write_dataset(handle, "eval_seconds", result.eval_seconds)
+        extra = handle.create_group("extra")
+        for name in sorted(result.extra):
+            write_dataset(extra, name, result.extra[name])
+
+
+def read_shard(path: str | Path) -> ShardResult:
+    """Read a shard file."""
+    with open_for_reading(path, what="shard") as handle:
+        return ShardResult(
+            generation=int(handle.attrs["generation"]),
+            shard=int(handle.attrs["shard"]),
+            start=int(handle.attrs["start"]),
+            stop=int(handle.attrs["stop"]),
+            objective=handle["objective"][()],
+            measures=handle["measures"][()],
+            eval_seconds=handle["eval_seconds"][()],
+            extra={name: handle["extra"][name][()] for name in handle["extra"]},
+        )
+
+
+def prune_work_files(work: Path, *, up_to: int) -> int:
+    """Delete working states and shard folders of generations ``<= up_to``.
+
+    Snakemake keeps ``temp()`` files until no checkpoint job is pending, which in a
+    windowed chain means until the end of the run; a kept checkpoint makes every
+    older working file unnecessary, so it removes them itself.
+
+    Returns
+    -------
+    int
+        Number of files removed.
+    """
+    import shutil
+
+    removed = 0
+    for path in sorted(work.glob("state_*.h5")) + sorted(work.glob("gen_*")):
+        number = path.name.removeprefix("state_").removeprefix("gen_").removesuffix(".h5")
+        if not number.isdigit() or int(number) > up_to:
+            continue
+        if path.is_dir():
+            removed += sum(1 for _ in path.iterdir())
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def shard_bounds(batch: int, shards: int, shard: int) -> tuple[int, int]:
+    """Slice ``[start, stop)`` of shard ``shard`` when ``batch`` solutions are split
+    into ``shards`` contiguous, near-equal parts."""
+    base, remainder = divmod(batch, shards)
+    start = shard * base + min(shard, remainder)
+    return start, start + base + (1 if shard < remainder else 0)

@@ -1,0 +1,156 @@
+import os
+import sys
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version
+
+from evocamp.config import (
+    ConfigError,
+    experiments_of,
+    run_spec,
+    run_spec_json,
+    seeds_of,
+    validate_config,
+)
+from evocamp.locks import release_stale_locks
+
+min_version("9.0")
+
+# Checkpoint rules re-evaluate input functions recursively; a window of up to 500
+# generations needs more than Python's default recursion limit.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+
+try:
+    _validated = validate_config(dict(config))
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+config.clear()
+config.update(_validated)
+
+if workflow.is_main_process and release_stale_locks(os.getcwd()):
+    print(
+        "evocamp: removed stale Snakemake locks (no other Snakemake runs here)",
+        file=sys.stderr,
+    )
+
+GENERATIONS = config["generations"]
+KEEP_EVERY = config["checkpoint_every"]
+SHARDS = config["shards"]
+RESULTS = f"{config['results_dir']}/{config['campaign']}"
+RUN = RESULTS + "/{algorithm}/{domain}/seed{seed}"
+RUN_LOGS = RESULTS + "/logs/{algorithm}/{domain}/seed{seed}"
+
+
+wildcard_constraints:
+    algorithm="[A-Za-z0-9][A-Za-z0-9_]*",
+    domain="[A-Za-z0-9][A-Za-z0-9_]*",
+    seed=r"\d+",
+    gen=r"\d{6}",
+    shard=r"\d{3}",
+
+
+def runs():
+    """Every run of the campaign as wildcard values."""
+    return [
+        {"algorithm": algorithm, "domain": domain, "seed": seed}
+        for algorithm, domain in experiments_of(config)
+        for seed in seeds_of(config)
+    ]
+
+
+def run_file(wildcards, tail):
+    """Path of a file of the run named by ``wildcards``."""
+    return RUN.format(
+        algorithm=wildcards.algorithm, domain=wildcards.domain, seed=wildcards.seed
+    ) + f"/{tail}"
+
+
+def kept_checkpoint(wildcards, generation):
+    return run_file(wildcards, f"checkpoints/gen_{generation:06d}.h5")
+
+
+def work_state(wildcards, generation):
+    return run_file(wildcards, f"work/state_{generation:06d}.h5")
+
+
+def require_kept(wildcards, generation):
+    """Wait for the kept checkpoint of ``generation`` (a checkpoint rule)."""
+    checkpoints.keep_checkpoint.get(
+        algorithm=wildcards.algorithm,
+        domain=wildcards.domain,
+        seed=wildcards.seed,
+        gen=f"{generation:06d}",
+    )
+    return kept_checkpoint(wildcards, generation)
+
+
+def previous_state(wildcards):
+    """The checkpoint whose batch generation ``wildcards.gen`` evaluates.
+
+    Kept checkpoints (generation 0, every K-th) are plain source files reached
+    through the checkpoint rule, so Snakemake never plans further back than the
+    last kept one. A kept final checkpoint of a finished run lets a raised
+    ``generations`` continue from there.
+    """
+    previous = int(wildcards.gen) - 1
+    if previous == 0:
+        return kept_checkpoint(wildcards, 0)
+    if previous % KEEP_EVERY == 0:
+        return require_kept(wildcards, previous)
+    if os.path.exists(kept_checkpoint(wildcards, previous)):
+        return kept_checkpoint(wildcards, previous)
+    return work_state(wildcards, previous)
+
+
+def final_state(wildcards):
+    """The state after the last generation, once every kept checkpoint before it exists."""
+    for boundary in range(KEEP_EVERY, GENERATIONS + 1, KEEP_EVERY):
+        require_kept(wildcards, boundary)
+    if GENERATIONS % KEEP_EVERY == 0:
+        return kept_checkpoint(wildcards, GENERATIONS)
+    return work_state(wildcards, GENERATIONS)
+
+
+def final_checkpoint(wildcards):
+    return kept_checkpoint(wildcards, GENERATIONS)
+
+
+def shard_files(wildcards):
+    return [
+        run_file(wildcards, f"work/gen_{wildcards.gen}/shard_{shard:03d}.h5")
+        for shard in range(SHARDS)
+    ]
+
+
+def spec_json(wildcards):
+    """The run spec (everything that fixes a run's results) as JSON."""
+    spec = run_spec(
+        config,
+        algorithm=wildcards.algorithm,
+        domain=wildcards.domain,
+        seed=int(wildcards.seed),
+    )
+    return run_spec_json(spec)
+
+
+def shard_mem_mb(wildcards, attempt):
+    """Memory of an evaluation job; a retry (e.g. after an out-of-memory kill) asks more."""
+    return 1000 * attempt
+
+
+def run_targets():
+    """Final archive, metrics and figures of every run."""
+    targets = []
+    for run in runs():
+        folder = RUN.format(**run)
+        targets += [
+            f"{folder}/archive.h5",
+            f"{folder}/metrics.csv",
+            f"{folder}/figures/heatmap.pdf",
+            f"{folder}/figures/curves.pdf",
+        ]
+    return targets
+
+
+def campaign_targets(wildcards):
+    return run_targets()
