@@ -11,6 +11,6 @@ include: "workflow/rules/figures.smk"
 
 
 rule all:
+    default_target: True
     input:
         campaign_targets,
-    default_target: True

@@ -12,6 +12,21 @@ import numpy as np
 from evocamp.seeding import optimizer_seeds, run_key
 
 
+def check_numba_disabled() -> None:
+    """Refuse to run pyribs with numba's JIT on: results would differ from other modes.
+
+    ``import evocamp`` disables it; this catches a program that imported numba first.
+    """
+    import sys
+
+    numba = sys.modules.get("numba")
+    if numba is not None and not numba.config.DISABLE_JIT:
+        raise RuntimeError(
+            "numba was imported before evocamp with its JIT enabled; import evocamp "
+            "first (it sets NUMBA_DISABLE_JIT=1) so results match every other mode"
+        )
+
+
 def spec_run_key(spec: dict) -> tuple[int, int, int]:
     """The seeding key of the run a spec describes."""
     return run_key(algorithm=spec["algorithm"], domain=spec["domain"], seed=spec["seed"])
@@ -33,17 +48,14 @@ def build_scheduler(spec: dict):
     """
     from ribs.schedulers import Scheduler
 
+    check_numba_disabled()
     algorithm = spec["algorithm_spec"]
-    seeds = optimizer_seeds(
-        spec["master_seed"], spec_run_key(spec), 3 + algorithm["emitters"]
-    )
+    seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 3 + algorithm["emitters"])
     archive = _build_archive(spec, seed=seeds[0], result=False, cvt_seed=seeds[2])
     result_archive = None
     if algorithm["type"] == "cma_mae":
         result_archive = _build_archive(spec, seed=seeds[1], result=True, cvt_seed=None)
-    emitters = [
-        _build_emitter(spec, archive, seed=seed) for seed in seeds[3:]
-    ]
+    emitters = [_build_emitter(spec, archive, seed=seed) for seed in seeds[3:]]
     return Scheduler(archive, emitters, result_archive=result_archive)
 
 

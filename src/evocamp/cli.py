@@ -7,18 +7,12 @@ need them, so an evaluation shard starts in a fraction of a second.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-
-# Single-threaded BLAS: results must not depend on how many cores a job gets, and
-# parallelism comes from shards and runs. Set before numpy is first imported.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+import time
+from pathlib import Path
 
 
 def _log(message: str) -> None:
@@ -43,8 +37,10 @@ def cmd_init(args) -> None:
     spec = json.loads(args.spec)
     state = initialise(spec)
     write_state(args.output, state)
-    _log(f"{run_label(spec)}: initialised; batch of {len(state.next_solutions)} solutions "
-         f"for generation 1 -> {args.output}")
+    _log(
+        f"{run_label(spec)}: initialised; batch of {len(state.next_solutions)} solutions "
+        f"for generation 1 -> {args.output}"
+    )
 
 
 def cmd_evaluate(args) -> None:
@@ -54,11 +50,14 @@ def cmd_evaluate(args) -> None:
 
     start, stop = shard_bounds(batch_length(args.state), args.shards, args.shard)
     spec, generation, solutions, seeds = read_batch_slice(args.state, start, stop)
-    result = evaluate_slice(spec, generation=generation, shard=args.shard, start=start,
-                            solutions=solutions, seeds=seeds)
+    result = evaluate_slice(
+        spec, generation=generation, shard=args.shard, start=start, solutions=solutions, seeds=seeds
+    )
     write_shard(args.output, result)
-    _log(f"generation {generation} shard {args.shard}/{args.shards}: solutions "
-         f"{start}..{stop - 1} evaluated in {result.eval_seconds.sum():.3f} s")
+    _log(
+        f"generation {generation} shard {args.shard}/{args.shards}: solutions "
+        f"{start}..{stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
+    )
 
 
 def cmd_tell(args) -> None:
@@ -82,8 +81,7 @@ def cmd_keep(args) -> None:
     atomic_copy(args.state, args.checkpoint)
     write_rows(args.segment, state.metrics_window)
     removed = prune_work_files(Path(args.state).parent, up_to=state.generation)
-    _log(f"generation {state.generation}: kept {args.checkpoint}; "
-         f"removed {removed} working files")
+    _log(f"generation {state.generation}: kept {args.checkpoint}; removed {removed} working files")
 
 
 def cmd_finalise(args) -> None:
@@ -95,13 +93,15 @@ def cmd_finalise(args) -> None:
     checkpoint = Path(args.checkpoint)
     if Path(args.state).resolve() != checkpoint.resolve():
         atomic_copy(args.state, checkpoint)
-    rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")),
-                         state.metrics_window)
+    rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")), state.metrics_window)
     write_rows(args.metrics, rows)
-    write_final_archive(args.archive, spec=state.spec,
-                        archive=state.scheduler.result_archive,
-                        generation=state.generation,
-                        evaluations=int(rows["evaluations"][-1]))
+    write_final_archive(
+        args.archive,
+        spec=state.spec,
+        archive=state.scheduler.result_archive,
+        generation=state.generation,
+        evaluations=int(rows["evaluations"][-1]),
+    )
     _log(f"generation {state.generation}: final archive {args.archive}")
 
 
@@ -110,6 +110,11 @@ def cmd_plot_run(args) -> None:
     from evocamp.plotting import plot_run
 
     plot_run(archive=args.archive, metrics=args.metrics, outdir=args.outdir)
+
+
+def _total_from_environment() -> int | None:
+    value = os.environ.get("EVOCAMP_GENERATIONS", "")
+    return int(value) if value.isdigit() else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--state", required=True)
     sub.add_argument("--shard-files", nargs="+", required=True)
     sub.add_argument("--output", required=True)
-    sub.add_argument("--total", type=int, default=None, help="generations of the run")
+    sub.add_argument(
+        "--total",
+        type=int,
+        default=_total_from_environment(),
+        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
+    )
     sub.set_defaults(func=cmd_tell)
 
     sub = commands.add_parser("keep", help=cmd_keep.__doc__)

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import yaml
 
-SCHEMA_PATH = (
-    Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-)
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 GRID_ALGORITHMS = {"map_elites", "map_elites_line", "cma_me", "cma_mae"}
 ES_ALGORITHMS = {"cma_me", "cma_mae"}
 DEFAULT_GRID_CELLS_PER_MEASURE = 20
@@ -98,9 +96,7 @@ def validate_config(config: dict, *, schema: dict | None = None) -> dict:
     _fill_defaults(resolved, schema, schema)
     problems = _semantic_problems(resolved)
     if problems:
-        raise ConfigError(
-            "invalid configuration:\n" + "\n".join(f"  {p}" for p in problems)
-        )
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
     return resolved
 
 
@@ -158,9 +154,7 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
             if required not in domain:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
-        problems.append(
-            f"key '{key}.function': only allowed for type plugin, not {domain['type']}"
-        )
+        problems.append(f"key '{key}.function': only allowed for type plugin, not {domain['type']}")
     elif domain.get("measure_ranges") and len(domain["measure_ranges"]) != 2:
         problems.append(
             f"key '{key}.measure_ranges': domain {domain['type']} has 2 measures, "

@@ -35,9 +35,7 @@ def _projection_measures(solutions: np.ndarray) -> np.ndarray:
     outside = np.abs(clipped) > PROJECTION_BOUND
     clipped[outside] = PROJECTION_BOUND / clipped[outside]
     half = solutions.shape[1] // 2
-    return np.stack(
-        (clipped[:, :half].sum(axis=1), clipped[:, half:].sum(axis=1)), axis=1
-    )
+    return np.stack((clipped[:, :half].sum(axis=1), clipped[:, half:].sum(axis=1)), axis=1)
 
 
 def _normalise(raw: np.ndarray, worst: float) -> np.ndarray:
@@ -63,9 +61,7 @@ def _rastrigin_raw(shifted: np.ndarray) -> np.ndarray:
 def rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """Shifted Rastrigin with linear-projection measures, normalised to [0, 100]."""
     dim = solutions.shape[1]
-    worst = float(
-        _rastrigin_raw(np.full(dim, -PROJECTION_BOUND - PROJECTION_SHIFT))
-    )
+    worst = float(_rastrigin_raw(np.full(dim, -PROJECTION_BOUND - PROJECTION_SHIFT)))
     raw = _rastrigin_raw(solutions - PROJECTION_SHIFT)
     return {
         "objective": _normalise(raw, worst),

@@ -41,14 +41,13 @@ def _next_batch(spec: dict, scheduler, generation: int) -> tuple[np.ndarray, np.
     from evocamp.algorithms import spec_run_key
 
     solutions = np.asarray(scheduler.ask(), dtype=np.float64)
-    seeds = evaluation_seeds(
-        spec["master_seed"], spec_run_key(spec), generation, len(solutions)
-    )
+    seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, len(solutions))
     return solutions, seeds
 
 
-def metrics_row(scheduler, *, generation: int, evaluations: int, wall_seconds: float,
-                eval_seconds: float) -> np.ndarray:
+def metrics_row(
+    scheduler, *, generation: int, evaluations: int, wall_seconds: float, eval_seconds: float
+) -> np.ndarray:
     """One metrics row (``METRIC_DTYPE``) from the scheduler's result archive."""
     stats = scheduler.result_archive.stats
     row = np.zeros(1, dtype=METRIC_DTYPE)
@@ -73,10 +72,18 @@ def initialise(spec: dict) -> RunState:
     scheduler = build_scheduler(spec)
     solutions, seeds = _next_batch(spec, scheduler, 1)
     finished = time.time()
-    row = metrics_row(scheduler, generation=0, evaluations=0,
-                      wall_seconds=finished - started, eval_seconds=0.0)
-    return RunState(spec=spec, generation=0, scheduler=scheduler, next_solutions=solutions,
-                    next_seeds=seeds, metrics_window=row, finished_at=finished)
+    row = metrics_row(
+        scheduler, generation=0, evaluations=0, wall_seconds=finished - started, eval_seconds=0.0
+    )
+    return RunState(
+        spec=spec,
+        generation=0,
+        scheduler=scheduler,
+        next_solutions=solutions,
+        next_seeds=seeds,
+        metrics_window=row,
+        finished_at=finished,
+    )
 
 
 def _as_outputs(returned) -> dict:
@@ -90,8 +97,9 @@ def _as_outputs(returned) -> dict:
     )
 
 
-def _check_outputs(outputs: dict, *, count: int, measure_dim: int, extra_fields: list,
-                   where) -> dict:
+def _check_outputs(
+    outputs: dict, *, count: int, measure_dim: int, extra_fields: list, where
+) -> dict:
     """Check shapes and finiteness; ``where(i)`` names solution ``i`` of the chunk."""
     for required in ("objective", "measures"):
         if required not in outputs:
@@ -119,8 +127,9 @@ def _check_outputs(outputs: dict, *, count: int, measure_dim: int, extra_fields:
     return checked
 
 
-def evaluate_slice(spec: dict, *, generation: int, shard: int, start: int,
-                   solutions: np.ndarray, seeds: np.ndarray) -> ShardResult:
+def evaluate_slice(
+    spec: dict, *, generation: int, shard: int, start: int, solutions: np.ndarray, seeds: np.ndarray
+) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
     Parameters
@@ -151,26 +160,41 @@ def evaluate_slice(spec: dict, *, generation: int, shard: int, start: int,
     for lo in range(0, count, chunk):
         hi = min(lo + chunk, count)
         began = time.perf_counter()
-        outputs = _call(evaluator, domain, solutions, seeds, lo, hi,
-                        where=lambda i, lo=lo: _where(
-                            spec, generation, shard, None if i is None else start + lo + i))
+        outputs = _call(
+            evaluator,
+            domain,
+            solutions,
+            seeds,
+            lo,
+            hi,
+            where=lambda i, lo=lo: _where(
+                spec, generation, shard, None if i is None else start + lo + i
+            ),
+        )
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
         checked = _check_outputs(
-            outputs, count=hi - lo, measure_dim=measure_dim(domain),
+            outputs,
+            count=hi - lo,
+            measure_dim=measure_dim(domain),
             extra_fields=extra_fields,
-            where=lambda i, lo=lo: _where(spec, generation, shard,
-                                          None if i is None else start + lo + i))
+            where=lambda i, lo=lo: _where(
+                spec, generation, shard, None if i is None else start + lo + i
+            ),
+        )
         for name, values in checked.items():
             parts.setdefault(name, []).append(values)
     merged = {
-        name: np.concatenate(values) if values else np.zeros((0,))
-        for name, values in parts.items()
+        name: np.concatenate(values) if values else np.zeros((0,)) for name, values in parts.items()
     }
     if count == 0:
         merged = {"objective": np.zeros(0), "measures": np.zeros((0, measure_dim(domain)))}
     return ShardResult(
-        generation=generation, shard=shard, start=start, stop=start + count,
-        objective=merged["objective"], measures=merged["measures"],
+        generation=generation,
+        shard=shard,
+        start=start,
+        stop=start + count,
+        objective=merged["objective"],
+        measures=merged["measures"],
         eval_seconds=eval_seconds,
         extra={name: merged[name] for name in extra_fields if name in merged},
     )
@@ -187,7 +211,7 @@ def _call(evaluator, domain: dict, solutions, seeds, lo: int, hi: int, *, where)
         if hi - lo > 1:
             for index in range(lo, hi):
                 try:
-                    evaluator(solutions[index:index + 1], seeds[index:index + 1], **params)
+                    evaluator(solutions[index : index + 1], seeds[index : index + 1], **params)
                 except Exception:  # noqa: BLE001
                     failing = index - lo
                     break
@@ -195,8 +219,7 @@ def _call(evaluator, domain: dict, solutions, seeds, lo: int, hi: int, *, where)
             failing = 0
         details = "".join(traceback.format_exception(error))
         raise EvaluationError(
-            f"{where(failing)}: the evaluation function raised "
-            f"{type(error).__name__}: {error}",
+            f"{where(failing)}: the evaluation function raised {type(error).__name__}: {error}",
             details=details,
         ) from None
 
@@ -215,8 +238,7 @@ def combine_shards(spec: dict, generation: int, batch: int, shards: list[ShardRe
         position = result.stop
     if position != batch:
         raise EvaluationError(
-            f"{_where(spec, generation, None, None)}: shards cover {position} of "
-            f"{batch} solutions"
+            f"{_where(spec, generation, None, None)}: shards cover {position} of {batch} solutions"
         )
     extra_names = sorted(ordered[0].extra) if ordered else []
     return (
@@ -240,6 +262,9 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
     The metrics window restarts after every kept checkpoint (a generation that is
     a positive multiple of ``checkpoint_every``), whose rows were already saved.
     """
+    from evocamp.algorithms import check_numba_disabled
+
+    check_numba_disabled()
     generation = state.generation + 1
     objective, measures, extra, eval_seconds = combine_shards(
         state.spec, generation, len(state.next_solutions), shards
@@ -249,11 +274,22 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
     evaluations = int(state.metrics_window["evaluations"][-1]) + len(objective)
     solutions, seeds = _next_batch(state.spec, scheduler, generation + 1)
     finished = time.time()
-    row = metrics_row(scheduler, generation=generation, evaluations=evaluations,
-                      wall_seconds=finished - state.finished_at, eval_seconds=eval_seconds)
+    row = metrics_row(
+        scheduler,
+        generation=generation,
+        evaluations=evaluations,
+        wall_seconds=finished - state.finished_at,
+        eval_seconds=eval_seconds,
+    )
     previous = state.generation
     window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0
     window = row if window_start else np.concatenate([state.metrics_window, row])
-    return RunState(spec=state.spec, generation=generation, scheduler=scheduler,
-                    next_solutions=solutions, next_seeds=seeds, metrics_window=window,
-                    finished_at=finished)
+    return RunState(
+        spec=state.spec,
+        generation=generation,
+        scheduler=scheduler,
+        next_solutions=solutions,
+        next_seeds=seeds,
+        metrics_window=window,
+        finished_at=finished,
+    )

@@ -20,8 +20,9 @@ def rows_to_csv(rows: np.ndarray) -> str:
         cells = []
         for name in METRIC_DTYPE.names:
             value = row[name]
-            cells.append(str(int(value)) if METRIC_DTYPE[name].kind == "i"
-                         else FLOAT_FORMAT % float(value))
+            cells.append(
+                str(int(value)) if METRIC_DTYPE[name].kind == "i" else FLOAT_FORMAT % float(value)
+            )
         buffer.write(",".join(cells) + "\n")
     return buffer.getvalue()
 

@@ -15,8 +15,7 @@ import numpy as np
 ONE_COLUMN = 3.5
 TWO_COLUMNS = 7.2
 #: Okabe & Ito (2008), a palette distinguishable with every common colour blindness.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-           "#000000"]
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 HEATMAP_COLORMAP = "viridis"
 STYLE = {
     "font.size": 8,
@@ -60,8 +59,10 @@ def save_figure(figure, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
-    for suffix, metadata in ((".pdf", {"CreationDate": None, "ModDate": None}),
-                             (".png", {"Software": None})):
+    for suffix, metadata in (
+        (".pdf", {"CreationDate": None, "ModDate": None}),
+        (".png", {"Software": None}),
+    ):
         path = stem.with_suffix(suffix)
         figure.savefig(path, metadata=metadata)
         written.append(path)
@@ -80,28 +81,33 @@ def archive_from_file(data: dict):
     ranges = [tuple(r) for r in attrs["measure_ranges"]]
     solution_dim = data["solution"].shape[1]
     if attrs["kind"] == "cvt":
-        archive = CVTArchive(solution_dim=solution_dim, centroids=data["centroids"],
-                             ranges=ranges)
+        archive = CVTArchive(solution_dim=solution_dim, centroids=data["centroids"], ranges=ranges)
     else:
-        archive = GridArchive(solution_dim=solution_dim, dims=list(attrs["dims"]),
-                              ranges=ranges)
+        archive = GridArchive(solution_dim=solution_dim, dims=list(attrs["dims"]), ranges=ranges)
     if len(data["objective"]):
         archive.add(data["solution"], data["objective"], data["measures"])
     return archive
 
 
-def draw_heatmap(ax, data: dict, *, vmin: float | None = None, vmax: float | None = None,
-                 colorbar: bool = True):
+def draw_heatmap(
+    ax, data: dict, *, vmin: float | None = None, vmax: float | None = None, colorbar: bool = True
+):
     """Draw an archive's elites (grid or CVT, two measures) on ``ax``."""
     from ribs.visualize import cvt_archive_heatmap, grid_archive_heatmap
 
     if len(data["attrs"]["measure_ranges"]) != 2:
-        ax.text(0.5, 0.5, "heatmaps need 2 measures", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "heatmaps need 2 measures", ha="center", va="center", transform=ax.transAxes
+        )
         return
     archive = archive_from_file(data)
-    common = {"ax": ax, "vmin": vmin, "vmax": vmax, "cmap": HEATMAP_COLORMAP,
-              "cbar": "auto" if colorbar else None}
+    common = {
+        "ax": ax,
+        "vmin": vmin,
+        "vmax": vmax,
+        "cmap": HEATMAP_COLORMAP,
+        "cbar": "auto" if colorbar else None,
+    }
     if data["attrs"]["kind"] == "cvt":
         cvt_archive_heatmap(archive, lw=0.1, **common)
     else:
@@ -119,8 +125,10 @@ def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path) ->
     plt = pyplot()
     data = read_archive(archive)
     identity = data["file_attrs"]
-    title = (f"{identity['algorithm']} on {identity['domain']}, seed {identity['seed']}, "
-             f"generation {identity['generation']}")
+    title = (
+        f"{identity['algorithm']} on {identity['domain']}, seed {identity['seed']}, "
+        f"generation {identity['generation']}"
+    )
     figure, ax = plt.subplots(figsize=(ONE_COLUMN, ONE_COLUMN * 0.85))
     draw_heatmap(ax, data)
     ax.set_title(title)
@@ -128,7 +136,7 @@ def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path) ->
 
     rows = read_metrics_csv(metrics)
     figure, axes = plt.subplots(1, len(CURVES), figsize=(TWO_COLUMNS, 1.9))
-    for ax, (field, label) in zip(axes, CURVES):
+    for ax, (field, label) in zip(axes, CURVES, strict=True):
         ax.plot(rows["evaluations"], rows[field], color=PALETTE[0])
         ax.set_xlabel("evaluations")
         ax.set_ylabel(label)

@@ -179,8 +179,9 @@ def _write_identity(handle: h5py.File, spec: dict, *, kind: str, generation: int
         handle.attrs[key] = spec[key]
 
 
-def write_final_archive(path: str | Path, *, spec: dict, archive, generation: int,
-                        evaluations: int) -> None:
+def write_final_archive(
+    path: str | Path, *, spec: dict, archive, generation: int, evaluations: int
+) -> None:
     """Write ``archive.h5``: the final elites of a run, with no wall-clock content."""
     with atomic_h5(path) as handle:
         _write_identity(handle, spec, kind="archive", generation=generation)
@@ -273,8 +274,9 @@ def read_state(path: str | Path, *, with_scheduler: bool = True) -> RunState:
         )
 
 
-def read_batch_slice(path: str | Path, start: int, stop: int) -> tuple[dict, int, np.ndarray,
-                                                                        np.ndarray]:
+def read_batch_slice(
+    path: str | Path, start: int, stop: int
+) -> tuple[dict, int, np.ndarray, np.ndarray]:
     """Read only solutions ``start:stop`` of the next batch of a state.
 
     Returns

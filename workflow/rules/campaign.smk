@@ -10,30 +10,34 @@ localrules:
 
 rule initialise:
     output:
-        RUN + "/checkpoints/gen_000000.h5",
+        in_run("checkpoints/gen_000000.h5"),
+    log:
+        in_run_logs("initialise.log"),
+    conda:
+        CONDA_ENV
     params:
         spec=spec_json,
-    log:
-        RUN_LOGS + "/initialise.log",
     shell:
-        "evocamp init --spec {params.spec:q} --output {output} 2> {log}"
+        "python -m evocamp init --spec {params.spec:q} --output {output} 2> {log}"
 
 
 rule evaluate:
     input:
         state=previous_state,
     output:
-        temp(RUN + "/work/gen_{gen}/shard_{shard}.h5"),
-    params:
-        shards=SHARDS,
+        temp(in_run("work/gen_{gen}/shard_{shard}.h5")),
     log:
-        RUN_LOGS + "/gen_{gen}/evaluate_{shard}.log",
+        in_run_logs("gen_{gen}/evaluate_{shard}.log"),
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=shard_mem_mb,
         runtime=30,
+    params:
+        shards=SHARDS,
     shell:
-        "evocamp evaluate --state {input.state} --shard {wildcards.shard} "
+        "python -m evocamp evaluate --state {input.state} --shard {wildcards.shard} "
         "--shards {params.shards} --output {output} 2> {log}"
 
 
@@ -42,25 +46,29 @@ rule tell:
         state=previous_state,
         shards=shard_files,
     output:
-        temp(RUN + "/work/state_{gen}.h5"),
+        temp(in_run("work/state_{gen}.h5")),
     log:
-        RUN_LOGS + "/gen_{gen}/tell.log",
+        in_run_logs("gen_{gen}/tell.log"),
+    conda:
+        CONDA_ENV
     shell:
-        "evocamp tell --state {input.state} --shard-files {input.shards} "
-        "--total {config[generations]} --output {output} 2> {log}"
+        "python -m evocamp tell --state {input.state} --shard-files {input.shards} "
+        "--output {output} 2> {log}"
 
 
 checkpoint keep_checkpoint:
     input:
-        RUN + "/work/state_{gen}.h5",
+        in_run("work/state_{gen}.h5"),
     output:
-        RUN + "/metrics/segment_{gen}.csv",
-    params:
-        checkpoint=RUN + "/checkpoints/gen_{gen}.h5",
+        in_run("metrics/segment_{gen}.csv"),
     log:
-        RUN_LOGS + "/gen_{gen}/keep.log",
+        in_run_logs("gen_{gen}/keep.log"),
+    conda:
+        CONDA_ENV
+    params:
+        checkpoint=in_run("checkpoints/gen_{gen}.h5"),
     shell:
-        "evocamp keep --state {input} --checkpoint {params.checkpoint} "
+        "python -m evocamp keep --state {input} --checkpoint {params.checkpoint} "
         "--segment {output} 2> {log}"
 
 
@@ -68,14 +76,16 @@ rule finalise:
     input:
         final_state,
     output:
-        archive=RUN + "/archive.h5",
-        metrics=RUN + "/metrics.csv",
+        archive=in_run("archive.h5"),
+        metrics=in_run("metrics.csv"),
+    log:
+        in_run_logs("finalise.log"),
+    conda:
+        CONDA_ENV
     params:
         checkpoint=final_checkpoint,
-        segments=RUN + "/metrics",
-    log:
-        RUN_LOGS + "/finalise.log",
+        segments=in_run("metrics"),
     shell:
-        "evocamp finalise --state {input} --checkpoint {params.checkpoint} "
+        "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
         "--segments {params.segments} --metrics {output.metrics} "
         "--archive {output.archive} 2> {log}"

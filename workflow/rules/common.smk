@@ -37,8 +37,19 @@ GENERATIONS = config["generations"]
 KEEP_EVERY = config["checkpoint_every"]
 SHARDS = config["shards"]
 RESULTS = f"{config['results_dir']}/{config['campaign']}"
-RUN = RESULTS + "/{algorithm}/{domain}/seed{seed}"
-RUN_LOGS = RESULTS + "/logs/{algorithm}/{domain}/seed{seed}"
+RUN = f"{RESULTS}/{{algorithm}}/{{domain}}/seed{{seed}}"
+RUN_LOGS = f"{RESULTS}/logs/{{algorithm}}/{{domain}}/seed{{seed}}"
+CONDA_ENV = "../../envs/evocamp.yaml"
+# Every step runs `python -m evocamp` from this workflow's own source tree, also in a
+# `--sdm conda` environment (which holds the dependencies only). The tell steps print
+# "generation g/N"; N reaches them through this prefix so that raising `generations`
+# changes no rule's params or code (nothing reruns).
+# (shell.prefix formats its text once more, hence the doubled braces.)
+shell.prefix(
+    "set -euo pipefail; "
+    f"export PYTHONPATH={workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
+)
 
 
 wildcard_constraints:
@@ -58,11 +69,21 @@ def runs():
     ]
 
 
+def in_run(tail):
+    """Path pattern of a file in a run's folder (wildcards algorithm, domain, seed)."""
+    return f"{RUN}/{tail}"
+
+
+def in_run_logs(tail):
+    """Path pattern of a log file of a run."""
+    return f"{RUN_LOGS}/{tail}"
+
+
 def run_file(wildcards, tail):
     """Path of a file of the run named by ``wildcards``."""
-    return RUN.format(
+    return in_run(tail).format(
         algorithm=wildcards.algorithm, domain=wildcards.domain, seed=wildcards.seed
-    ) + f"/{tail}"
+    )
 
 
 def kept_checkpoint(wildcards, generation):

@@ -7,15 +7,17 @@ localrules:
 
 rule plot_run:
     input:
-        archive=RUN + "/archive.h5",
-        metrics=RUN + "/metrics.csv",
+        archive=in_run("archive.h5"),
+        metrics=in_run("metrics.csv"),
     output:
-        multiext(RUN + "/figures/heatmap", ".pdf", ".png"),
-        multiext(RUN + "/figures/curves", ".pdf", ".png"),
-    params:
-        outdir=RUN + "/figures",
+        multiext(in_run("figures/heatmap"), ".pdf", ".png"),
+        multiext(in_run("figures/curves"), ".pdf", ".png"),
     log:
-        RUN_LOGS + "/plot_run.log",
+        in_run_logs("plot_run.log"),
+    conda:
+        CONDA_ENV
+    params:
+        outdir=in_run("figures"),
     shell:
-        "evocamp plot-run --archive {input.archive} --metrics {input.metrics} "
+        "python -m evocamp plot-run --archive {input.archive} --metrics {input.metrics} "
         "--outdir {params.outdir} 2> {log}"

@@ -1,0 +1,145 @@
+"""Shared helpers: small campaigns run with the real Snakemake in temporary folders."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGINS = REPO / "tests" / "plugins"
+
+#: A small campaign: two algorithms on a 6-d sphere, one seed, 6 generations.
+SMALL_CAMPAIGN = {
+    "campaign": "small",
+    "master_seed": 7,
+    "generations": 6,
+    "shards": 3,
+    "checkpoint_every": 3,
+    "seeds": 1,
+    "algorithms": {
+        "me": {
+            "type": "map_elites",
+            "emitters": 2,
+            "batch_size": 8,
+            "sigma": 0.5,
+            "archive": {"dims": [10, 10]},
+        },
+        "cmame": {
+            "type": "cma_me",
+            "emitters": 2,
+            "batch_size": 8,
+            "sigma": 0.5,
+            "archive": {"dims": [10, 10]},
+        },
+    },
+    "domains": {"sphere": {"type": "sphere", "solution_dim": 6}},
+}
+
+
+def merged(base: dict, overrides: dict) -> dict:
+    """Deep-merge ``overrides`` into a copy of ``base``."""
+    result = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def write_config(workdir: Path, config: dict) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        str(cores),
+        *args,
+    ]
+
+
+def run_snakemake(
+    workdir: Path,
+    *args: str,
+    cores: int = 2,
+    check: bool = True,
+    timeout: float = 1200,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
+    """Run the real Snakemake on the campaign in ``workdir``; output is captured."""
+    completed = subprocess.run(
+        snakemake_command(workdir, *args, cores=cores),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    if check and completed.returncode != 0:
+        raise AssertionError(
+            f"snakemake failed ({completed.returncode}):\n{completed.stdout[-4000:]}\n"
+            f"{completed.stderr[-8000:]}"
+        )
+    return completed
+
+
+def run_folder(workdir: Path, config: dict, algorithm: str, domain: str, seed: int) -> Path:
+    return workdir / "results" / config["campaign"] / algorithm / domain / f"seed{seed}"
+
+
+def archive_digests(workdir: Path) -> dict[str, str]:
+    """sha256 of every final ``archive.h5`` below ``workdir``, by run folder."""
+    digests = {}
+    for path in sorted((workdir / "results").rglob("archive.h5")):
+        key = str(path.parent.relative_to(workdir / "results"))
+        digests[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def jobs_run(completed: subprocess.CompletedProcess) -> dict[str, int]:
+    """Job counts per rule from Snakemake's "Job stats" table."""
+    counts = {}
+    text = completed.stdout + completed.stderr
+    if "Job stats:" not in text:
+        return counts
+    table = text.split("Job stats:", 1)[1].splitlines()[3:]
+    for line in table:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture
+def small_config() -> dict:
+    return copy.deepcopy(SMALL_CAMPAIGN)
+
+
+@pytest.fixture(scope="session")
+def reference_small(tmp_path_factory) -> dict[str, str]:
+    """Archive digests of one uninterrupted run of the small campaign."""
+    workdir = tmp_path_factory.mktemp("reference_small")
+    write_config(workdir, SMALL_CAMPAIGN)
+    run_snakemake(workdir)
+    return archive_digests(workdir)

@@ -1,0 +1,59 @@
+"""Evaluation plugins used by the test suite (a user's own ``module:function``).
+
+They follow the documented signature: a batch of solutions and their seeds in,
+a dict with ``objective``, ``measures`` and extra fields out. Failures are
+switched on by a control file so that a test can "fix the function" by removing
+it, exactly as a user would fix their code and rerun.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _failing_seed(control_file):
+    """``(mode, seed)`` from the control file, or ``(None, None)`` if it is absent."""
+    if not control_file or not Path(control_file).exists():
+        return None, None
+    mode, seed = Path(control_file).read_text().split()
+    return mode, np.uint64(int(seed))
+
+
+def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01):
+    """Sphere (maximised as -sum x^2) with seeded noise; measures are the first two
+    coordinates; extra field ``distance`` is the solution's norm.
+
+    The control file holds ``<mode> <seed>``: mode ``raise`` raises for the solution
+    with that evaluation seed, ``nan`` returns NaN for it, ``shape`` returns measures
+    of the wrong shape.
+    """
+    mode, bad_seed = _failing_seed(control_file)
+    objective = np.empty(len(solutions))
+    for index, (solution, seed) in enumerate(zip(solutions, seeds, strict=True)):
+        if mode == "raise" and seed == bad_seed:
+            raise ValueError(f"simulated crash for seed {int(seed)}")
+        rng = np.random.default_rng(int(seed))
+        objective[index] = -np.sum(solution**2) + noise * rng.standard_normal()
+    if mode == "nan" and bad_seed in seeds:
+        objective[list(seeds).index(bad_seed)] = np.nan
+    measures = solutions[:, :2]
+    if mode == "shape" and bad_seed in seeds:
+        measures = solutions[:, :3]
+    return {
+        "objective": objective,
+        "measures": measures,
+        "distance": np.linalg.norm(solutions, axis=1),
+    }
+
+
+def fails_first_attempt(solutions, seeds, *, marker_dir):
+    """Raise on the first call for a given batch (per first seed), succeed after.
+
+    Used to check that a retried shard job succeeds.
+    """
+    marker = Path(marker_dir) / f"attempted-{int(seeds[0])}"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        raise RuntimeError("transient failure on the first attempt")
+    return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :2]}

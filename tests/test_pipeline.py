@@ -1,0 +1,174 @@
+"""End-to-end: the real Snakemake runs small campaigns into real HDF5 files."""
+
+from __future__ import annotations
+
+import re
+
+import h5py
+import numpy as np
+import pytest
+from conftest import (
+    PLUGINS,
+    REPO,
+    archive_digests,
+    merged,
+    run_folder,
+    run_snakemake,
+    write_config,
+)
+
+from evocamp.config import load_config_file
+
+
+def executed(completed, rule: str) -> list[str]:
+    """Generations (``gen`` wildcard) of the jobs of ``rule`` that Snakemake started."""
+    found, current = [], None
+    for line in (completed.stdout + completed.stderr).splitlines():
+        header = re.match(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):$", line)
+        if header:
+            current = header.group(1)
+            continue
+        if current == rule and line.strip().startswith("wildcards:"):
+            match = re.search(r"gen=(\d+)", line)
+            found.append(match.group(1) if match else "")
+            current = None
+    return found
+
+
+def test_small_campaign_outputs(tmp_path, small_config):
+    """A campaign leaves archives, metrics, kept checkpoints and figures, and no work files."""
+    write_config(tmp_path, small_config)
+    run_snakemake(tmp_path)
+    for algorithm in ("me", "cmame"):
+        folder = run_folder(tmp_path, small_config, algorithm, "sphere", 0)
+        with h5py.File(folder / "archive.h5", "r") as handle:
+            assert handle.attrs["schema_version"] == 1
+            assert handle.attrs["generation"] == 6
+            assert handle.attrs["evaluations"] == 6 * 16
+            archive = handle["archive"]
+            elites = len(archive["objective"])
+            assert 0 < elites <= 100
+            assert archive["solution"].shape == (elites, 6)
+            assert archive["measures"].shape == (elites, 2)
+            assert np.all(np.diff(archive["index"][()]) > 0), "elites sorted by cell"
+            assert np.all((archive["objective"][()] >= 0) & (archive["objective"][()] <= 100))
+        metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+        assert list(metrics["generation"]) == list(range(7))
+        assert list(metrics["evaluations"]) == [16 * g for g in range(7)]
+        assert np.all(np.diff(metrics["qd_score"]) >= 0), "elitist archive never loses score"
+        assert metrics["num_elites"][-1] == elites
+        kept = sorted(p.name for p in (folder / "checkpoints").iterdir())
+        assert kept == ["gen_000000.h5", "gen_000003.h5", "gen_000006.h5"]
+        assert not list((folder / "work").rglob("*.h5")), "working files are removed"
+        for name in ("heatmap", "curves"):
+            for suffix in (".pdf", ".png"):
+                assert (folder / "figures" / f"{name}{suffix}").stat().st_size > 1000
+
+
+def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):
+    """Retention: generation 0, every K-th and the final one; metrics are never thinned."""
+    config = merged(small_config, {"generations": 8, "checkpoint_every": 3})
+    config["algorithms"] = {"me": small_config["algorithms"]["me"]}
+    write_config(tmp_path, config)
+    run_snakemake(tmp_path)
+    folder = run_folder(tmp_path, config, "me", "sphere", 0)
+    kept = sorted(p.name for p in (folder / "checkpoints").iterdir())
+    assert kept == ["gen_000000.h5", "gen_000003.h5", "gen_000006.h5", "gen_000008.h5"]
+    metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+    assert list(metrics["generation"]) == list(range(9))
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+def test_archives_identical_whatever_the_shards(tmp_path, small_config, reference_small, shards):
+    write_config(tmp_path, merged(small_config, {"shards": shards}))
+    run_snakemake(tmp_path)
+    assert archive_digests(tmp_path) == reference_small
+
+
+def test_default_campaign_identical_for_shards_and_cores(tmp_path):
+    """The default campaign (fewer generations, to fit CI) gives bitwise-identical
+    archives for shards 1, 3 and 8 and for --cores 1 and --cores 8."""
+    config = load_config_file(REPO / "config" / "config.yaml")
+    config.update(generations=4, checkpoint_every=2)
+    digests = []
+    for shards, cores in ((1, 8), (3, 8), (8, 8), (8, 1)):
+        workdir = tmp_path / f"shards{shards}_cores{cores}"
+        write_config(workdir, {**config, "shards": shards})
+        run_snakemake(workdir, cores=cores)
+        digests.append(archive_digests(workdir))
+    assert len(digests[0]) == 4
+    assert all(d == digests[0] for d in digests[1:])
+
+
+def test_raising_generations_runs_only_new_ones(tmp_path, small_config, reference_small):
+    """N -> 2N: only generations N+1..2N run; the result equals an uninterrupted 2N run
+    (and going from 3 to 6 with K=3 also crosses a kept boundary)."""
+    write_config(tmp_path, merged(small_config, {"generations": 4}))
+    run_snakemake(tmp_path)
+    write_config(tmp_path, merged(small_config, {"generations": 6}))
+    again = run_snakemake(tmp_path)
+    assert sorted(set(executed(again, "tell"))) == ["000005", "000006"]
+    assert executed(again, "initialise") == []
+    assert archive_digests(tmp_path) == reference_small
+    nothing = run_snakemake(tmp_path)
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr
+
+
+def test_dry_run_of_1000_generations_and_8_shards(tmp_path, small_config):
+    write_config(tmp_path, merged(small_config, {"generations": 1000, "shards": 8}))
+    completed = run_snakemake(tmp_path, "--dry-run", timeout=120)
+    assert "evaluate" in completed.stdout
+    assert "RecursionError" not in completed.stderr
+
+
+def test_all_algorithms_and_domains(tmp_path):
+    """Every algorithm type on every built-in domain and a plugin with an extra field."""
+    config = {
+        "campaign": "zoo",
+        "master_seed": 3,
+        "generations": 2,
+        "shards": 2,
+        "checkpoint_every": 2,
+        "seeds": [5],
+        "algorithms": {
+            "me": {"type": "map_elites", "batch_size": 6},
+            "line": {"type": "map_elites_line", "batch_size": 6},
+            "cvt": {
+                "type": "cvt_map_elites",
+                "batch_size": 6,
+                "archive": {"cells": 30, "cvt_samples": 2000},
+            },
+            "cmame": {"type": "cma_me", "batch_size": 6},
+            "cmamae": {
+                "type": "cma_mae",
+                "batch_size": 6,
+                "archive": {"learning_rate": 0.02, "threshold_min": 0.0},
+            },
+        },
+        "domains": {
+            "rastrigin": {"type": "rastrigin", "solution_dim": 4},
+            "arm": {"type": "arm", "solution_dim": 5},
+            "plugin": {
+                "type": "plugin",
+                "function": "evocamp_test_plugin:noisy_sphere",
+                "python_path": str(PLUGINS),
+                "solution_dim": 4,
+                "measure_ranges": [[-2, 2], [-2, 2]],
+                "extra_fields": ["distance"],
+            },
+        },
+    }
+    write_config(tmp_path, config)
+    run_snakemake(tmp_path)
+    digests = archive_digests(tmp_path)
+    assert len(digests) == 15
+    cvt = run_folder(tmp_path, config, "cvt", "arm", 5) / "archive.h5"
+    with h5py.File(cvt, "r") as handle:
+        assert handle["archive"].attrs["kind"] == "cvt"
+        assert handle["archive/centroids"].shape == (30, 2)
+    plugin = run_folder(tmp_path, config, "cmamae", "plugin", 5) / "archive.h5"
+    with h5py.File(plugin, "r") as handle:
+        solutions = handle["archive/solution"][()]
+        np.testing.assert_allclose(
+            handle["archive/distance"][()], np.linalg.norm(solutions, axis=1)
+        )
