@@ -6,6 +6,7 @@ switched on by a control file so that a test can "fix the function" by removing
 it, exactly as a user would fix their code and rerun.
 """
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +20,16 @@ def _failing_seed(control_file):
     return mode, np.uint64(int(seed))
 
 
-def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01):
+def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01, sleep=0.0):
     """Sphere (maximised as -sum x^2) with seeded noise; measures are the first two
     coordinates; extra field ``distance`` is the solution's norm.
 
     The control file holds ``<mode> <seed>``: mode ``raise`` raises for the solution
     with that evaluation seed, ``nan`` returns NaN for it, ``shape`` returns measures
-    of the wrong shape.
+    of the wrong shape. ``sleep`` makes every call take that many seconds.
     """
     mode, bad_seed = _failing_seed(control_file)
+    time.sleep(sleep)
     objective = np.empty(len(solutions))
     for index, (solution, seed) in enumerate(zip(solutions, seeds, strict=True)):
         if mode == "raise" and seed == bad_seed:

@@ -28,6 +28,8 @@ rule evaluate:
         temp(in_run("work/gen_{gen}/shard_{shard}.h5")),
     log:
         in_run_logs("gen_{gen}/evaluate_{shard}.log"),
+    group:
+        "evaluate_{algorithm}_{domain}_{seed}_{gen}"
     conda:
         CONDA_ENV
     threads: 1

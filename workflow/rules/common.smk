@@ -156,7 +156,7 @@ def spec_json(wildcards):
 
 def shard_mem_mb(wildcards, attempt):
     """Memory of an evaluation job; a retry (e.g. after an out-of-memory kill) asks more."""
-    return 1000 * attempt
+    return 500 * attempt
 
 
 def run_targets():

@@ -1,0 +1,149 @@
+"""The HPC path against a real single-node Slurm cluster (scripts/local-slurm)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+from conftest import (
+    PLUGINS,
+    REPO,
+    archive_digests,
+    merged,
+    run_folder,
+    run_snakemake,
+    snakemake_command,
+    write_config,
+)
+
+pytestmark = pytest.mark.slurm
+SLURM_PROFILE = str(REPO / "profiles" / "slurm")
+LOCAL_SLURM = str(REPO / "scripts" / "local-slurm")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """Start the local cluster (installing Slurm if needed); stop it if we started it."""
+    was_running = subprocess.run([LOCAL_SLURM, "status"], capture_output=True).returncode == 0
+    subprocess.run([LOCAL_SLURM, "start"], check=True, timeout=600)
+    yield
+    if not was_running:
+        subprocess.run([LOCAL_SLURM, "stop"], check=True, timeout=120)
+
+
+def tiny_config(small_config: dict, **overrides) -> dict:
+    config = merged(small_config, {"generations": 3, "checkpoint_every": 3, **overrides})
+    config["algorithms"] = {"me": small_config["algorithms"]["me"]}
+    return config
+
+
+def plugin_domain(**params) -> dict:
+    return {"sphere": {"type": "plugin", "function": "evocamp_test_plugin:noisy_sphere",
+                       "python_path": str(PLUGINS), "solution_dim": 6,
+                       "measure_ranges": [[-3, 3], [-3, 3]], "params": params}}
+
+
+def test_local_slurm_script_is_idempotent(slurm_cluster):
+    again = subprocess.run([LOCAL_SLURM, "start"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0
+    assert "already running" in again.stderr
+    status = subprocess.run([LOCAL_SLURM, "status"], capture_output=True, text=True)
+    assert "idle" in status.stdout or "mix" in status.stdout
+
+
+def test_slurm_run_matches_local_run_bitwise(slurm_cluster, tmp_path, small_config):
+    config = merged(small_config, {"generations": 3})
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    for workdir in (local, cluster):
+        write_config(workdir, config)
+    run_snakemake(local)
+    completed = run_snakemake(cluster, "--profile", SLURM_PROFILE)
+    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
+    assert archive_digests(cluster) == archive_digests(local)
+    assert len(archive_digests(local)) == 2
+
+
+def test_grouped_shards_match_local_run(slurm_cluster, tmp_path, small_config):
+    """group-components packs a generation's shards into fewer Slurm jobs."""
+    config = tiny_config(small_config, generations=2, shards=4)
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    for workdir in (local, cluster):
+        write_config(workdir, config)
+    run_snakemake(local)
+    completed = run_snakemake(cluster, "--profile", SLURM_PROFILE, "--group-components",
+                              "evaluate_{algorithm}_{domain}_{seed}_{gen}=2")
+    text = completed.stdout + completed.stderr
+    assert text.count("Group job evaluate_me_sphere_0_000001 ") == 2, "4 shards in 2 jobs"
+    assert text.count("Group job evaluate_me_sphere_0_000002 ") == 2
+    assert archive_digests(cluster) == archive_digests(local)
+
+
+def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_config):
+    config = tiny_config(small_config, generations=1, checkpoint_every=1, shards=2)
+    config["domains"] = plugin_domain()
+    config["domains"]["sphere"]["function"] = "evocamp_test_plugin:fails_first_attempt"
+    config["domains"]["sphere"]["params"] = {"marker_dir": str(tmp_path / "markers")}
+    write_config(tmp_path, config)
+    completed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE)
+    assert len(list((tmp_path / "markers").iterdir())) == 2, "each shard failed once"
+    assert "Trying to restart" in completed.stdout + completed.stderr
+    assert (run_folder(tmp_path, config, "me", "sphere", 0) / "archive.h5").exists()
+
+
+def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_path,
+                                                            small_config):
+    from evocamp.seeding import evaluation_seeds, run_key
+
+    control = tmp_path / "control"
+    config = tiny_config(small_config, checkpoint_every=1)
+    config["domains"] = plugin_domain(control_file=str(control))
+    seed = evaluation_seeds(config["master_seed"], run_key(algorithm="me", domain="sphere",
+                                                          seed=0), 2, 16)[3]
+    control.write_text(f"raise {int(seed)}")
+    write_config(tmp_path, config)
+    failed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE, check=False)
+    assert failed.returncode != 0
+    message = ("evocamp: error: run me/sphere/seed0, generation 2, shard 0, solution 3: "
+               "the evaluation function raised ValueError")
+    log = (tmp_path / "results" / "small" / "logs" / "me" / "sphere" / "seed0" /
+           "gen_000002" / "evaluate_000.log")
+    assert message in log.read_text()
+    assert message in failed.stdout + failed.stderr
+    folder = run_folder(tmp_path, config, "me", "sphere", 0)
+    assert (folder / "checkpoints" / "gen_000001.h5").exists()
+    assert not (folder / "archive.h5").exists()
+
+
+def squeue_jobs() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %j"],
+                         capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small_config):
+    config = tiny_config(small_config, generations=2, checkpoint_every=2, shards=2)
+    config["domains"] = plugin_domain(sleep=8.0)
+    reference = tmp_path / "reference"
+    write_config(reference, config)
+    run_snakemake(reference)
+    workdir = tmp_path / "cancelled"
+    write_config(workdir, config)
+    process = subprocess.Popen(snakemake_command(workdir, "--profile", SLURM_PROFILE,
+                                                 "--retries", "0"),
+                               cwd=workdir, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=os.environ.copy())
+    deadline = time.time() + 180
+    cancelled = None
+    while time.time() < deadline and cancelled is None:
+        running = squeue_jobs()
+        if running:
+            cancelled = running[0]
+            subprocess.run(["scancel", cancelled], check=True)
+        time.sleep(0.5)
+    assert cancelled is not None, "no shard job was seen running"
+    first = process.wait(timeout=600)
+    assert first != 0, "the cancelled job should fail the first invocation"
+    run_snakemake(workdir, "--profile", SLURM_PROFILE)
+    assert archive_digests(workdir) == archive_digests(reference)
