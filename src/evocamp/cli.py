@@ -71,6 +71,15 @@ def cmd_tell(args) -> None:
     _log(generation_line(state, total=args.total))
 
 
+def cmd_segment(args) -> None:
+    """Dask mode: run generations after a checkpoint up to --until in one process."""
+    from evocamp.dask_mode import run_segment
+
+    run_segment(state_path=args.state, until=args.until, output=args.output,
+                shards=args.shards, scheduler_file=args.scheduler_file or None,
+                workers=args.workers, total=args.total)
+
+
 def cmd_keep(args) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics segment and delete
     the working files of the generations it covers."""
@@ -149,6 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="generations of the run (default: $EVOCAMP_GENERATIONS)",
     )
     sub.set_defaults(func=cmd_tell)
+
+    sub = commands.add_parser("segment", help=cmd_segment.__doc__)
+    sub.add_argument("--state", required=True)
+    sub.add_argument("--until", type=int, required=True, help="last generation to run")
+    sub.add_argument("--shards", type=int, required=True, help="Dask tasks per generation")
+    sub.add_argument("--output", required=True)
+    sub.add_argument("--scheduler-file", default="", help="existing Dask cluster")
+    sub.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
+    sub.add_argument("--total", type=int, default=_total_from_environment(),
+                     help="generations of the run (default: $EVOCAMP_GENERATIONS)")
+    sub.set_defaults(func=cmd_segment)
 
     sub = commands.add_parser("keep", help=cmd_keep.__doc__)
     sub.add_argument("--state", required=True)

@@ -26,6 +26,14 @@ class EvaluationError(RuntimeError):
         super().__init__(message)
         self.details = details
 
+    def __reduce__(self):
+        # Keeps ``details`` when the error travels back from a Dask worker.
+        return (_rebuild_evaluation_error, (str(self), self.details))
+
+
+def _rebuild_evaluation_error(message: str, details: str) -> EvaluationError:
+    return EvaluationError(message, details=details)
+
 
 def _where(spec: dict, generation: int, shard: int | None, index: int | None) -> str:
     parts = [f"run {run_label(spec)}", f"generation {generation}"]

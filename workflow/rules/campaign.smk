@@ -21,41 +21,63 @@ rule initialise:
         "python -m evocamp init --spec {params.spec:q} --output {output} 2> {log}"
 
 
-rule evaluate:
-    input:
-        state=previous_state,
-    output:
-        temp(in_run("work/gen_{gen}/shard_{shard}.h5")),
-    log:
-        in_run_logs("gen_{gen}/evaluate_{shard}.log"),
-    group:
-        "evaluate_{algorithm}_{domain}_{seed}_{gen}"
-    conda:
-        CONDA_ENV
-    threads: 1
-    resources:
-        mem_mb=shard_mem_mb,
-        runtime=30,
-    params:
-        shards=SHARDS,
-    shell:
-        "python -m evocamp evaluate --state {input.state} --shard {wildcards.shard} "
-        "--shards {params.shards} --output {output} 2> {log}"
+if config["mode"] == "shards":
 
+    rule evaluate:
+        input:
+            state=previous_state,
+        output:
+            temp(in_run("work/gen_{gen}/shard_{shard}.h5")),
+        log:
+            in_run_logs("gen_{gen}/evaluate_{shard}.log"),
+        group:
+            "evaluate_{algorithm}_{domain}_{seed}_{gen}"
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=shard_mem_mb,
+            runtime=30,
+        params:
+            shards=SHARDS,
+        shell:
+            "python -m evocamp evaluate --state {input.state} --shard {wildcards.shard} "
+            "--shards {params.shards} --output {output} 2> {log}"
 
-rule tell:
-    input:
-        state=previous_state,
-        shards=shard_files,
-    output:
-        temp(in_run("work/state_{gen}.h5")),
-    log:
-        in_run_logs("gen_{gen}/tell.log"),
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m evocamp tell --state {input.state} --shard-files {input.shards} "
-        "--output {output} 2> {log}"
+    rule tell:
+        input:
+            state=previous_state,
+            shards=shard_files,
+        output:
+            temp(in_run("work/state_{gen}.h5")),
+        log:
+            in_run_logs("gen_{gen}/tell.log"),
+        conda:
+            CONDA_ENV
+        shell:
+            "python -m evocamp tell --state {input.state} --shard-files {input.shards} "
+            "--output {output} 2> {log}"
+
+else:
+
+    rule segment:
+        input:
+            state=segment_start,
+        output:
+            temp(in_run("work/state_{gen}.h5")),
+        log:
+            in_run_logs("gen_{gen}/segment.log"),
+        conda:
+            CONDA_ENV
+        threads: dask_threads
+        params:
+            shards=SHARDS,
+            workers=config["dask"]["workers"],
+            scheduler_file=config["dask"]["scheduler_file"] or "",
+        shell:
+            "python -m evocamp segment --state {input.state} --until {wildcards.gen} "
+            "--shards {params.shards} --workers {params.workers} "
+            "--scheduler-file={params.scheduler_file:q} --output {output} 2> {log}"
 
 
 checkpoint keep_checkpoint:

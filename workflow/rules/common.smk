@@ -123,6 +123,29 @@ def previous_state(wildcards):
     return work_state(wildcards, previous)
 
 
+def segment_start(wildcards):
+    """Dask mode: the checkpoint a segment ending at ``wildcards.gen`` starts from.
+
+    Segments end at every K-th generation and at the last one; a kept final
+    checkpoint of a shorter earlier run inside the segment is used when present.
+    """
+    end = int(wildcards.gen)
+    start = (end - 1) // KEEP_EVERY * KEEP_EVERY
+    for generation in range(end - 1, start, -1):
+        if os.path.exists(kept_checkpoint(wildcards, generation)):
+            return kept_checkpoint(wildcards, generation)
+    if start == 0:
+        return kept_checkpoint(wildcards, 0)
+    return require_kept(wildcards, start)
+
+
+def dask_threads(wildcards):
+    """Cores of a Dask-mode segment job: its LocalCluster, or 1 with an external cluster."""
+    if config["dask"]["scheduler_file"]:
+        return 1
+    return config["dask"]["workers"]
+
+
 def final_state(wildcards):
     """The state after the last generation, once every kept checkpoint before it exists."""
     for boundary in range(KEEP_EVERY, GENERATIONS + 1, KEEP_EVERY):

@@ -1,0 +1,122 @@
+"""Dask mode: one job runs a segment of generations, evaluating each batch on Dask.
+
+For evaluations of milliseconds to seconds a Snakemake job per shard costs more than
+the work. Here one process asks, evaluates and tells ``checkpoint_every``
+generations in a row; each generation's batch is split exactly as in shard mode
+(``shard_bounds``) and the slices are evaluated on a Dask cluster, then folded in
+solution-index order by the same :func:`evocamp.engine.tell`. Results are therefore
+bitwise identical to shard mode. Checkpoints are written at segment ends only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from evocamp.engine import evaluate_slice, tell
+from evocamp.progress import generation_line
+from evocamp.storage import RunState, ShardResult, read_state, shard_bounds, write_state
+
+LOGGER = logging.getLogger("evocamp.dask")
+
+
+def _worker_prefix() -> str:
+    try:
+        from distributed import get_worker
+
+        return f"[{get_worker().address}]"
+    except (ImportError, ValueError):
+        return "[local]"
+
+
+def evaluate_on_worker(spec: dict, generation: int, shard: int, start: int, solutions,
+                       seeds) -> ShardResult:
+    """Dask task: evaluate one slice and log it with the worker's address as prefix."""
+    began = time.perf_counter()
+    result = evaluate_slice(spec, generation=generation, shard=shard, start=start,
+                            solutions=solutions, seeds=seeds)
+    logging.getLogger("evocamp.worker").info(
+        "%s generation %d shard %d: solutions %d..%d in %.3f s", _worker_prefix(),
+        generation, shard, start, start + len(solutions) - 1, time.perf_counter() - began)
+    return result
+
+
+@contextlib.contextmanager
+def dask_client(*, scheduler_file: str | None, workers: int):
+    """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
+    of ``workers`` single-threaded worker processes (closed afterwards)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler_file:
+        client = Client(scheduler_file=scheduler_file)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _configure_worker_logging() -> None:
+    logger = logging.getLogger("evocamp.worker")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def run_generations(state: RunState, *, until: int, shards: int, client, total: int | None,
+                    log=print) -> RunState:
+    """Advance ``state`` generation by generation up to ``until`` (inclusive).
+
+    Parameters
+    ----------
+    state : RunState
+        The checkpoint to continue from.
+    until : int
+        The last generation to run.
+    shards : int
+        Slices per batch (as in shard mode; one Dask task each).
+    client : distributed.Client
+        Where the slices are evaluated.
+    total : int, optional
+        Generations of the run, for the progress line.
+    log : callable
+        Receives one progress line per generation.
+    """
+    client.run(_configure_worker_logging)
+    while state.generation < until:
+        generation = state.generation + 1
+        batch = len(state.next_solutions)
+        futures = []
+        for shard in range(shards):
+            start, stop = shard_bounds(batch, shards, shard)
+            futures.append(client.submit(
+                evaluate_on_worker, state.spec, generation, shard, start,
+                state.next_solutions[start:stop], state.next_seeds[start:stop],
+                pure=False,
+            ))
+        state = tell(state, client.gather(futures))
+        log(generation_line(state, total=total))
+    return state
+
+
+def run_segment(*, state_path: str | Path, until: int, output: str | Path, shards: int,
+                scheduler_file: str | None, workers: int, total: int | None) -> RunState:
+    """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
+    write the resulting checkpoint to ``output``."""
+    import sys
+
+    state = read_state(state_path)
+    with dask_client(scheduler_file=scheduler_file, workers=workers) as client:
+        state = run_generations(
+            state, until=until, shards=shards, client=client, total=total,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    write_state(output, state)
+    return state
