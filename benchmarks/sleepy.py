@@ -1,0 +1,11 @@
+"""Benchmark domain: the sphere, made expensive by sleeping ``seconds`` per call."""
+
+import time
+
+from evocamp.domains import sphere
+
+
+def sleepy_sphere(solutions, seeds, *, seconds=0.0):
+    """Sleep ``seconds`` (one call per shard-sized chunk), then evaluate the sphere."""
+    time.sleep(seconds)
+    return sphere(solutions, seeds)
