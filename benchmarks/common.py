@@ -25,15 +25,27 @@ MEASURE = (
 
 def snakemake(workdir: Path, *args: str, cores: int = 2) -> list[str]:
     """The Snakemake command for the campaign whose config is ``workdir/config.yaml``."""
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-            "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
-            "--cores", str(cores), *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        str(cores),
+        *args,
+    ]
 
 
 def measured(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak resident MB of a command (run in a fresh process)."""
-    out = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
-                         text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, check=True
+    ).stdout.split()
     seconds, kilobytes, code = float(out[0]), int(out[1]), int(out[2])
     if code != 0:
         raise RuntimeError(f"command failed ({code}): {' '.join(command)}")
@@ -55,8 +67,15 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return json.dumps({"cpu": model, "cores": cpus, "memory_gib": round(memory, 1),
-                       "python": platform.python_version(), "os": platform.platform()})
+    return json.dumps(
+        {
+            "cpu": model,
+            "cores": cpus,
+            "memory_gib": round(memory, 1),
+            "python": platform.python_version(),
+            "os": platform.platform(),
+        }
+    )
 
 
 def table(header: list[str], rows: list[list]) -> str:

@@ -15,9 +15,12 @@ from pathlib import Path
 from common import machine, measured, snakemake, table, write_config
 
 CAMPAIGN = {
-    "campaign": "dag", "master_seed": 1, "shards": 8, "seeds": 1, "checkpoint_every": 50,
-    "algorithms": {"me": {"type": "map_elites", "batch_size": 8,
-                          "archive": {"dims": [8, 8]}}},
+    "campaign": "dag",
+    "master_seed": 1,
+    "shards": 8,
+    "seeds": 1,
+    "checkpoint_every": 50,
+    "algorithms": {"me": {"type": "map_elites", "batch_size": 8, "archive": {"dims": [8, 8]}}},
     "domains": {"sphere": {"type": "sphere", "solution_dim": 4}},
 }
 
@@ -35,11 +38,25 @@ def main() -> None:
         done = 0
         if args.resume:
             done = generations // 2
-            write_config(workdir, {**CAMPAIGN, "generations": done, "mode": "dask",
-                                   "checkpoint_every": 500, "dask": {"workers": 1}})
+            write_config(
+                workdir,
+                {
+                    **CAMPAIGN,
+                    "generations": done,
+                    "mode": "dask",
+                    "checkpoint_every": 500,
+                    "dask": {"workers": 1},
+                },
+            )
             measured(snakemake(workdir))
-        write_config(workdir, {**CAMPAIGN, "generations": generations,
-                               "checkpoint_every": 500 if args.resume else 50})
+        write_config(
+            workdir,
+            {
+                **CAMPAIGN,
+                "generations": generations,
+                "checkpoint_every": 500 if args.resume else 50,
+            },
+        )
         seconds, megabytes = measured(snakemake(workdir, "--dry-run"))
         rows.append([generations, 8, done, f"{seconds:.2f}", f"{megabytes:.0f}"])
     print(f"machine: {machine()}")

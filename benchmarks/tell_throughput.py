@@ -24,17 +24,32 @@ def measure(emitters: int, batch_size: int, generations: int = 6) -> list:
     from evocamp.engine import evaluate_slice, initialise, tell
     from evocamp.storage import write_state
 
-    config = validate_config({
-        "algorithms": {"cmame": {"type": "cma_me", "emitters": emitters,
-                                 "batch_size": batch_size, "archive": {"dims": [100, 100]}}},
-        "domains": {"sphere": {"type": "sphere", "solution_dim": 100}}, "shards": 1,
-    })
+    config = validate_config(
+        {
+            "algorithms": {
+                "cmame": {
+                    "type": "cma_me",
+                    "emitters": emitters,
+                    "batch_size": batch_size,
+                    "archive": {"dims": [100, 100]},
+                }
+            },
+            "domains": {"sphere": {"type": "sphere", "solution_dim": 100}},
+            "shards": 1,
+        }
+    )
     state = initialise(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
     seconds, sizes = [], []
     folder = Path(tempfile.mkdtemp(prefix="evocamp-tell-"))
     for generation in range(1, generations + 1):
-        shard = evaluate_slice(state.spec, generation=generation, shard=0, start=0,
-                               solutions=state.next_solutions, seeds=state.next_seeds)
+        shard = evaluate_slice(
+            state.spec,
+            generation=generation,
+            shard=0,
+            start=0,
+            solutions=state.next_solutions,
+            seeds=state.next_seeds,
+        )
         began = time.perf_counter()
         state = tell(state, [shard])
         seconds.append(time.perf_counter() - began)
@@ -43,8 +58,12 @@ def measure(emitters: int, batch_size: int, generations: int = 6) -> list:
         sizes.append(path.stat().st_size)
     batch = emitters * batch_size
     per_tell = statistics.median(seconds[1:])
-    return [batch, f"{per_tell * 1000:.1f}", f"{batch / per_tell:,.0f}",
-            f"{statistics.median(sizes) / 1e6:.2f}"]
+    return [
+        batch,
+        f"{per_tell * 1000:.1f}",
+        f"{batch / per_tell:,.0f}",
+        f"{statistics.median(sizes) / 1e6:.2f}",
+    ]
 
 
 def main() -> None:

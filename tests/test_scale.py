@@ -18,9 +18,11 @@ from conftest import (
 )
 
 TRIVIAL_RUN = {
-    "campaign": "long", "master_seed": 11, "shards": 8, "seeds": 1,
-    "algorithms": {"me": {"type": "map_elites", "batch_size": 8,
-                          "archive": {"dims": [8, 8]}}},
+    "campaign": "long",
+    "master_seed": 11,
+    "shards": 8,
+    "seeds": 1,
+    "algorithms": {"me": {"type": "map_elites", "batch_size": 8, "archive": {"dims": [8, 8]}}},
     "domains": {"sphere": {"type": "sphere", "solution_dim": 4}},
 }
 
@@ -29,8 +31,17 @@ def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
     write_config(tmp_path, merged(small_config, {"mode": "dask"}))
     run_snakemake(tmp_path)
     assert archive_digests(tmp_path) == reference_small
-    log = (tmp_path / "results" / "small" / "logs" / "me" / "sphere" / "seed0" /
-           "gen_000003" / "segment.log").read_text()
+    log = (
+        tmp_path
+        / "results"
+        / "small"
+        / "logs"
+        / "me"
+        / "sphere"
+        / "seed0"
+        / "gen_000003"
+        / "segment.log"
+    ).read_text()
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
     assert "me/sphere/seed0: generation 3/6" in log
 
@@ -39,28 +50,52 @@ def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
 def scheduler_file(tmp_path):
     """A Dask cluster started by the test: a scheduler and two workers on loopback."""
     path = tmp_path / "scheduler.json"
-    processes = [subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
-         str(path), "--host", "127.0.0.1", "--no-dashboard"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--scheduler-file",
+                str(path),
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     deadline = time.time() + 60
     while not path.exists() and time.time() < deadline:
         time.sleep(0.2)
     for _ in range(2):
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-             str(path), "--nthreads", "1", "--no-dashboard"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    str(path),
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     yield path
     for process in reversed(processes):
         process.terminate()
         process.wait(timeout=30)
 
 
-def test_dask_mode_with_an_existing_cluster(tmp_path, small_config, reference_small,
-                                            scheduler_file):
-    config = merged(small_config, {"mode": "dask",
-                                   "dask": {"scheduler_file": str(scheduler_file)}})
+def test_dask_mode_with_an_existing_cluster(
+    tmp_path, small_config, reference_small, scheduler_file
+):
+    config = merged(small_config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}})
     workdir = tmp_path / "campaign"
     write_config(workdir, config)
     run_snakemake(workdir)
@@ -70,8 +105,10 @@ def test_dask_mode_with_an_existing_cluster(tmp_path, small_config, reference_sm
 def test_ten_thousand_generations_run_and_resume(tmp_path):
     """10,000 generations: half in Dask mode; then a shard-mode (8 shards) resume plans
     only the next window; then the rest completes, extending the finished run."""
-    config = merged(TRIVIAL_RUN, {"generations": 5_000, "checkpoint_every": 500,
-                                  "mode": "dask", "dask": {"workers": 1}})
+    config = merged(
+        TRIVIAL_RUN,
+        {"generations": 5_000, "checkpoint_every": 500, "mode": "dask", "dask": {"workers": 1}},
+    )
     write_config(tmp_path, config)
     run_snakemake(tmp_path, timeout=3000)
 
@@ -100,8 +137,17 @@ def test_ten_thousand_generations_run_and_resume(tmp_path):
 def test_benchmark_scripts_run(tmp_path):
     """The DAG benchmark runs end to end at a small size and prints its table."""
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "dag_build.py"), "--generations", "100",
-         "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "dag_build.py"),
+            "--generations",
+            "100",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr
     assert "| generations |" in completed.stdout

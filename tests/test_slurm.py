@@ -40,9 +40,16 @@ def tiny_config(small_config: dict, **overrides) -> dict:
 
 
 def plugin_domain(**params) -> dict:
-    return {"sphere": {"type": "plugin", "function": "evocamp_test_plugin:noisy_sphere",
-                       "python_path": str(PLUGINS), "solution_dim": 6,
-                       "measure_ranges": [[-3, 3], [-3, 3]], "params": params}}
+    return {
+        "sphere": {
+            "type": "plugin",
+            "function": "evocamp_test_plugin:noisy_sphere",
+            "python_path": str(PLUGINS),
+            "solution_dim": 6,
+            "measure_ranges": [[-3, 3], [-3, 3]],
+            "params": params,
+        }
+    }
 
 
 def test_local_slurm_script_is_idempotent(slurm_cluster):
@@ -72,8 +79,13 @@ def test_grouped_shards_match_local_run(slurm_cluster, tmp_path, small_config):
     for workdir in (local, cluster):
         write_config(workdir, config)
     run_snakemake(local)
-    completed = run_snakemake(cluster, "--profile", SLURM_PROFILE, "--group-components",
-                              "evaluate_{algorithm}_{domain}_{seed}_{gen}=2")
+    completed = run_snakemake(
+        cluster,
+        "--profile",
+        SLURM_PROFILE,
+        "--group-components",
+        "evaluate_{algorithm}_{domain}_{seed}_{gen}=2",
+    )
     text = completed.stdout + completed.stderr
     assert text.count("Group job evaluate_me_sphere_0_000001 ") == 2, "4 shards in 2 jobs"
     assert text.count("Group job evaluate_me_sphere_0_000002 ") == 2
@@ -92,23 +104,34 @@ def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_con
     assert (run_folder(tmp_path, config, "me", "sphere", 0) / "archive.h5").exists()
 
 
-def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_path,
-                                                            small_config):
+def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_path, small_config):
     from evocamp.seeding import evaluation_seeds, run_key
 
     control = tmp_path / "control"
     config = tiny_config(small_config, checkpoint_every=1)
     config["domains"] = plugin_domain(control_file=str(control))
-    seed = evaluation_seeds(config["master_seed"], run_key(algorithm="me", domain="sphere",
-                                                          seed=0), 2, 16)[3]
+    seed = evaluation_seeds(
+        config["master_seed"], run_key(algorithm="me", domain="sphere", seed=0), 2, 16
+    )[3]
     control.write_text(f"raise {int(seed)}")
     write_config(tmp_path, config)
     failed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE, check=False)
     assert failed.returncode != 0
-    message = ("evocamp: error: run me/sphere/seed0, generation 2, shard 0, solution 3: "
-               "the evaluation function raised ValueError")
-    log = (tmp_path / "results" / "small" / "logs" / "me" / "sphere" / "seed0" /
-           "gen_000002" / "evaluate_000.log")
+    message = (
+        "evocamp: error: run me/sphere/seed0, generation 2, shard 0, solution 3: "
+        "the evaluation function raised ValueError"
+    )
+    log = (
+        tmp_path
+        / "results"
+        / "small"
+        / "logs"
+        / "me"
+        / "sphere"
+        / "seed0"
+        / "gen_000002"
+        / "evaluate_000.log"
+    )
     assert message in log.read_text()
     assert message in failed.stdout + failed.stderr
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
@@ -117,8 +140,9 @@ def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_pa
 
 
 def squeue_jobs() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %j"],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%i %j"], capture_output=True, text=True
+    ).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
@@ -130,10 +154,13 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     run_snakemake(reference)
     workdir = tmp_path / "cancelled"
     write_config(workdir, config)
-    process = subprocess.Popen(snakemake_command(workdir, "--profile", SLURM_PROFILE,
-                                                 "--retries", "0"),
-                               cwd=workdir, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=os.environ.copy())
+    process = subprocess.Popen(
+        snakemake_command(workdir, "--profile", SLURM_PROFILE, "--retries", "0"),
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
     deadline = time.time() + 180
     cancelled = None
     while time.time() < deadline and cancelled is None:

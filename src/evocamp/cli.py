@@ -19,6 +19,13 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _progress(line: str) -> None:
+    """A per-generation line: into the job's log (stderr) and onto Snakemake's terminal
+    (stdout), so long local work is never silent."""
+    _log(line)
+    print(line, flush=True)
+
+
 def cmd_check_config(args) -> None:
     """Validate a configuration file and print the runs it defines."""
     from evocamp.config import experiments_of, load_config_file, seeds_of
@@ -68,7 +75,7 @@ def cmd_tell(args) -> None:
 
     state = tell(read_state(args.state), [read_shard(path) for path in args.shard_files])
     write_state(args.output, state)
-    _log(generation_line(state, total=args.total))
+    _progress(generation_line(state, total=args.total))
 
 
 def cmd_segment(args) -> None:
@@ -83,6 +90,7 @@ def cmd_segment(args) -> None:
         scheduler_file=args.scheduler_file or None,
         workers=args.workers,
         total=args.total,
+        log=_progress,
     )
 
 
@@ -127,7 +135,39 @@ def cmd_plot_run(args) -> None:
     """Draw a run's archive heatmap and metric curves (PNG and PDF)."""
     from evocamp.plotting import plot_run
 
-    plot_run(archive=args.archive, metrics=args.metrics, outdir=args.outdir)
+    plot_run(archive=args.archive, metrics=args.metrics, outdir=args.outdir, workers=args.workers)
+
+
+def cmd_compare(args) -> None:
+    """Campaign comparison: metric curves with 95% bootstrap bands, side-by-side
+    heatmaps on a shared colour scale, and the final-metrics table (CSV, Markdown,
+    LaTeX)."""
+    from evocamp.comparison import (
+        final_metrics_table,
+        load_runs,
+        table_csv,
+        table_latex,
+        table_markdown,
+    )
+    from evocamp.plotting import plot_campaign_curves, plot_campaign_heatmaps
+    from evocamp.storage import atomic_write_text
+
+    runs = load_runs(args.metrics)
+    figures, tables = Path(args.figures), Path(args.tables)
+    plot_campaign_curves(runs, samples=args.bootstrap, seed=args.seed, stem=figures / "curves")
+    plot_campaign_heatmaps(args.archives, stem=figures / "heatmaps")
+    table = final_metrics_table(runs, samples=args.bootstrap, seed=args.seed)
+    atomic_write_text(tables / "final_metrics.csv", table_csv(table))
+    atomic_write_text(tables / "final_metrics.md", table_markdown(table))
+    atomic_write_text(tables / "final_metrics.tex", table_latex(table))
+
+
+def cmd_status(args) -> None:
+    """Progress of every run of a campaign folder (also while it runs), with a text plot
+    of QD score against generations per run."""
+    from evocamp.status import status_report
+
+    print(status_report(args.campaign, plots=not args.no_plots))
 
 
 def _total_from_environment() -> int | None:
@@ -202,7 +242,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--archive", required=True)
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--outdir", required=True)
+    sub.add_argument("--workers", type=int, default=1, help="evaluations at once")
     sub.set_defaults(func=cmd_plot_run)
+
+    sub = commands.add_parser("status", help=cmd_status.__doc__)
+    sub.add_argument("campaign", help="campaign folder, e.g. results/default")
+    sub.add_argument("--no-plots", action="store_true", help="table only")
+    sub.set_defaults(func=cmd_status)
+
+    sub = commands.add_parser("compare", help=cmd_compare.__doc__)
+    sub.add_argument("--metrics", nargs="+", required=True, help="metrics.csv of every run")
+    sub.add_argument("--archives", nargs="+", required=True, help="archives for heatmaps")
+    sub.add_argument("--figures", required=True, help="folder for curves and heatmaps")
+    sub.add_argument("--tables", required=True, help="folder for final_metrics.*")
+    sub.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples")
+    sub.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    sub.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -221,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(error.details, file=sys.stderr, end="", flush=True)
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
         return 1
-    _log(f"[{args.command} took {time.perf_counter() - began:.2f} s]")
+    if args.command != "status":
+        _log(f"[{args.command} took {time.perf_counter() - began:.2f} s]")
     return 0
 
 

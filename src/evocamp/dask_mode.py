@@ -135,11 +135,10 @@ def run_segment(
     scheduler_file: str | None,
     workers: int,
     total: int | None,
+    log=print,
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
-    write the resulting checkpoint to ``output``."""
-    import sys
-
+    write the resulting checkpoint to ``output``; ``log`` receives the progress lines."""
     state = read_state(state_path)
     with dask_client(scheduler_file=scheduler_file, workers=workers) as client:
         state = run_generations(
@@ -148,7 +147,7 @@ def run_segment(
             shards=shards,
             client=client,
             total=total,
-            log=lambda line: print(line, file=sys.stderr, flush=True),
+            log=log,
         )
     write_state(output, state)
     return state

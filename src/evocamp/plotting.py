@@ -117,8 +117,12 @@ def draw_heatmap(
     ax.grid(False)
 
 
-def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path) -> None:
-    """Write a run's ``heatmap`` and ``curves`` figures (PDF and PNG) into ``outdir``."""
+def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path, workers: int) -> None:
+    """Write a run's ``heatmap``, ``curves`` and ``timing`` figures (PDF and PNG).
+
+    ``workers`` is how many evaluations can run at once (shards, or Dask workers),
+    for the utilisation in the timing figure.
+    """
     from evocamp.metrics import read_metrics_csv
     from evocamp.storage import read_archive
 
@@ -143,6 +147,115 @@ def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path) ->
     figure.suptitle(title)
     figure.tight_layout()
     save_figure(figure, Path(outdir) / "curves")
+    plot_timing(rows, workers=workers, title=title, stem=Path(outdir) / "timing")
+
+
+def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> None:
+    """Generation wall time split into evaluation and overhead, and the utilisation
+    (time spent evaluating / (wall time x workers)) per generation."""
+    plt = pyplot()
+    rows = rows[rows["generation"] > 0]
+    wall = rows["wall_seconds"]
+    evaluating = np.minimum(rows["eval_seconds"] / workers, wall)
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(ONE_COLUMN, 3.2), sharex=True)
+    top.bar(rows["generation"], evaluating, width=1.0, color=PALETTE[0], label="evaluation")
+    top.bar(
+        rows["generation"],
+        wall - evaluating,
+        bottom=evaluating,
+        width=1.0,
+        color=PALETTE[1],
+        label="overhead",
+    )
+    top.set_ylabel("s / generation")
+    top.legend(frameon=False)
+    utilisation = rows["eval_seconds"] / np.maximum(wall * workers, 1e-12)
+    bottom.plot(rows["generation"], utilisation, color=PALETTE[2])
+    bottom.set_ylim(0, max(1.0, float(utilisation.max()) if len(utilisation) else 1.0))
+    bottom.set_xlabel("generation")
+    bottom.set_ylabel("utilisation")
+    bottom.xaxis.get_major_locator().set_params(integer=True)
+    figure.suptitle(f"{title}\n{workers} workers")
+    figure.tight_layout()
+    save_figure(figure, stem)
+
+
+def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
+    """Metric curves against evaluations: one line per algorithm (mean over seeds with
+    a 95% bootstrap band), one column per domain, one row per metric."""
+    from evocamp.comparison import aligned, bootstrap_mean_ci, grouped
+
+    plt = pyplot()
+    rng = np.random.default_rng(seed)
+    groups = grouped(runs)
+    domains = list(dict.fromkeys(domain for domain, _ in groups))
+    algorithms = list(dict.fromkeys(algorithm for _, algorithm in groups))
+    figure, axes = plt.subplots(
+        len(CURVES),
+        len(domains),
+        squeeze=False,
+        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.6 * len(CURVES)),
+    )
+    for column, domain in enumerate(domains):
+        axes[0, column].set_title(domain)
+        for row, (field, label) in enumerate(CURVES):
+            ax = axes[row, column]
+            for colour, algorithm in enumerate(algorithms):
+                members = groups.get((domain, algorithm))
+                if not members:
+                    continue
+                evaluations, values = aligned(members, field)
+                mean, low, high = bootstrap_mean_ci(values, samples=samples, rng=rng)
+                ax.plot(
+                    evaluations,
+                    mean,
+                    color=PALETTE[colour % len(PALETTE)],
+                    label=f"{algorithm} (n={len(members)})",
+                )
+                ax.fill_between(
+                    evaluations,
+                    low,
+                    high,
+                    color=PALETTE[colour % len(PALETTE)],
+                    alpha=0.25,
+                    linewidth=0,
+                )
+            ax.set_ylabel(label)
+            if row == len(CURVES) - 1:
+                ax.set_xlabel("evaluations")
+        axes[0, column].legend(frameon=False)
+    figure.tight_layout()
+    save_figure(figure, stem)
+
+
+def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
+    """Final archives side by side: one row per domain, one column per algorithm,
+    with one colour scale per domain (its objective's range over all algorithms)."""
+    from evocamp.storage import read_archive
+
+    plt = pyplot()
+    data = [read_archive(path) for path in archives]
+    domains = list(dict.fromkeys(d["file_attrs"]["domain"] for d in data))
+    algorithms = list(dict.fromkeys(d["file_attrs"]["algorithm"] for d in data))
+    figure, axes = plt.subplots(
+        len(domains),
+        len(algorithms),
+        squeeze=False,
+        figsize=(TWO_COLUMNS, 2.2 * len(domains) + 0.3),
+    )
+    for row, domain in enumerate(domains):
+        members = [d for d in data if d["file_attrs"]["domain"] == domain]
+        vmin, vmax = finite_range([d["objective"] for d in members])
+        for column, algorithm in enumerate(algorithms):
+            ax = axes[row, column]
+            match = [d for d in members if d["file_attrs"]["algorithm"] == algorithm]
+            if not match:
+                ax.set_axis_off()
+                continue
+            draw_heatmap(ax, match[0], vmin=vmin, vmax=vmax, colorbar=column == len(algorithms) - 1)
+            ax.set_title(f"{algorithm} on {domain} (seed {match[0]['file_attrs']['seed']})")
+    figure.tight_layout()
+    save_figure(figure, stem)
 
 
 def finite_range(values: list[np.ndarray]) -> tuple[float, float] | tuple[None, None]:

@@ -45,7 +45,5 @@ def evaluation_seeds(
     batch size; one call per generation keeps it cheap (6 ms for 10,000 solutions,
     against 0.23 s for a SeedSequence per solution).
     """
-    sequence = np.random.SeedSequence(
-        master_seed, spawn_key=(*key, EVALUATION_STREAM, generation)
-    )
+    sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
     return sequence.generate_state(count, dtype=np.uint64)

@@ -40,6 +40,13 @@ RESULTS = f"{config['results_dir']}/{config['campaign']}"
 RUN = f"{RESULTS}/{{algorithm}}/{{domain}}/seed{{seed}}"
 RUN_LOGS = f"{RESULTS}/logs/{{algorithm}}/{{domain}}/seed{{seed}}"
 CONDA_ENV = "../../envs/evocamp.yaml"
+# Figure rules depend on their code: editing it reruns figures only.
+FIGURE_CODE = [
+    f"{workflow.basedir}/src/evocamp/plotting.py",
+    f"{workflow.basedir}/src/evocamp/comparison.py",
+]
+# Evaluations that can run at once, for the utilisation in the timing figures.
+WORKERS = config["dask"]["workers"] if config["mode"] == "dask" else SHARDS
 # Every step runs `python -m evocamp` from this workflow's own source tree, also in a
 # `--sdm conda` environment (which holds the dependencies only). The tell steps print
 # "generation g/N"; N reaches them through this prefix so that raising `generations`
@@ -182,20 +189,48 @@ def shard_mem_mb(wildcards, attempt):
     return 500 * attempt
 
 
-def run_targets():
-    """Final archive, metrics and figures of every run."""
+def all_run_files(tail):
+    """One file of every run of the campaign."""
+    return [in_run(tail).format(**run) for run in runs()]
+
+
+def heatmap_archives():
+    """Final archives of the seed shown in the campaign heatmaps."""
+    seed = config["figures"]["heatmap_seed"]
+    if seed is None:
+        seed = seeds_of(config)[0]
+    return [
+        in_run("archive.h5").format(algorithm=algorithm, domain=domain, seed=seed)
+        for algorithm, domain in experiments_of(config)
+    ]
+
+
+def figure_targets():
+    """Every figure and table: per run and for the campaign."""
     targets = []
-    for run in runs():
-        folder = RUN.format(**run)
-        targets += [
-            f"{folder}/archive.h5",
-            f"{folder}/metrics.csv",
-            f"{folder}/finished/gen_{GENERATIONS:06d}.json",
-            f"{folder}/figures/heatmap.pdf",
-            f"{folder}/figures/curves.pdf",
-        ]
+    for name in ("heatmap", "curves", "timing"):
+        for suffix in ("pdf", "png"):
+            targets += all_run_files(f"figures/{name}.{suffix}")
+    for name in ("curves", "heatmaps"):
+        targets += [f"{RESULTS}/figures/{name}.pdf", f"{RESULTS}/figures/{name}.png"]
+    for suffix in ("csv", "md", "tex"):
+        targets.append(f"{RESULTS}/tables/final_metrics.{suffix}")
     return targets
 
 
+def folder_of_curves(wildcards, output):
+    return os.path.dirname(output.curves)
+
+
+def folder_of_tables(wildcards, output):
+    return os.path.dirname(output.table_csv)
+
+
 def campaign_targets(wildcards):
-    return run_targets()
+    """The default target: results of every run, then figures and tables."""
+    return (
+        all_run_files("archive.h5")
+        + all_run_files("metrics.csv")
+        + all_run_files(f"finished/gen_{GENERATIONS:06d}.json")
+        + figure_targets()
+    )

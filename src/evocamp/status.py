@@ -1,0 +1,150 @@
+"""``evocamp status``: progress of every run of a campaign, as text, over ssh.
+
+It reads only results: saved metrics segments, the newest checkpoint of the
+current window (written atomically, so reading it while a campaign runs is safe)
+and the last progress line of the logs. No display or server is needed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.metrics import merge_history, read_metrics_csv
+from evocamp.progress import format_duration
+from evocamp.storage import METRIC_DTYPE, CorruptFileError, read_state
+
+PROGRESS = re.compile(r"generation (\d+)/(\d+)")
+
+
+@dataclass
+class RunProgress:
+    """What is known of one run."""
+
+    label: str
+    rows: np.ndarray
+    total: int | None
+    finished: bool
+
+
+def _newest_state(folder: Path):
+    candidates = list((folder / "work").glob("state_*.h5"))
+    candidates += list((folder / "checkpoints").glob("gen_*.h5"))
+    for path in sorted(candidates, key=lambda p: int(p.stem.split("_")[-1]), reverse=True):
+        try:
+            return read_state(path, with_scheduler=False)
+        except (CorruptFileError, OSError, KeyError):
+            continue
+    return None
+
+
+def _total_generations(log_folder: Path) -> int | None:
+    if not log_folder.is_dir():
+        return None
+    generations = sorted(log_folder.glob("gen_*"), reverse=True)
+    for folder in generations[:3]:
+        for log in sorted(folder.glob("*.log")):
+            matches = PROGRESS.findall(log.read_text(errors="replace"))
+            if matches:
+                return int(matches[-1][1])
+    return None
+
+
+def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
+    """Metrics so far, total generations and completion of the run in ``folder``."""
+    relative = folder.relative_to(campaign_folder)
+    state = _newest_state(folder)
+    window = state.metrics_window if state is not None else np.zeros(0, dtype=METRIC_DTYPE)
+    rows = merge_history(sorted((folder / "metrics").glob("segment_*.csv")), window)
+    finished_files = sorted((folder / "finished").glob("gen_*.json"))
+    total = _total_generations(campaign_folder / "logs" / relative)
+    finished = False
+    if (folder / "metrics.csv").exists():
+        final = read_metrics_csv(folder / "metrics.csv")
+        if len(final) >= len(rows):
+            rows = final
+        finished_at = int(finished_files[-1].stem.split("_")[-1]) if finished_files else -1
+        finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
+    return RunProgress(label=str(relative), rows=rows, total=total, finished=finished)
+
+
+def find_runs(campaign_folder: Path) -> list[Path]:
+    """Run folders (``<algorithm>/<domain>/seed<k>``) below a campaign folder."""
+    return sorted(
+        path.parent.parent for path in campaign_folder.glob("*/*/seed*/checkpoints/gen_000000.h5")
+    )
+
+
+def text_plot(x: np.ndarray, y: np.ndarray, *, width: int = 60, height: int = 8) -> list[str]:
+    """A small ASCII line plot of ``y`` against ``x`` with labelled extremes."""
+    if len(x) == 0:
+        return ["(no data yet)"]
+    y = np.nan_to_num(np.asarray(y, dtype=np.float64))
+    low, high = float(y.min()), float(y.max())
+    span = high - low or 1.0
+    columns = np.linspace(float(x[0]), float(x[-1]), width) if len(x) > 1 else np.array([x[0]])
+    canvas = [[" "] * len(columns) for _ in range(height)]
+    for column, position in enumerate(columns):
+        value = y[min(np.searchsorted(x, position, side="right") - 1, len(y) - 1)]
+        level = int(round((value - low) / span * (height - 1)))
+        canvas[height - 1 - level][column] = "*"
+    labels = [f"{high:>10.4g} |", *[" " * 10 + " |"] * (height - 2), f"{low:>10.4g} |"]
+    lines = [label + "".join(row) for label, row in zip(labels, canvas, strict=True)]
+    lines.append(" " * 11 + "+" + "-" * len(columns))
+    lines.append(" " * 12 + f"generations {int(x[0])} .. {int(x[-1])}")
+    return lines
+
+
+def status_report(campaign_folder: str | Path, *, plots: bool = True) -> str:
+    """The text shown by ``evocamp status``: a table of runs and a QD-score plot each."""
+    campaign_folder = Path(campaign_folder)
+    runs = [run_progress(folder, campaign_folder) for folder in find_runs(campaign_folder)]
+    if not runs:
+        return f"no runs under {campaign_folder} yet"
+    header = (
+        "run",
+        "generation",
+        "evaluations",
+        "qd_score",
+        "coverage",
+        "best",
+        "s/gen",
+        "ETA",
+        "state",
+    )
+    table = [header]
+    for run in runs:
+        if len(run.rows) == 0:
+            table.append((run.label, "0", "0", "-", "-", "-", "-", "?", "starting"))
+            continue
+        last = run.rows[-1]
+        recent = run.rows["wall_seconds"][run.rows["generation"] > 0][-10:]
+        per_generation = float(np.mean(recent)) if len(recent) else float("nan")
+        generation = int(last["generation"])
+        remaining = (run.total - generation) * per_generation if run.total else float("nan")
+        table.append(
+            (
+                run.label,
+                f"{generation}/{run.total or '?'}",
+                str(int(last["evaluations"])),
+                f"{last['qd_score']:.4g}",
+                f"{last['coverage']:.3f}",
+                f"{last['obj_max']:.4g}",
+                f"{per_generation:.2f}",
+                "0:00:00" if run.finished else format_duration(remaining),
+                "finished" if run.finished else "running",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in table
+    ]
+    if plots:
+        for run in runs:
+            lines += ["", f"QD score of {run.label}"]
+            lines += text_plot(run.rows["generation"], run.rows["qd_score"])
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""Figures, tables, the HTML report and live monitoring, on real campaign results."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, merged, run_snakemake, snakemake_command, write_config
+from test_pipeline import executed
+
+FIGURE_FILES = ("figures/heatmap", "figures/curves", "figures/timing")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """A finished two-seed campaign (2 algorithms x 1 domain)."""
+    workdir = tmp_path_factory.mktemp("figures")
+    config = merged(
+        __import__("conftest").SMALL_CAMPAIGN, {"generations": 3, "seeds": 2, "campaign": "fig"}
+    )
+    write_config(workdir, config)
+    run_snakemake(workdir)
+    return workdir
+
+
+def figure_bytes(workdir: Path) -> dict[str, bytes]:
+    files = sorted((workdir / "results").rglob("*.pdf")) + sorted(
+        (workdir / "results").rglob("*.png")
+    )
+    files += sorted((workdir / "results" / "fig" / "tables").iterdir())
+    return {str(path.relative_to(workdir)): path.read_bytes() for path in files}
+
+
+def test_campaign_figures_and_tables_exist(campaign):
+    campaign_folder = campaign / "results" / "fig"
+    for name in ("curves", "heatmaps"):
+        for suffix in ("pdf", "png"):
+            assert (campaign_folder / "figures" / f"{name}.{suffix}").stat().st_size > 5000
+    for run in ("me/sphere/seed0", "cmame/sphere/seed1"):
+        for name in FIGURE_FILES:
+            assert (campaign_folder / run / f"{name}.pdf").exists()
+    csv = (campaign_folder / "tables" / "final_metrics.csv").read_text().splitlines()
+    assert csv[0].startswith("domain,algorithm,seeds,evaluations,qd_score_mean,qd_score_ci_low")
+    assert [line.split(",")[:3] for line in csv[1:]] == [
+        ["sphere", "me", "2"],
+        ["sphere", "cmame", "2"],
+    ]
+    low, mean, high = (
+        float(x) for x in (csv[1].split(",")[5], csv[1].split(",")[4], csv[1].split(",")[6])
+    )
+    assert low <= mean <= high
+    markdown = (campaign_folder / "tables" / "final_metrics.md").read_text()
+    assert "| sphere | me | 2 |" in markdown
+    latex = (campaign_folder / "tables" / "final_metrics.tex").read_text()
+    assert "\\toprule" in latex and "\\bottomrule" in latex and "sphere & cmame" in latex
+
+
+def test_rebuilding_figures_is_byte_identical_and_evaluates_nothing(campaign):
+    before = figure_bytes(campaign)
+    assert len(before) >= 20
+    for path in before:
+        (campaign / path).unlink()
+    rebuilt = run_snakemake(campaign, "figures")
+    for rule in ("evaluate", "tell", "initialise", "finalise"):
+        assert executed(rebuilt, rule) == []
+    assert figure_bytes(campaign) == before
+
+
+def test_changing_plotting_code_reruns_only_figure_rules(tmp_path, campaign):
+    """A copy of the workflow whose plotting code changed: only figure rules rerun."""
+    copy = tmp_path / "workflow-copy"
+    copy.mkdir()
+    for name in ("Snakefile", "workflow", "src", "profiles", "config", "envs"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, copy / name)
+    shutil.copytree(campaign / "results", tmp_path / "results")
+    shutil.copy(campaign / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(campaign / ".snakemake" / "metadata", tmp_path / ".snakemake" / "metadata")
+    command = snakemake_command(tmp_path)
+    command[command.index("--snakefile") + 1] = str(copy / "Snakefile")
+
+    def run() -> str:
+        completed = subprocess.run(
+            command, cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        return completed.stdout + completed.stderr
+
+    run()  # the copy's code lives at another path: settle that first
+    assert "Nothing to be done" in run()
+    plotting = copy / "src" / "evocamp" / "plotting.py"
+    plotting.write_text(
+        plotting.read_text().replace('"lines.linewidth": 1.2', '"lines.linewidth": 1.5')
+    )
+    text = run()
+    assert "rule plot_run:" in text and "rule compare:" in text
+    for rule in ("evaluate", "tell", "initialise", "finalise", "keep_checkpoint"):
+        assert f"rule {rule}:" not in text
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+        check=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        capture_output=True,
+        timeout=900,
+    )
+    return shutil.which("chromium")
+
+
+def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
+    report = campaign / "report.html"
+    completed = run_snakemake(campaign, "--report", str(report))
+    assert "Report created" in completed.stdout + completed.stderr
+    html = report.read_text()
+    assert html.count("data:image/png") >= 2 * 2 * 3 + 2, "every run figure and campaign figure"
+    for caption in (
+        "95% percentile-bootstrap confidence band",
+        "effective utilisation",
+        "master_seed",
+    ):
+        assert caption in html
+    screenshot = tmp_path / "report.png"
+    subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+            "--virtual-time-budget=10000",
+            f"--screenshot={screenshot}",
+            report.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    dom = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            report.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    ).stdout
+    assert "Campaign" in dom and "Runs" in dom, "the report's categories are rendered"
+    from matplotlib.image import imread
+
+    pixels = imread(screenshot)
+    assert pixels.shape[:2] == (900, 1280)
+    assert pixels.std() > 0.02, "the screenshot is not blank"
+
+
+def status(folder: Path, *args: str) -> str:
+    completed = subprocess.run(
+        [sys.executable, "-m", "evocamp", "status", str(folder), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def test_status_while_running_and_when_finished(tmp_path):
+    config = merged(__import__("conftest").SMALL_CAMPAIGN, {"generations": 12, "campaign": "st"})
+    config["algorithms"] = {"me": config["algorithms"]["me"]}
+    write_config(tmp_path, config)
+    process = subprocess.Popen(
+        snakemake_command(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    folder = tmp_path / "results" / "st"
+    seen_running = ""
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline:
+        text = status(folder) if folder.exists() else ""
+        if "running" in text and "/12" in text and " 0/12" not in text:
+            seen_running = text
+            break
+        time.sleep(1)
+    assert process.wait(timeout=600) == 0
+    assert seen_running, "status never showed the run in progress"
+    assert "me/sphere/seed0" in seen_running and "QD score of me/sphere/seed0" in seen_running
+    final = status(folder)
+    assert "12/12" in final and "finished" in final
+    assert "generations 0 .. 12" in final
+    assert "*" in final.split("QD score of me/sphere/seed0", 1)[1]
