@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -174,3 +175,45 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     assert first != 0, "the cancelled job should fail the first invocation"
     run_snakemake(workdir, "--profile", SLURM_PROFILE)
     assert archive_digests(workdir) == archive_digests(reference)
+
+
+def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, small_config):
+    """dask-jobqueue's SLURMCluster on the local cluster; the campaign connects to it
+    through a scheduler file and matches a local shard-mode run bitwise."""
+    from dask_jobqueue import SLURMCluster
+    from distributed import Client
+
+    config = tiny_config(small_config, generations=3, shards=4)
+    local = tmp_path / "local"
+    write_config(local, config)
+    run_snakemake(local)
+
+    scheduler_file = tmp_path / "scheduler.json"
+    with SLURMCluster(
+        cores=1,
+        processes=1,
+        memory="1GB",
+        walltime="00:20:00",
+        queue="debug",
+        account="evocamp",
+        interface="lo",
+        python=sys.executable,
+        log_directory=str(tmp_path / "dask-logs"),
+        scheduler_options={"dashboard_address": None},
+    ) as cluster:
+        cluster.scale(jobs=2)
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=180)
+            client.write_scheduler_file(str(scheduler_file))
+            workdir = tmp_path / "dask"
+            write_config(
+                workdir,
+                merged(config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}}),
+            )
+            run_snakemake(workdir)
+            workers = set(client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    assert archive_digests(workdir) == archive_digests(local)
+    worker_logs = "".join(p.read_text() for p in (tmp_path / "dask-logs").iterdir())
+    for address in workers:
+        assert f"[{address}] generation 3 shard" in worker_logs, "lines carry the address"
