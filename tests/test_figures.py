@@ -103,6 +103,18 @@ def test_changing_plotting_code_reruns_only_figure_rules(tmp_path, campaign):
         assert f"rule {rule}:" not in text
 
 
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
 def chromium() -> str:
     for name in ("chromium", "chromium-browser"):
         if shutil.which(name):
@@ -130,21 +142,13 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
     ):
         assert caption in html
     screenshot = tmp_path / "report.png"
+    browser = [chromium(), *HEADLESS, "--virtual-time-budget=10000"]
     subprocess.run(
         [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *browser,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--hide-scrollbars",
             "--window-size=1280,900",
-            "--virtual-time-budget=10000",
             f"--screenshot={screenshot}",
             report.as_uri(),
         ],
@@ -153,21 +157,7 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
         timeout=180,
     )
     dom = subprocess.run(
-        [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile2'}",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            report.as_uri(),
-        ],
+        [*browser, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", report.as_uri()],
         check=True,
         capture_output=True,
         text=True,

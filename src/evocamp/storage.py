@@ -49,20 +49,18 @@ def _fsync_folder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_h5(path: str | Path):
-    """Open a new HDF5 file for writing that appears at ``path`` only when complete.
+def replaced_atomically(path: str | Path):
+    """Yield a temporary path beside ``path``; when the block succeeds, the temporary
+    file is fsynced and renamed over ``path`` (and the folder fsynced).
 
-    The file is written as ``.<name>.tmp-<pid>`` beside ``path``, flushed, fsynced
-    and renamed; the folder is fsynced too. On an exception the temporary file is
-    removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was, so
+    a reader (or a kill at any instant) sees either the old file or the new one.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with h5py.File(temporary, "w", track_order=False) as handle:
-            yield handle
-            handle.flush()
+        yield temporary
         descriptor = os.open(temporary, os.O_RDONLY)
         try:
             os.fsync(descriptor)
@@ -74,37 +72,27 @@ def atomic_h5(path: str | Path):
         temporary.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def atomic_h5(path: str | Path):
+    """Open a new HDF5 file for writing that appears at ``path`` only when complete."""
+    with replaced_atomically(path) as temporary:
+        with h5py.File(temporary, "w", track_order=False) as handle:
+            yield handle
+            handle.flush()
+
+
 def atomic_copy(source: str | Path, destination: str | Path) -> None:
     """Copy a file so that ``destination`` is either absent/old or complete."""
-    destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    temporary = destination.with_name(f".{destination.name}.tmp-{os.getpid()}")
-    try:
-        with open(source, "rb") as reader, open(temporary, "wb") as writer:
-            while chunk := reader.read(1 << 22):
-                writer.write(chunk)
-            writer.flush()
-            os.fsync(writer.fileno())
-        os.replace(temporary, destination)
-        _fsync_folder(destination.parent)
-    finally:
-        temporary.unlink(missing_ok=True)
+    import shutil
+
+    with replaced_atomically(destination) as temporary:
+        shutil.copyfile(source, temporary)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write a text file atomically (temporary file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "w") as writer:
-            writer.write(text)
-            writer.flush()
-            os.fsync(writer.fileno())
-        os.replace(temporary, path)
-        _fsync_folder(path.parent)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with replaced_atomically(path) as temporary:
+        temporary.write_text(text)
 
 
 def write_dataset(group: h5py.Group, name: str, data) -> h5py.Dataset:
