@@ -119,13 +119,12 @@ def chromium() -> str:
     for name in ("chromium", "chromium-browser"):
         if shutil.which(name):
             return shutil.which(name)
-    subprocess.run(
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update", "-qq"],
         ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
-        check=True,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        capture_output=True,
-        timeout=900,
-    )
+    ):
+        subprocess.run(command, check=True, env=environment, capture_output=True, timeout=900)
     return shutil.which("chromium")
 
 
