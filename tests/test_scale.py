@@ -107,12 +107,18 @@ def test_ten_thousand_generations_run_and_resume(tmp_path):
     only the next window; then the rest completes, extending the finished run."""
     config = merged(
         TRIVIAL_RUN,
-        {"generations": 5_000, "checkpoint_every": 500, "mode": "dask", "dask": {"workers": 1}},
+        {
+            "generations": 5_000,
+            "checkpoint_every": 500,
+            "mode": "dask",
+            "dask": {"workers": 1},
+            "shards": 1,
+        },
     )
     write_config(tmp_path, config)
     run_snakemake(tmp_path, timeout=3000)
 
-    write_config(tmp_path, merged(config, {"generations": 10_000, "mode": "shards"}))
+    write_config(tmp_path, merged(config, {"generations": 10_000, "mode": "shards", "shards": 8}))
     dry = run_snakemake(tmp_path, "--dry-run", timeout=300)
     planned = dry.stdout + dry.stderr
     assert "gen=005001" in planned and "gen=005500" in planned
@@ -128,7 +134,7 @@ def test_ten_thousand_generations_run_and_resume(tmp_path):
     assert len(kept) == 21 and kept[-1] == "gen_010000.h5"
 
     fresh = tmp_path / "fresh"
-    write_config(fresh, merged(config, {"generations": 10_000, "mode": "shards"}))
+    write_config(fresh, merged(config, {"generations": 10_000, "mode": "shards", "shards": 8}))
     dry = run_snakemake(fresh, "--dry-run", timeout=300)
     assert "gen=000500" in dry.stdout + dry.stderr
     assert "gen=000501" not in dry.stdout + dry.stderr

@@ -59,11 +59,6 @@ def build_scheduler(spec: dict):
     return Scheduler(archive, emitters, result_archive=result_archive)
 
 
-def result_archive_of(scheduler):
-    """The archive whose elites are reported (CMA-MAE keeps a separate one)."""
-    return scheduler.result_archive
-
-
 def _archive_dtypes(spec: dict) -> dict:
     extra = spec["domain_spec"].get("extra_fields") or []
     return {"extra_fields": {name: ((), np.float64) for name in extra} or None}

@@ -161,41 +161,31 @@ def evaluate_slice(
     domain = spec["domain_spec"]
     evaluator = load_evaluator(domain)
     count = len(solutions)
-    chunk = domain.get("chunk_size") or max(count, 1)
+    if count == 0:
+        raise ValueError("a shard holds at least one solution (shards <= batch size)")
+    chunk = domain.get("chunk_size") or count
     extra_fields = list(domain.get("extra_fields") or [])
     parts: dict[str, list] = {}
     eval_seconds = np.zeros(count)
     for lo in range(0, count, chunk):
         hi = min(lo + chunk, count)
+
+        def where(index, lo=lo):
+            return _where(spec, generation, shard, None if index is None else start + lo + index)
+
         began = time.perf_counter()
-        outputs = _call(
-            evaluator,
-            domain,
-            solutions,
-            seeds,
-            lo,
-            hi,
-            where=lambda i, lo=lo: _where(
-                spec, generation, shard, None if i is None else start + lo + i
-            ),
-        )
+        outputs = _call(evaluator, domain, solutions, seeds, lo, hi, where=where)
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
         checked = _check_outputs(
             outputs,
             count=hi - lo,
             measure_dim=measure_dim(domain),
             extra_fields=extra_fields,
-            where=lambda i, lo=lo: _where(
-                spec, generation, shard, None if i is None else start + lo + i
-            ),
+            where=where,
         )
         for name, values in checked.items():
             parts.setdefault(name, []).append(values)
-    merged = {
-        name: np.concatenate(values) if values else np.zeros((0,)) for name, values in parts.items()
-    }
-    if count == 0:
-        merged = {"objective": np.zeros(0), "measures": np.zeros((0, measure_dim(domain)))}
+    merged = {name: np.concatenate(values) for name, values in parts.items()}
     return ShardResult(
         generation=generation,
         shard=shard,
@@ -204,7 +194,7 @@ def evaluate_slice(
         objective=merged["objective"],
         measures=merged["measures"],
         eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in extra_fields if name in merged},
+        extra={name: merged[name] for name in extra_fields},
     )
 
 
