@@ -130,8 +130,8 @@ def test_wrong_shape_is_reported(tmp_path, small_config):
     failed = run_snakemake(tmp_path, check=False)
     assert failed.returncode != 0
     assert (
-        "evocamp: error: run me/sphere/seed0, generation 1, shard 0: 'measures' has "
-        "shape (6, 3), expected (6, 2)"
+        "evocamp: error: run me/sphere/seed0, generation 1, shard 0, solution 0: "
+        "'measures' has shape (1, 3), expected (1, 2)"
     ) in failed.stderr
 
 

@@ -98,6 +98,7 @@ def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_con
     config["domains"] = plugin_domain()
     config["domains"]["sphere"]["function"] = "evocamp_test_plugin:fails_first_attempt"
     config["domains"]["sphere"]["params"] = {"marker_dir": str(tmp_path / "markers")}
+    config["domains"]["sphere"]["chunk_size"] = 100  # one call per shard
     write_config(tmp_path, config)
     completed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE)
     assert len(list((tmp_path / "markers").iterdir())) == 2, "each shard failed once"

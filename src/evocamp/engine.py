@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -105,32 +106,52 @@ def _as_outputs(returned) -> dict:
     )
 
 
-def _check_outputs(
-    outputs: dict, *, count: int, measure_dim: int, extra_fields: list, where
-) -> dict:
-    """Check shapes and finiteness; ``where(i)`` names solution ``i`` of the chunk."""
-    for required in ("objective", "measures"):
-        if required not in outputs:
-            raise EvaluationError(f"{where(None)}: the result has no '{required}'")
-    checked = {}
+@dataclass(frozen=True)
+class _Call:
+    """Where one call of the evaluation function is: solutions ``first..last`` of
+    ``generation`` (indices in the generation's batch), evaluated by ``shard``."""
+
+    spec: dict
+    generation: int
+    shard: int
+    first: int
+    last: int
+
+    def solution(self, offset: int) -> str:
+        """Location of solution ``first + offset``."""
+        return _where(self.spec, self.generation, self.shard, self.first + offset)
+
+    def whole(self) -> str:
+        """Location of the whole call: its solution, or its range of solutions."""
+        if self.first == self.last:
+            return self.solution(0)
+        where = _where(self.spec, self.generation, self.shard, None)
+        return f"{where}, solutions {self.first}..{self.last}"
+
+
+def _check_outputs(outputs: dict, *, call: _Call, measure_dim: int, extra_fields: list) -> dict:
+    """Check keys, shapes and finiteness of one call's outputs."""
+    count = call.last - call.first + 1
     expected = {"objective": (count,), "measures": (count, measure_dim)}
     expected.update({name: (count,) for name in extra_fields})
+    checked = {}
     for name, shape in expected.items():
         if name not in outputs:
-            raise EvaluationError(f"{where(None)}: the result has no extra field '{name}'")
+            raise EvaluationError(f"{call.whole()}: the result has no '{name}'")
         try:
             values = np.asarray(outputs[name], dtype=np.float64)
         except (TypeError, ValueError) as error:
-            raise EvaluationError(f"{where(None)}: '{name}' is not numeric ({error})") from None
+            raise EvaluationError(f"{call.whole()}: '{name}' is not numeric ({error})") from None
         if values.shape != shape:
             raise EvaluationError(
-                f"{where(None)}: '{name}' has shape {values.shape}, expected {shape}"
+                f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
             )
         bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
         if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            value = values[first]
-            raise EvaluationError(f"{where(first)}: '{name}' is not finite ({value})")
+            offset = int(np.flatnonzero(bad)[0])
+            raise EvaluationError(
+                f"{call.solution(offset)}: '{name}' is not finite ({values[offset]})"
+            )
         checked[name] = values
     return checked
 
@@ -153,7 +174,8 @@ def evaluate_slice(
     ------
     EvaluationError
         When the function raises or returns wrong shapes or non-finite values; the
-        message names run, generation, shard and the solution's index in the batch.
+        message names run, generation, shard and the solution's index in the batch
+        (or the call's range of solutions when ``chunk_size`` > 1).
     """
     from evocamp.config import measure_dim
     from evocamp.domains import load_evaluator
@@ -163,25 +185,18 @@ def evaluate_slice(
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
-    chunk = domain.get("chunk_size") or count
+    chunk = domain.get("chunk_size") or (1 if domain["type"] == "plugin" else count)
     extra_fields = list(domain.get("extra_fields") or [])
     parts: dict[str, list] = {}
     eval_seconds = np.zeros(count)
     for lo in range(0, count, chunk):
         hi = min(lo + chunk, count)
-
-        def where(index, lo=lo):
-            return _where(spec, generation, shard, None if index is None else start + lo + index)
-
+        call = _Call(spec, generation, shard, start + lo, start + hi - 1)
         began = time.perf_counter()
-        outputs = _call(evaluator, domain, solutions, seeds, lo, hi, where=where)
+        outputs = _call(evaluator, domain, solutions[lo:hi], seeds[lo:hi], call=call)
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
         checked = _check_outputs(
-            outputs,
-            count=hi - lo,
-            measure_dim=measure_dim(domain),
-            extra_fields=extra_fields,
-            where=where,
+            outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields
         )
         for name, values in checked.items():
             parts.setdefault(name, []).append(values)
@@ -198,27 +213,19 @@ def evaluate_slice(
     )
 
 
-def _call(evaluator, domain: dict, solutions, seeds, lo: int, hi: int, *, where) -> dict:
-    """Call the evaluation function on ``solutions[lo:hi]``; on an exception, find the
-    first solution that fails on its own and name it."""
-    params = domain.get("params") or {}
+def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
+    """Call the evaluation function once.
+
+    It is never called again after a failure (it may be expensive or have side
+    effects): the message names the call's solution, or its range of solutions.
+    """
     try:
-        return _as_outputs(evaluator(solutions[lo:hi], seeds[lo:hi], **params))
+        return _as_outputs(evaluator(solutions, seeds, **(domain.get("params") or {})))
     except Exception as error:  # noqa: BLE001 - user code may raise anything
-        failing = None
-        if hi - lo > 1:
-            for index in range(lo, hi):
-                try:
-                    evaluator(solutions[index : index + 1], seeds[index : index + 1], **params)
-                except Exception:  # noqa: BLE001
-                    failing = index - lo
-                    break
-        else:
-            failing = 0
-        details = "".join(traceback.format_exception(error))
+        hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
         raise EvaluationError(
-            f"{where(failing)}: the evaluation function raised {type(error).__name__}: {error}",
-            details=details,
+            f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
+            details="".join(traceback.format_exception(error)),
         ) from None
 
 
