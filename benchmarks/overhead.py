@@ -51,6 +51,7 @@ def campaign(cost: float, *, generations: int, workers: int, mode: str) -> dict:
                 "solution_dim": 100,
                 "measure_ranges": [[-256, 256], [-256, 256]],
                 "params": {"seconds": cost},
+                "chunk_size": 1_000_000,  # one call (one sleep) per shard
             }
         },
     }

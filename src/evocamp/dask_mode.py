@@ -106,21 +106,18 @@ def run_generations(
     while state.generation < until:
         generation = state.generation + 1
         batch = len(state.next_solutions)
-        futures = []
-        for shard in range(shards):
-            start, stop = shard_bounds(batch, shards, shard)
-            futures.append(
-                client.submit(
-                    evaluate_on_worker,
-                    state.spec,
-                    generation,
-                    shard,
-                    start,
-                    state.next_solutions[start:stop],
-                    state.next_seeds[start:stop],
-                    pure=False,
-                )
-            )
+        bounds = [shard_bounds(batch, shards, shard) for shard in range(shards)]
+        # One client.map call: a single graph update for the whole generation.
+        futures = client.map(
+            evaluate_on_worker,
+            [state.spec] * shards,
+            [generation] * shards,
+            range(shards),
+            [start for start, _ in bounds],
+            [state.next_solutions[start:stop] for start, stop in bounds],
+            [state.next_seeds[start:stop] for start, stop in bounds],
+            pure=False,
+        )
         state = tell(state, client.gather(futures))
         log(generation_line(state, total=total))
     return state
