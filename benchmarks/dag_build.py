@@ -29,7 +29,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, nargs="+", default=[100, 1000, 10_000])
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=50,
+        help="K: the window of generations Snakemake plans at once",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=50,
+        help="K: the window of generations Snakemake plans at once",
+    )
     args = parser.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="evocamp-dag-"))
     rows = []
@@ -44,7 +56,8 @@ def main() -> None:
                     **CAMPAIGN,
                     "generations": done,
                     "mode": "dask",
-                    "checkpoint_every": 500,
+                    "shards": 1,
+                    "checkpoint_every": args.checkpoint_every,
                     "dask": {"workers": 1},
                 },
             )
@@ -54,15 +67,17 @@ def main() -> None:
             {
                 **CAMPAIGN,
                 "generations": generations,
-                "checkpoint_every": 500 if args.resume else 50,
+                "checkpoint_every": args.checkpoint_every,
             },
         )
         # After a change of mode, provenance triggers would replan the window: mtime only.
         triggers = ["--rerun-triggers", "mtime"] if args.resume else []
         seconds, megabytes = measured(snakemake(workdir, "--dry-run", *triggers))
-        rows.append([generations, 8, done, f"{seconds:.2f}", f"{megabytes:.0f}"])
+        rows.append(
+            [generations, 8, args.checkpoint_every, done, f"{seconds:.2f}", f"{megabytes:.0f}"]
+        )
     print(f"machine: {machine()}")
-    print(table(["generations", "shards", "already run", "dry-run s", "peak MB"], rows))
+    print(table(["generations", "shards", "K", "already run", "dry-run s", "peak MB"], rows))
 
 
 if __name__ == "__main__":
