@@ -36,12 +36,6 @@ def main() -> None:
         help="K: the window of generations Snakemake plans at once",
     )
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=50,
-        help="K: the window of generations Snakemake plans at once",
-    )
     args = parser.parse_args()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="evocamp-dag-"))
     rows = []
