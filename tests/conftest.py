@@ -107,6 +107,11 @@ def run_folder(workdir: Path, config: dict, algorithm: str, domain: str, seed: i
     return workdir / "results" / config["campaign"] / algorithm / domain / f"seed{seed}"
 
 
+def run_log(workdir: Path, campaign: str, run: str, tail: str) -> Path:
+    """A job's log: ``results/<campaign>/logs/<run>/<tail>`` (run: algorithm/domain/seed<k>)."""
+    return workdir / "results" / campaign / "logs" / run / tail
+
+
 def archive_digests(workdir: Path) -> dict[str, str]:
     """sha256 of every final ``archive.h5`` below ``workdir``, by run folder."""
     digests = {}

@@ -13,6 +13,7 @@ from conftest import (
     archive_digests,
     merged,
     run_folder,
+    run_log,
     run_snakemake,
     snakemake_command,
     write_config,
@@ -94,7 +95,7 @@ def test_failing_evaluation_names_where_and_resumes(tmp_path, small_config):
     )
     assert message in failed.stderr + failed.stdout
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
-    log = folder.parents[2] / "logs" / "me" / "sphere" / "seed0" / "gen_000005" / "evaluate_002.log"
+    log = run_log(tmp_path, "small", "me/sphere/seed0", "gen_000005/evaluate_002.log")
     assert message in log.read_text()
     assert (folder / "checkpoints" / "gen_000003.h5").exists()
     with h5py.File(folder / "checkpoints" / "gen_000003.h5", "r") as handle:

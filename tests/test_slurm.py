@@ -14,6 +14,7 @@ from conftest import (
     archive_digests,
     merged,
     run_folder,
+    run_log,
     run_snakemake,
     snakemake_command,
     write_config,
@@ -123,17 +124,7 @@ def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_pa
         "evocamp: error: run me/sphere/seed0, generation 2, shard 0, solution 3: "
         "the evaluation function raised ValueError"
     )
-    log = (
-        tmp_path
-        / "results"
-        / "small"
-        / "logs"
-        / "me"
-        / "sphere"
-        / "seed0"
-        / "gen_000002"
-        / "evaluate_000.log"
-    )
+    log = run_log(tmp_path, "small", "me/sphere/seed0", "gen_000002/evaluate_000.log")
     assert message in log.read_text()
     assert message in failed.stdout + failed.stderr
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
