@@ -262,6 +262,15 @@ def read_state(path: str | Path, *, with_scheduler: bool = True) -> RunState:
         )
 
 
+def kept_for_spec(path: str | Path, spec: dict) -> bool:
+    """Whether ``path`` is a readable checkpoint written for exactly this run spec."""
+    try:
+        with h5py.File(path, "r") as handle:
+            return json.loads(handle.attrs["run_spec"]) == spec
+    except (OSError, KeyError, ValueError):
+        return False
+
+
 def read_batch_slice(
     path: str | Path, start: int, stop: int
 ) -> tuple[dict, int, np.ndarray, np.ndarray]:

@@ -1,3 +1,4 @@
+import functools
 import os
 import sys
 
@@ -13,6 +14,7 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.locks import release_stale_locks
+from evocamp.storage import kept_for_spec
 
 min_version("9.0")
 
@@ -101,8 +103,25 @@ def work_state(wildcards, generation):
     return run_file(wildcards, f"work/state_{generation:06d}.h5")
 
 
+@functools.lru_cache(maxsize=None)
+def spec_of(algorithm, domain, seed):
+    return run_spec(config, algorithm=algorithm, domain=domain, seed=int(seed))
+
+
 def require_kept(wildcards, generation):
-    """Wait for the kept checkpoint of ``generation`` (a checkpoint rule)."""
+    """Wait for the kept checkpoint of ``generation`` (a checkpoint rule).
+
+    A kept checkpoint already on disk, with its metrics segment, written for the same
+    run spec, is used as it is: going through the checkpoint rule would make Snakemake
+    plan every finished window again on each resume (minutes for thousands of
+    generations). One written for another spec (the configuration changed) goes
+    through the rule, so that Snakemake recomputes it.
+    """
+    path = kept_checkpoint(wildcards, generation)
+    segment = run_file(wildcards, f"metrics/segment_{generation:06d}.csv")
+    spec = spec_of(wildcards.algorithm, wildcards.domain, wildcards.seed)
+    if os.path.exists(segment) and kept_for_spec(path, spec):
+        return path
     checkpoints.keep_checkpoint.get(
         algorithm=wildcards.algorithm,
         domain=wildcards.domain,
