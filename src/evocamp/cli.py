@@ -53,17 +53,21 @@ def cmd_init(args) -> None:
 def cmd_evaluate(args) -> None:
     """Evaluate one shard of the batch stored in a checkpoint."""
     from evocamp.engine import evaluate_slice
-    from evocamp.storage import batch_length, read_batch_slice, shard_bounds, write_shard
+    from evocamp.storage import read_shard_input, write_shard
 
-    start, stop = shard_bounds(batch_length(args.state), args.shards, args.shard)
-    spec, generation, solutions, seeds = read_batch_slice(args.state, start, stop)
+    shard = read_shard_input(args.state, shard=args.shard, shards=args.shards)
     result = evaluate_slice(
-        spec, generation=generation, shard=args.shard, start=start, solutions=solutions, seeds=seeds
+        shard.spec,
+        generation=shard.generation,
+        shard=args.shard,
+        start=shard.start,
+        solutions=shard.solutions,
+        seeds=shard.seeds,
     )
     write_shard(args.output, result)
     _log(
-        f"generation {generation} shard {args.shard}/{args.shards}: solutions "
-        f"{start}..{stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
+        f"generation {result.generation} shard {args.shard}/{args.shards}: solutions "
+        f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
     )
 
 

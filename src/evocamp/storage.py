@@ -271,29 +271,33 @@ def kept_for_spec(path: str | Path, spec: dict) -> bool:
         return False
 
 
-def read_batch_slice(
-    path: str | Path, start: int, stop: int
-) -> tuple[dict, int, np.ndarray, np.ndarray]:
-    """Read only solutions ``start:stop`` of the next batch of a state.
+@dataclass
+class ShardInput:
+    """One shard's slice of a generation's batch, as read from a checkpoint."""
 
-    Returns
-    -------
-    tuple
-        ``(spec, generation, solutions, seeds)`` where ``generation`` is the
-        generation the batch belongs to.
+    spec: dict
+    generation: int
+    start: int
+    solutions: np.ndarray
+    seeds: np.ndarray
+
+
+def read_shard_input(path: str | Path, *, shard: int, shards: int) -> ShardInput:
+    """Read only shard ``shard`` of ``shards`` of the next batch of a checkpoint.
+
+    The batch belongs to the generation after the checkpoint's; the slice is
+    ``shard_bounds(batch, shards, shard)``.
     """
     with open_for_reading(path, what="checkpoint") as handle:
-        spec = json.loads(handle.attrs["run_spec"])
-        generation = int(handle.attrs["generation"]) + 1
-        solutions = handle["next_batch/solutions"][start:stop]
-        seeds = handle["next_batch/seeds"][start:stop]
-    return spec, generation, solutions, seeds
-
-
-def batch_length(path: str | Path) -> int:
-    """Number of solutions in the next batch of a state."""
-    with open_for_reading(path, what="checkpoint") as handle:
-        return int(handle["next_batch/solutions"].shape[0])
+        batch = handle["next_batch/solutions"]
+        start, stop = shard_bounds(batch.shape[0], shards, shard)
+        return ShardInput(
+            spec=json.loads(handle.attrs["run_spec"]),
+            generation=int(handle.attrs["generation"]) + 1,
+            start=start,
+            solutions=batch[start:stop],
+            seeds=handle["next_batch/seeds"][start:stop],
+        )
 
 
 def run_label(spec: dict) -> str:
