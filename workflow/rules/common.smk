@@ -105,6 +105,7 @@ def work_state(wildcards, generation):
 
 @functools.lru_cache(maxsize=None)
 def spec_of(algorithm, domain, seed):
+    """The run spec of one run, computed once per Snakemake process."""
     return run_spec(config, algorithm=algorithm, domain=domain, seed=int(seed))
 
 
@@ -194,13 +195,7 @@ def shard_files(wildcards):
 
 def spec_json(wildcards):
     """The run spec (everything that fixes a run's results) as JSON."""
-    spec = run_spec(
-        config,
-        algorithm=wildcards.algorithm,
-        domain=wildcards.domain,
-        seed=int(wildcards.seed),
-    )
-    return run_spec_json(spec)
+    return run_spec_json(spec_of(wildcards.algorithm, wildcards.domain, wildcards.seed))
 
 
 def shard_mem_mb(wildcards, attempt):
