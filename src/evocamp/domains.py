@@ -14,6 +14,7 @@ with noise or randomised simulations.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable
@@ -132,8 +133,13 @@ def load_evaluator(spec: dict) -> Evaluator:
     """
     if spec["type"] != "plugin":
         return BUILTIN_DOMAINS[spec["type"]]
-    module_name, _, function_name = spec["function"].partition(":")
-    python_path = spec.get("python_path")
+    return _plugin_function(spec["function"], spec.get("python_path"))
+
+
+@functools.cache
+def _plugin_function(function: str, python_path: str | None) -> Evaluator:
+    """Import ``module:function`` once per process (Dask workers evaluate many slices)."""
+    module_name, _, function_name = function.partition(":")
     if python_path:
         folder = str(Path(python_path).resolve())
         if folder not in sys.path:
