@@ -66,7 +66,6 @@ def save_figure(figure, stem: str | Path) -> list[Path]:
         path = stem.with_suffix(suffix)
         figure.savefig(path, metadata=metadata)
         written.append(path)
-    figure.canvas.figure.clf()
     import matplotlib.pyplot as plt
 
     plt.close(figure)
