@@ -136,6 +136,24 @@ def jobs_run(completed: subprocess.CompletedProcess) -> dict[str, int]:
     return counts
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_warm_servers(tmp_path_factory):
+    """Warm-start servers of this session live in a folder of its own and are stopped
+    at its end (they would otherwise idle out two minutes later)."""
+    from evocamp.warmstart import stop_servers
+
+    folder = tmp_path_factory.mktemp("runtime")
+    folder.chmod(0o700)
+    previous = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(folder)
+    yield folder
+    stop_servers()
+    if previous is None:
+        del os.environ["XDG_RUNTIME_DIR"]
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = previous
+
+
 @pytest.fixture
 def small_config() -> dict:
     return copy.deepcopy(SMALL_CAMPAIGN)

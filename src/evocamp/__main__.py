@@ -1,7 +1,16 @@
-"""``python -m evocamp``: the same entry point as the ``evocamp`` command."""
+"""``python -m evocamp``: the same entry point as the ``evocamp`` command.
+
+The pipeline's rules call this form: steps of the generation loop run in a warm
+process when one is available (see :mod:`evocamp.warmstart`), else here.
+"""
 
 import sys
 
-from evocamp.cli import main
+from evocamp.warmstart import run_warm
 
-sys.exit(main())
+status = run_warm(sys.argv[1:])
+if status is None:
+    from evocamp.cli import main
+
+    status = main()
+sys.exit(status)

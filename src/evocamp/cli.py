@@ -265,8 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one sub-command; known failures print one ``evocamp: error:`` message."""
+def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
+    """Run one sub-command; known failures print one ``evocamp: error:`` message.
+
+    ``warm`` says the process is a warm-start child (:mod:`evocamp.warmstart`); the
+    closing log line says so.
+    """
     from evocamp.config import ConfigError
     from evocamp.engine import EvaluationError
     from evocamp.storage import CorruptFileError
@@ -281,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
         return 1
     if args.command != "status":
-        _log(f"[{args.command} took {time.perf_counter() - began:.2f} s]")
+        how = ", warm start" if warm else ""
+        _log(f"[{args.command} took {time.perf_counter() - began:.2f} s{how}]")
     return 0
 
 
