@@ -182,7 +182,7 @@ def status(folder: Path, *args: str) -> str:
 
 
 def test_status_while_running_and_when_finished(tmp_path):
-    config = merged(__import__("conftest").SMALL_CAMPAIGN, {"generations": 12, "campaign": "st"})
+    config = merged(__import__("conftest").SMALL_CAMPAIGN, {"generations": 20, "campaign": "st"})
     config["algorithms"] = {"me": config["algorithms"]["me"]}
     write_config(tmp_path, config)
     process = subprocess.Popen(
@@ -196,14 +196,14 @@ def test_status_while_running_and_when_finished(tmp_path):
     deadline = time.time() + 300
     while process.poll() is None and time.time() < deadline:
         text = status(folder) if folder.exists() else ""
-        if "running" in text and "/12" in text and " 0/12" not in text:
+        if "running" in text and "/20" in text and " 0/20" not in text:
             seen_running = text
             break
-        time.sleep(1)
+        time.sleep(0.3)
     assert process.wait(timeout=600) == 0
     assert seen_running, "status never showed the run in progress"
     assert "me/sphere/seed0" in seen_running and "QD score of me/sphere/seed0" in seen_running
     final = status(folder)
-    assert "12/12" in final and "finished" in final
-    assert "generations 0 .. 12" in final
+    assert "20/20" in final and "finished" in final
+    assert "generations 0 .. 20" in final
     assert "*" in final.split("QD score of me/sphere/seed0", 1)[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -146,5 +147,12 @@ def run_segment(
             total=total,
             log=log,
         )
+    began = time.perf_counter()
     write_state(output, state)
+    print(
+        f"generation {state.generation}: checkpoint written "
+        f"({Path(output).stat().st_size / 1e6:.2f} MB in {time.perf_counter() - began:.3f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
     return state
