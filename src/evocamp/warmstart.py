@@ -99,6 +99,8 @@ def run_warm(argv: list[str]) -> int | None:
     if folder is None:
         return None
     address = folder / f"{code_key()}.sock"
+    if len(str(address)) > 100:  # beyond the length limit of Unix socket paths
+        return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(address))
