@@ -67,11 +67,23 @@ def server_folder() -> Path | None:
     return folder
 
 
+#: Libraries a server imports: an upgrade (new files) changes the key.
+PRELOADED_PACKAGES = ("ribs", "numpy", "h5py", "scipy", "sklearn", "pandas")
+
+
 def code_key() -> str:
     """A key of everything a server's imports depend on: interpreter, ``sys.path``,
-    import-time environment and evocamp's source files (names, sizes, mtimes)."""
+    import-time environment, evocamp's source files (names, sizes, mtimes) and the
+    installed files of the libraries it preloads."""
+    from importlib.util import find_spec
+
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
+    for name in PRELOADED_PACKAGES:
+        found = find_spec(name)
+        if found is not None and found.origin:
+            info = os.stat(found.origin)
+            digest.update(f"{found.origin}:{info.st_size}:{info.st_mtime_ns}\0".encode())
     digest.update(sys.executable.encode())
     digest.update(json.dumps(sys.path[1:]).encode())
     for name in sorted(os.environ):
