@@ -37,6 +37,11 @@ SPAWN_INTERVAL = 30.0
 #: Environment variables read at import time: a server serves only callers that
 #: agree with it on these.
 IMPORT_TIME_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "NUMBA_", "VECLIB_", "HDF5_", "PYTHON")
+#: Libraries a server imports (pyribs pulls in the last three); an upgrade (new
+#: files) changes the key.
+PRELOADED_PACKAGES = ("numpy", "h5py", "ribs", "scipy", "sklearn", "pandas")
+#: evocamp's own modules a server imports: what the loop's steps use.
+PRELOADED_MODULES = ("evocamp.cli", "evocamp.engine", "evocamp.metrics", "evocamp.progress")
 
 _STARTED = b"S"
 _HEADER = struct.Struct("!Q")
@@ -65,10 +70,6 @@ def server_folder() -> Path | None:
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
     return folder
-
-
-#: Libraries a server imports: an upgrade (new files) changes the key.
-PRELOADED_PACKAGES = ("ribs", "numpy", "h5py", "scipy", "sklearn", "pandas")
 
 
 def code_key() -> str:
@@ -230,16 +231,10 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
 def _preload() -> None:
     """Import what the steps of the generation loop need (not dask: it starts threads,
     and a process must not fork with threads running)."""
-    import h5py  # noqa: F401
-    import numpy  # noqa: F401
-    import ribs.archives  # noqa: F401
-    import ribs.emitters  # noqa: F401
-    import ribs.schedulers  # noqa: F401
+    import importlib
 
-    import evocamp.cli  # noqa: F401
-    import evocamp.engine  # noqa: F401
-    import evocamp.metrics  # noqa: F401
-    import evocamp.progress  # noqa: F401
+    for name in (*PRELOADED_PACKAGES, *PRELOADED_MODULES):
+        importlib.import_module(name)
 
 
 def _run_child(connection: socket.socket) -> int:
