@@ -20,8 +20,6 @@ from evocamp.engine import evaluate_slice, tell
 from evocamp.progress import generation_line
 from evocamp.storage import RunState, ShardResult, read_state, shard_bounds, write_state
 
-LOGGER = logging.getLogger("evocamp.dask")
-
 
 def _worker_prefix() -> str:
     try:
