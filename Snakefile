@@ -2,7 +2,12 @@
 # Thin entry point; the rules live in workflow/rules/.
 
 
-configfile: "config/config.yaml"
+# The default campaign, unless a campaign file is given with --configfile: that file
+# is then the whole campaign (keys it leaves out take the schema defaults), with
+# --config key=value on top. Snakemake would otherwise merge it into this one.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 report: "workflow/report/workflow.rst"
