@@ -170,12 +170,13 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
     assert pixels.std() > 0.02, "the screenshot is not blank"
 
 
-def status(folder: Path, *args: str) -> str:
+def status(*args: str, cwd: Path | None = None) -> str:
     completed = subprocess.run(
-        [sys.executable, "-m", "evocamp", "status", str(folder), *args],
+        [sys.executable, "-m", "evocamp", "status", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=cwd,
     )
     assert completed.returncode == 0, completed.stderr
     return completed.stdout
@@ -207,3 +208,16 @@ def test_status_while_running_and_when_finished(tmp_path):
     assert "20/20" in final and "finished" in final
     assert "generations 0 .. 20" in final
     assert "*" in final.split("QD score of me/sphere/seed0", 1)[1]
+
+    # Without a folder: the campaign of --configfile, or of config/config.yaml.
+    assert status("--configfile", "config.yaml", cwd=tmp_path) == final
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config.yaml").rename(tmp_path / "config" / "config.yaml")
+    assert status(cwd=tmp_path) == final
+    # A results folder: every campaign in it.
+    every = status("results", "--no-plots", cwd=tmp_path)
+    assert every.startswith(f"== campaign st ({Path('results') / 'st'})")
+    assert "me/sphere/seed0" in every and "20/20" in every
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert status(empty).strip() == f"no runs under {empty} yet"

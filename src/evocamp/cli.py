@@ -167,11 +167,22 @@ def cmd_compare(args) -> None:
 
 
 def cmd_status(args) -> None:
-    """Progress of every run of a campaign folder (also while it runs), with a text plot
-    of QD score against generations per run."""
+    """Progress of every run of a campaign (also while it runs), with a text plot of QD
+    score against generations per run."""
+    from evocamp.config import ConfigError, load_config_file
     from evocamp.status import status_report
 
-    print(status_report(args.campaign, plots=not args.no_plots))
+    folder = args.folder
+    if folder is None:
+        configfile = Path(args.configfile)
+        if not configfile.exists():
+            raise ConfigError(
+                f"no campaign folder given and no {configfile} here: run `evocamp status` "
+                "where you run snakemake, or name a folder (e.g. results/default)"
+            )
+        config = load_config_file(configfile)
+        folder = Path(config["results_dir"]) / config["campaign"]
+    print(status_report(folder, plots=not args.no_plots))
 
 
 def _total_from_environment() -> int | None:
@@ -250,7 +261,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.set_defaults(func=cmd_plot_run)
 
     sub = commands.add_parser("status", help=cmd_status.__doc__)
-    sub.add_argument("campaign", help="campaign folder, e.g. results/default")
+    sub.add_argument(
+        "folder",
+        nargs="?",
+        help="campaign folder (e.g. results/default) or results folder (every campaign in "
+        "it); default: the campaign that --configfile names",
+    )
+    sub.add_argument(
+        "--configfile",
+        default="config/config.yaml",
+        help="campaign file whose results to show when no folder is given "
+        "(default: config/config.yaml)",
+    )
     sub.add_argument("--no-plots", action="store_true", help="table only")
     sub.set_defaults(func=cmd_status)
 

@@ -98,12 +98,39 @@ def text_plot(x: np.ndarray, y: np.ndarray, *, width: int = 60, height: int = 8)
     return lines
 
 
-def status_report(campaign_folder: str | Path, *, plots: bool = True) -> str:
-    """The text shown by ``evocamp status``: a table of runs and a QD-score plot each."""
-    campaign_folder = Path(campaign_folder)
+def campaigns_below(folder: Path) -> list[Path]:
+    """Campaign folders directly below a results folder (those that hold runs)."""
+    if not folder.is_dir():
+        return []
+    return [path for path in sorted(folder.iterdir()) if path.is_dir() and find_runs(path)]
+
+
+def status_report(folder: str | Path, *, plots: bool = True) -> str:
+    """The text shown by ``evocamp status``.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A campaign folder (``results/<campaign>``): a table of its runs and a QD-score
+        plot of each. A results folder holding campaigns: the same for each campaign.
+    plots : bool
+        Whether to draw the text plots.
+    """
+    folder = Path(folder)
+    if find_runs(folder):
+        return campaign_report(folder, plots=plots)
+    campaigns = campaigns_below(folder)
+    if not campaigns:
+        return f"no runs under {folder} yet"
+    return "\n\n".join(
+        f"== campaign {path.name} ({path})\n" + campaign_report(path, plots=plots)
+        for path in campaigns
+    )
+
+
+def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
+    """A table of a campaign's runs and a QD-score plot of each."""
     runs = [run_progress(folder, campaign_folder) for folder in find_runs(campaign_folder)]
-    if not runs:
-        return f"no runs under {campaign_folder} yet"
     header = (
         "run",
         "generation",
