@@ -24,6 +24,7 @@ import numpy as np
 from common import REPO, machine, measured, snakemake, table, write_config
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
+from evocamp.joblogs import job_log
 
 HERE = Path(__file__).resolve().parent
 ALGORITHM = {
@@ -118,7 +119,8 @@ def pipeline(
     steady = metrics["wall_seconds"][2:]
     checkpoint = 0.0
     if mode == "dask":
-        log = next(workdir.rglob("segment.log")).read_text()
+        run_logs = next(workdir.rglob("initialise.log")).parent
+        log = job_log(run_logs, f"gen_{generations:06d}/segment.log")
         checkpoint = float(CHECKPOINT_LINE.search(log).group(2))
     amortised = (steady.sum() + checkpoint) / len(steady)
     return float(np.median(steady)), float(amortised), seconds / generations

@@ -112,6 +112,13 @@ def run_log(workdir: Path, campaign: str, run: str, tail: str) -> Path:
     return workdir / "results" / campaign / "logs" / run / tail
 
 
+def job_log_text(workdir: Path, campaign: str, run: str, tail: str) -> str:
+    """A job's log text, on its own or folded into its window log (``evocamp.joblogs``)."""
+    from evocamp.joblogs import job_log
+
+    return job_log(workdir / "results" / campaign / "logs" / run, tail)
+
+
 def archive_digests(workdir: Path) -> dict[str, str]:
     """sha256 of every final ``archive.h5`` below ``workdir``, by run folder."""
     digests = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 
 import h5py
@@ -11,6 +12,7 @@ from conftest import (
     PLUGINS,
     REPO,
     archive_digests,
+    job_log_text,
     merged,
     run_folder,
     run_snakemake,
@@ -63,6 +65,38 @@ def test_small_campaign_outputs(tmp_path, small_config):
         for name in ("heatmap", "curves"):
             for suffix in (".pdf", ".png"):
                 assert (folder / "figures" / f"{name}{suffix}").stat().st_size > 1000
+        # Few files: one folded log per kept window, no per-job logs, no working files.
+        logs = tmp_path / "results" / "small" / "logs" / algorithm / "sphere" / "seed0"
+        assert sorted(p.name for p in logs.iterdir()) == [
+            "finalise.log",
+            "initialise.log",
+            "plot_run.log",
+            "window_000003.log",
+            "window_000006.log",
+        ]
+        progress = job_log_text(
+            tmp_path, "small", f"{algorithm}/sphere/seed0", "gen_000005/tell.log"
+        )
+        assert f"{algorithm}/sphere/seed0: generation 5/6 |" in progress
+        shard = job_log_text(
+            tmp_path, "small", f"{algorithm}/sphere/seed0", "gen_000002/evaluate_001.log"
+        )
+        assert "generation 2 shard 1/3: solutions" in shard
+        assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == sorted(
+            ["archive.h5", "metrics.csv", "gen_000006.json"]
+            + [f"gen_{g:06d}.h5" for g in (0, 3, 6)]
+            + ["segment_000003.csv", "segment_000006.csv"]
+            + [
+                f"{name}.{suffix}"
+                for name in ("heatmap", "curves", "timing")
+                for suffix in ("pdf", "png")
+            ]
+        )
+    records = [
+        base64.urlsafe_b64decode(p.name).decode()
+        for p in (tmp_path / ".snakemake" / "metadata").iterdir()
+    ]
+    assert records and not [r for r in records if "/work/" in r], "records of working files"
 
 
 def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):

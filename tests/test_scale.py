@@ -11,9 +11,9 @@ import pytest
 from conftest import (
     REPO,
     archive_digests,
+    job_log_text,
     merged,
     run_folder,
-    run_log,
     run_snakemake,
     write_config,
 )
@@ -32,7 +32,7 @@ def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
     write_config(tmp_path, merged(small_config, {"mode": "dask"}))
     run_snakemake(tmp_path)
     assert archive_digests(tmp_path) == reference_small
-    log = run_log(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log").read_text()
+    log = job_log_text(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log")
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
     assert "me/sphere/seed0: generation 3/6" in log
 

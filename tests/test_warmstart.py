@@ -16,7 +16,7 @@ from conftest import (
     PLUGINS,
     SMALL_CAMPAIGN,
     archive_digests,
-    run_log,
+    job_log_text,
     run_snakemake,
     write_config,
 )
@@ -76,10 +76,9 @@ def test_warm_and_cold_campaigns_are_bitwise_identical(tmp_path, fresh_servers):
     run_snakemake(warm)
     assert archive_digests(warm) == archive_digests(cold)
     assert len(archive_digests(warm)) == 2
-    cold_tells = run_log(cold, "small", "me/sphere/seed0", "gen_000006/tell.log").read_text()
+    cold_tells = job_log_text(cold, "small", "me/sphere/seed0", "gen_000006/tell.log")
     warm_tells = [
-        run_log(warm, "small", "me/sphere/seed0", f"gen_{g:06d}/tell.log").read_text()
-        for g in range(1, 7)
+        job_log_text(warm, "small", "me/sphere/seed0", f"gen_{g:06d}/tell.log") for g in range(1, 7)
     ]
     assert "warm start" not in cold_tells
     # The first step of the campaign starts the server and runs cold; later ones are warm.

@@ -102,13 +102,27 @@ def cmd_keep(args) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics segment and delete
     the working files of the generations it covers."""
     from evocamp.metrics import write_rows
-    from evocamp.storage import atomic_copy, prune_work_files, read_state
+    from evocamp.storage import atomic_copy, read_state
 
     state = read_state(args.state, with_scheduler=False)
     atomic_copy(args.state, args.checkpoint)
     write_rows(args.segment, state.metrics_window)
-    removed = prune_work_files(Path(args.state).parent, up_to=state.generation)
-    _log(f"generation {state.generation}: kept {args.checkpoint}; removed {removed} working files")
+    _log(f"generation {state.generation}: kept {args.checkpoint}")
+    _tidy_window(work=Path(args.state).parent, logs=args.logs, up_to=state.generation, keep=True)
+
+
+def _tidy_window(*, work: Path, logs: str, up_to: int, keep: bool = False) -> None:
+    """Remove the working files of generations ``<= up_to`` and fold their job logs
+    into one window log (a keep job's own log is left for the next fold)."""
+    from evocamp.joblogs import KEEP_LOG, fold_logs
+    from evocamp.storage import prune_work_files
+
+    removed = prune_work_files(work, up_to=up_to)
+    _log(f"generation {up_to}: removed {removed} working files")
+    own = Path(logs) / KEEP_LOG.format(generation=up_to) if keep else None
+    folded = fold_logs(logs, up_to=up_to, own=own)
+    if folded is not None:
+        _log(f"generation {up_to}: job logs folded into {folded}")
 
 
 def cmd_finalise(args) -> None:
@@ -133,6 +147,7 @@ def cmd_finalise(args) -> None:
     summary = {"run_spec": state.spec, "final": final}
     atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     _log(f"generation {state.generation}: final archive {args.archive}")
+    _tidy_window(work=Path(args.work), logs=args.logs, up_to=state.generation)
 
 
 def cmd_plot_run(args) -> None:
@@ -242,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
     sub.add_argument("--segment", required=True)
+    sub.add_argument("--logs", required=True, help="the run's log folder")
     sub.set_defaults(func=cmd_keep)
 
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
@@ -251,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--archive", required=True)
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")
+    sub.add_argument("--work", required=True, help="the run's working folder")
+    sub.add_argument("--logs", required=True, help="the run's log folder")
     sub.set_defaults(func=cmd_finalise)
 
     sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)

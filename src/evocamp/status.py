@@ -8,11 +8,13 @@ and the last progress line of the logs. No display or server is needed.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from evocamp.joblogs import generation_folders, window_logs
 from evocamp.metrics import merge_history, read_metrics_csv
 from evocamp.progress import format_duration
 from evocamp.storage import METRIC_DTYPE, CorruptFileError, read_state
@@ -42,14 +44,19 @@ def _newest_state(folder: Path):
 
 
 def _total_generations(log_folder: Path) -> int | None:
+    """The run's length as its newest progress line says (``generation g/N``): from the
+    logs of the current window's generations, else from the newest folded window."""
     if not log_folder.is_dir():
         return None
-    generations = sorted(log_folder.glob("gen_*"), reverse=True)
-    for folder in generations[:3]:
-        for log in sorted(folder.glob("*.log")):
-            matches = PROGRESS.findall(log.read_text(errors="replace"))
-            if matches:
-                return int(matches[-1][1])
+    newest = [
+        log
+        for folder in reversed(generation_folders(log_folder, up_to=sys.maxsize)[-3:])
+        for log in sorted(folder.glob("*.log"))
+    ]
+    for log in newest + window_logs(log_folder)[::-1][:1]:
+        matches = PROGRESS.findall(log.read_text(errors="replace"))
+        if matches:
+            return int(matches[-1][1])
     return None
 
 

@@ -357,7 +357,9 @@ def prune_work_files(work: Path, *, up_to: int) -> int:
 
     Snakemake keeps ``temp()`` files until no checkpoint job is pending, which in a
     windowed chain means until the end of the run; a kept checkpoint makes every
-    older working file unnecessary, so it removes them itself.
+    older working file unnecessary, so it removes them itself, with Snakemake's
+    metadata records of every working file of those generations (also of those
+    Snakemake removed itself); ``work`` is named as Snakemake names it.
 
     Returns
     -------
@@ -366,10 +368,16 @@ def prune_work_files(work: Path, *, up_to: int) -> int:
     """
     import shutil
 
+    from evocamp.snakemake_folder import forget_records_below
+
+    def in_window(relative: str) -> bool:
+        name = relative.split("/", 1)[0]
+        number = name.removeprefix("state_").removeprefix("gen_").removesuffix(".h5")
+        return number.isdigit() and int(number) <= up_to
+
     removed = 0
     for path in sorted(work.glob("state_*.h5")) + sorted(work.glob("gen_*")):
-        number = path.name.removeprefix("state_").removeprefix("gen_").removesuffix(".h5")
-        if not number.isdigit() or int(number) > up_to:
+        if not in_window(path.name):
             continue
         if path.is_dir():
             removed += sum(1 for _ in path.iterdir())
@@ -377,6 +385,7 @@ def prune_work_files(work: Path, *, up_to: int) -> int:
         else:
             path.unlink(missing_ok=True)
             removed += 1
+    forget_records_below(work, select=in_window)
     return removed
 
 

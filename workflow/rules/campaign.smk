@@ -86,14 +86,15 @@ checkpoint keep_checkpoint:
     output:
         in_run("metrics/segment_{gen}.csv"),
     log:
-        in_run_logs("gen_{gen}/keep.log"),
+        in_run_logs("keep_{gen}.log"),
     conda:
         CONDA_ENV
     params:
         checkpoint=in_run("checkpoints/gen_{gen}.h5"),
+        logs=RUN_LOGS,
     shell:
         "python -m evocamp keep --state {input} --checkpoint {params.checkpoint} "
-        "--segment {output} 2> {log}"
+        "--segment {output} --logs {params.logs} 2> {log}"
 
 
 rule finalise:
@@ -113,7 +114,10 @@ rule finalise:
     params:
         checkpoint=final_checkpoint,
         segments=in_run("metrics"),
+        work=in_run("work"),
+        logs=RUN_LOGS,
     shell:
         "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
         "--segments {params.segments} --metrics {output.metrics} "
-        "--archive {output.archive} --summary {output.finished} 2> {log}"
+        "--archive {output.archive} --summary {output.finished} "
+        "--work {params.work} --logs {params.logs} 2> {log}"

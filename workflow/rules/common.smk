@@ -13,7 +13,7 @@ from evocamp.config import (
     seeds_of,
     validate_config,
 )
-from evocamp.locks import release_stale_locks
+from evocamp.snakemake_folder import release_stale_locks
 from evocamp.storage import kept_for_spec
 
 min_version("9.0")
