@@ -138,3 +138,27 @@ def _build_emitter(spec: dict, archive, *, seed: int):
     return EvolutionStrategyEmitter(
         archive, x0=x0, sigma0=algorithm["sigma"], ranker=algorithm["ranker"], **common
     )
+
+
+def archive_stores(scheduler) -> dict:
+    """The per-cell array stores of a scheduler's archives: ``result`` (the result
+    archive, whose elites a checkpoint stores in ``/archive``) and, when the scheduler
+    learns on another archive (CMA-MAE), ``archive``.
+
+    A store's arrays are allocated for every cell; only occupied cells are ever read
+    (pyribs replaces the values of empty cells by ``threshold_min`` or 0).
+    """
+    stores = {"result": scheduler.result_archive._store}
+    if scheduler.archive is not scheduler.result_archive:
+        stores["archive"] = scheduler.archive._store
+    return stores
+
+
+def store_rows(store) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{field: (array, rows that are read)}`` of one array store: every field at the
+    occupied cells, and the used prefix of the list of occupied cells."""
+    occupied = np.flatnonzero(store._props["occupied"])
+    rows = {name: (array, occupied) for name, array in store._fields.items()}
+    used = np.arange(store._props["n_occupied"])
+    rows["occupied_list"] = (store._props["occupied_list"], used)
+    return rows

@@ -20,7 +20,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Older versions this code still reads (version 1: the optimizer as a plain pickle).
+READABLE_SCHEMA_VERSIONS = (1, 2)
 METRIC_FIELDS = (
     ("generation", np.int64),
     ("evaluations", np.int64),
@@ -121,10 +123,11 @@ def open_for_reading(path: str | Path, *, what: str):
             "to recompute it from the previous checkpoint"
         ) from None
     try:
-        if handle.attrs.get("schema_version") != SCHEMA_VERSION:
+        if handle.attrs.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise CorruptFileError(
-                f"{what} {path} has schema version "
-                f"{handle.attrs.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+                f"{what} {path} has schema version {handle.attrs.get('schema_version')!r}; "
+                f"this evocamp writes version {SCHEMA_VERSION} and reads versions "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
             )
         yield handle
     except (KeyError, OSError) as error:
@@ -219,17 +222,57 @@ class RunState:
     finished_at: float
 
 
+def _optimizer_digest(blob: bytes, rows: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256(blob)
+    for key in sorted(rows):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(rows[key]).tobytes())
+    return digest.hexdigest()
+
+
+def _compact_scheduler(scheduler, batch: np.ndarray):
+    """The scheduler's compact pickle (``evocamp.compact_pickle``): its archives'
+    per-cell arrays reduced to the rows that are read, copies of the batch referenced."""
+    from evocamp import compact_pickle
+    from evocamp.algorithms import archive_stores, store_rows
+
+    rows = {}
+    for name, store in archive_stores(scheduler).items():
+        for field, (array, indices) in store_rows(store).items():
+            rows[id(array)] = (f"{name}/{field}", indices)
+    compact = compact_pickle.dump(scheduler, rows=rows, shared={"next_batch": batch})
+    indices = {key: rows_ for key, rows_ in ((v[0], v[1]) for v in rows.values())}
+    return compact, indices
+
+
 def write_state(path: str | Path, state: RunState) -> None:
-    """Write a run state (checkpoint) atomically."""
-    blob = pickle.dumps(state.scheduler, protocol=5)
+    """Write a run state (checkpoint) atomically.
+
+    The optimizer is stored as a compact pickle plus the rows of its archives that are
+    read: those of the result archive are the elites in ``/archive`` (not stored
+    twice), those of another archive (CMA-MAE's) go to ``/optimizer/rows``.
+    """
+    compact, indices = _compact_scheduler(state.scheduler, state.next_solutions)
     with atomic_h5(path) as handle:
         _write_identity(handle, state.spec, kind="state", generation=state.generation)
         handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
         handle.attrs["finished_at"] = state.finished_at
         write_archive_group(handle, state.scheduler.result_archive, state.spec)
+        archive = handle["archive"]
         optimizer = handle.create_group("optimizer")
-        write_dataset(optimizer, "scheduler", np.frombuffer(blob, dtype=np.uint8))
-        optimizer.attrs["sha256"] = hashlib.sha256(blob).hexdigest()
+        write_dataset(optimizer, "scheduler", np.frombuffer(compact.blob, dtype=np.uint8))
+        rows = optimizer.create_group("rows")
+        for key in sorted(compact.rows):
+            store, field = key.split("/", 1)
+            if store == "result" and field != "occupied_list":
+                # The elites in /archive, sorted by cell index: the same rows.
+                if not np.array_equal(archive["index"][()], indices[key]):
+                    raise RuntimeError(f"/archive does not hold the rows of {key}")
+                continue
+            write_dataset(rows, key, compact.rows[key])
+            write_dataset(rows, f"{key}.rows", indices[key])
+        optimizer.attrs["row_keys"] = json.dumps(sorted(compact.rows))
+        optimizer.attrs["sha256"] = _optimizer_digest(compact.blob, compact.rows)
         batch = handle.create_group("next_batch")
         write_dataset(batch, "solutions", state.next_solutions)
         write_dataset(batch, "seeds", state.next_seeds)
@@ -241,25 +284,57 @@ def read_state(path: str | Path, *, with_scheduler: bool = True) -> RunState:
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"])
+        next_solutions = handle["next_batch/solutions"][()]
         scheduler = None
         if with_scheduler:
-            blob = handle["optimizer/scheduler"][()].tobytes()
-            if hashlib.sha256(blob).hexdigest() != handle["optimizer"].attrs["sha256"]:
-                raise CorruptFileError(
-                    f"checkpoint {path} (run {run_label(spec)}, generation {generation}): "
-                    "the optimizer state does not match its checksum; delete the file "
-                    "and rerun to recompute it"
-                )
-            scheduler = pickle.loads(blob)
+            scheduler = _read_scheduler(handle, next_solutions, path=path, spec=spec)
         return RunState(
             spec=spec,
             generation=generation,
             scheduler=scheduler,
-            next_solutions=handle["next_batch/solutions"][()],
+            next_solutions=next_solutions,
             next_seeds=handle["next_batch/seeds"][()],
             metrics_window=handle["metrics_window"][()],
             finished_at=float(handle.attrs["finished_at"]),
         )
+
+
+def _read_scheduler(handle: h5py.File, batch: np.ndarray, *, path, spec: dict):
+    """Unpickle the optimizer of a checkpoint, checking its digest."""
+    from evocamp import compact_pickle
+
+    optimizer = handle["optimizer"]
+    blob = optimizer["scheduler"][()].tobytes()
+    stored: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if handle.attrs["schema_version"] == 1:  # a plain pickle
+        digest = hashlib.sha256(blob).hexdigest()
+    else:
+        for key in json.loads(optimizer.attrs["row_keys"]):
+            stored[key] = _stored_rows(handle, key)
+        digest = _optimizer_digest(blob, {key: rows for key, (rows, _) in stored.items()})
+    if digest != optimizer.attrs["sha256"]:
+        raise CorruptFileError(
+            f"checkpoint {path} (run {run_label(spec)}, generation "
+            f"{int(handle.attrs['generation'])}): the optimizer state does not match its "
+            "checksum; delete the file and rerun to recompute it"
+        )
+    if handle.attrs["schema_version"] == 1:
+        return pickle.loads(blob)
+    return compact_pickle.load(
+        blob,
+        rows=lambda key: stored[key][0],
+        row_indices=lambda key: stored[key][1],
+        shared={"next_batch": batch},
+    )
+
+
+def _stored_rows(handle: h5py.File, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The stored rows of ``key`` (``store/field``) and the row indices they belong to."""
+    rows = handle["optimizer/rows"]
+    if key in rows:
+        return rows[key][()], rows[f"{key}.rows"][()]
+    field = key.split("/", 1)[1]
+    return handle["archive"][field][()], handle["archive/index"][()]
 
 
 def kept_for_spec(path: str | Path, spec: dict) -> bool:
