@@ -117,3 +117,37 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
     archive = on_disk.scheduler.archive
     # The preallocated per-cell solution array is not in the compact pickle.
     assert blob + archive.cells * archive.solution_dim * 8 <= len(pickle.dumps(on_disk.scheduler))
+
+
+def test_schema_1_checkpoints_are_read_and_unknown_versions_named(tmp_path):
+    """A version-1 checkpoint (the optimizer as one plain pickle) still resumes; a file
+    of an unknown version is refused with one message naming it and the versions."""
+    import hashlib
+
+    from evocamp.config import run_spec, validate_config
+    from evocamp.engine import initialise
+    from evocamp.storage import read_state, write_state
+
+    config = validate_config(
+        {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
+    )
+    state = initialise(run_spec(config, algorithm="me", domain="s", seed=0))
+    path = tmp_path / "state.h5"
+    write_state(path, state)
+    blob = pickle.dumps(state.scheduler, protocol=5)
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["schema_version"] = 1
+        del handle["optimizer"]
+        optimizer = handle.create_group("optimizer")
+        optimizer["scheduler"] = np.frombuffer(blob, dtype=np.uint8)
+        optimizer.attrs["sha256"] = hashlib.sha256(blob).hexdigest()
+    old = read_state(path)
+    assert pickle.dumps(old.scheduler, protocol=5) == blob
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["schema_version"] = 7
+    with pytest.raises(CorruptFileError) as caught:
+        read_state(path)
+    assert str(caught.value) == (
+        f"checkpoint {path} has schema version 7; this evocamp writes version 2 "
+        "and reads versions 1, 2"
+    )
