@@ -125,7 +125,7 @@ def open_for_reading(path: str | Path, *, what: str):
     try:
         if handle.attrs.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise CorruptFileError(
-                f"{what} {path} has schema version {handle.attrs.get('schema_version')!r}; "
+                f"{what} {path} has schema version {handle.attrs.get('schema_version')}; "
                 f"this evocamp writes version {SCHEMA_VERSION} and reads versions "
                 f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
             )
