@@ -167,9 +167,16 @@ def small_config() -> dict:
 
 
 @pytest.fixture(scope="session")
-def reference_small(tmp_path_factory) -> dict[str, str]:
-    """Archive digests of one uninterrupted run of the small campaign."""
+def small_campaign_done(tmp_path_factory) -> Path:
+    """The working directory of one uninterrupted, finished run of the small campaign,
+    shared by every test that only reads it (tests must not change it)."""
     workdir = tmp_path_factory.mktemp("reference_small")
     write_config(workdir, SMALL_CAMPAIGN)
     run_snakemake(workdir)
-    return archive_digests(workdir)
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def reference_small(small_campaign_done) -> dict[str, str]:
+    """Archive digests of one uninterrupted run of the small campaign."""
+    return archive_digests(small_campaign_done)

@@ -11,6 +11,7 @@ import pytest
 from conftest import (
     PLUGINS,
     REPO,
+    SMALL_CAMPAIGN,
     archive_digests,
     merged,
     run_folder,
@@ -62,36 +63,35 @@ def test_local_slurm_script_is_idempotent(slurm_cluster):
     assert "idle" in status.stdout or "mix" in status.stdout
 
 
-def test_slurm_run_matches_local_run_bitwise(slurm_cluster, tmp_path, small_config):
-    config = merged(small_config, {"generations": 3})
-    local, cluster = tmp_path / "local", tmp_path / "slurm"
-    for workdir in (local, cluster):
-        write_config(workdir, config)
-    run_snakemake(local)
-    completed = run_snakemake(cluster, "--profile", SLURM_PROFILE)
-    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
-    assert archive_digests(cluster) == archive_digests(local)
-    assert len(archive_digests(local)) == 2
+@pytest.fixture(scope="module")
+def local_tiny(tmp_path_factory):
+    """A local run of the tiny campaign that the Slurm runs are compared with."""
+    config = tiny_config(SMALL_CAMPAIGN, generations=2, shards=4)
+    workdir = tmp_path_factory.mktemp("local_tiny")
+    write_config(workdir, config)
+    run_snakemake(workdir, "--until", "finalise")
+    return config, archive_digests(workdir)
 
 
-def test_grouped_shards_match_local_run(slurm_cluster, tmp_path, small_config):
-    """group-components packs a generation's shards into fewer Slurm jobs."""
-    config = tiny_config(small_config, generations=2, shards=4)
-    local, cluster = tmp_path / "local", tmp_path / "slurm"
-    for workdir in (local, cluster):
-        write_config(workdir, config)
-    run_snakemake(local)
+def test_slurm_run_with_grouped_shards_matches_local_run(slurm_cluster, tmp_path, local_tiny):
+    """Shards submitted as Slurm jobs, two per job (group-components), give the local
+    run's archives bit for bit."""
+    config, local = local_tiny
+    write_config(tmp_path, config)
     completed = run_snakemake(
-        cluster,
+        tmp_path,
         "--profile",
         SLURM_PROFILE,
         "--group-components",
         "evaluate_{algorithm}_{domain}_{seed}_{gen}=2",
+        "--until",
+        "finalise",
     )
     text = completed.stdout + completed.stderr
+    assert "has been submitted with SLURM jobid" in text
     assert text.count("Group job evaluate_me_sphere_0_000001 ") == 2, "4 shards in 2 jobs"
     assert text.count("Group job evaluate_me_sphere_0_000002 ") == 2
-    assert archive_digests(cluster) == archive_digests(local)
+    assert archive_digests(tmp_path) == local
 
 
 def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_config):
@@ -101,7 +101,7 @@ def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_con
     config["domains"]["sphere"]["params"] = {"marker_dir": str(tmp_path / "markers")}
     config["domains"]["sphere"]["chunk_size"] = 100  # one call per shard
     write_config(tmp_path, config)
-    completed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE)
+    completed = run_snakemake(tmp_path, "--until", "finalise", "--profile", SLURM_PROFILE)
     assert len(list((tmp_path / "markers").iterdir())) == 2, "each shard failed once"
     assert "Trying to restart" in completed.stdout + completed.stderr
     assert (run_folder(tmp_path, config, "me", "sphere", 0) / "archive.h5").exists()
@@ -111,24 +111,26 @@ def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_pa
     from evocamp.seeding import evaluation_seeds, run_key
 
     control = tmp_path / "control"
-    config = tiny_config(small_config, checkpoint_every=1)
+    config = tiny_config(small_config, generations=2, checkpoint_every=1)
     config["domains"] = plugin_domain(control_file=str(control))
     seed = evaluation_seeds(
-        config["master_seed"], run_key(algorithm="me", domain="sphere", seed=0), 2, 16
+        config["master_seed"], run_key(algorithm="me", domain="sphere", seed=0), 1, 16
     )[3]
     control.write_text(f"raise {int(seed)}")
     write_config(tmp_path, config)
-    failed = run_snakemake(tmp_path, "--profile", SLURM_PROFILE, check=False)
+    failed = run_snakemake(
+        tmp_path, "--until", "finalise", "--profile", SLURM_PROFILE, "--retries", "0", check=False
+    )
     assert failed.returncode != 0
     message = (
-        "evocamp: error: run me/sphere/seed0, generation 2, shard 0, solution 3: "
+        "evocamp: error: run me/sphere/seed0, generation 1, shard 0, solution 3: "
         "the evaluation function raised ValueError"
     )
-    log = run_log(tmp_path, "small", "me/sphere/seed0", "gen_000002/evaluate_000.log")
+    log = run_log(tmp_path, "small", "me/sphere/seed0", "gen_000001/evaluate_000.log")
     assert message in log.read_text()
     assert message in failed.stdout + failed.stderr
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
-    assert (folder / "checkpoints" / "gen_000001.h5").exists()
+    assert (folder / "checkpoints" / "gen_000000.h5").exists()
     assert not (folder / "archive.h5").exists()
 
 
@@ -140,11 +142,11 @@ def squeue_jobs() -> list[str]:
 
 
 def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small_config):
-    config = tiny_config(small_config, generations=2, checkpoint_every=2, shards=2)
-    config["domains"] = plugin_domain(sleep=8.0)
+    config = tiny_config(small_config, generations=1, checkpoint_every=1, shards=2)
+    config["domains"] = plugin_domain(sleep=4.0)
     reference = tmp_path / "reference"
     write_config(reference, config)
-    run_snakemake(reference)
+    run_snakemake(reference, "--until", "finalise")
     workdir = tmp_path / "cancelled"
     write_config(workdir, config)
     process = subprocess.Popen(
@@ -165,20 +167,17 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     assert cancelled is not None, "no shard job was seen running"
     first = process.wait(timeout=600)
     assert first != 0, "the cancelled job should fail the first invocation"
-    run_snakemake(workdir, "--profile", SLURM_PROFILE)
+    run_snakemake(workdir, "--until", "finalise", "--profile", SLURM_PROFILE)
     assert archive_digests(workdir) == archive_digests(reference)
 
 
-def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, small_config):
+def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, local_tiny):
     """dask-jobqueue's SLURMCluster on the local cluster; the campaign connects to it
     through a scheduler file and matches a local shard-mode run bitwise."""
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
-    config = tiny_config(small_config, generations=3, shards=4)
-    local = tmp_path / "local"
-    write_config(local, config)
-    run_snakemake(local)
+    config, local = local_tiny
 
     scheduler_file = tmp_path / "scheduler.json"
     with SLURMCluster(
@@ -202,10 +201,10 @@ def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, sma
                 workdir,
                 merged(config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}}),
             )
-            run_snakemake(workdir)
+            run_snakemake(workdir, "--until", "finalise")
             workers = set(client.scheduler_info()["workers"])
     assert len(workers) == 2
-    assert archive_digests(workdir) == archive_digests(local)
+    assert archive_digests(workdir) == local
     worker_logs = "".join(p.read_text() for p in (tmp_path / "dask-logs").iterdir())
     for address in workers:
-        assert f"[{address}] generation 3 shard" in worker_logs, "lines carry the address"
+        assert f"[{address}] generation 2 shard" in worker_logs, "lines carry the address"
