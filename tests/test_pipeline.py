@@ -103,7 +103,7 @@ def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):
     config = merged(small_config, {"generations": 8, "checkpoint_every": 3})
     config["algorithms"] = {"me": small_config["algorithms"]["me"]}
     write_config(tmp_path, config)
-    run_snakemake(tmp_path, "--until", "finalise")
+    run_snakemake(tmp_path, "runs")
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
     kept = sorted(p.name for p in (folder / "checkpoints").iterdir())
     assert kept == ["gen_000000.h5", "gen_000003.h5", "gen_000006.h5", "gen_000008.h5"]
@@ -118,7 +118,7 @@ def test_archives_identical_whatever_the_shards_and_cores(
     """Shards 1 and 8 with --cores 8 and 1 give the archives of the reference run
     (3 shards, --cores 2), bit for bit."""
     write_config(tmp_path, merged(small_config, {"shards": shards}))
-    run_snakemake(tmp_path, "--until", "finalise", cores=cores)
+    run_snakemake(tmp_path, "runs", cores=cores)
     assert archive_digests(tmp_path) == reference_small
 
 
@@ -138,13 +138,13 @@ def test_raising_generations_runs_only_new_ones(tmp_path, small_config, referenc
     """N -> 2N: only generations N+1..2N run; the result equals an uninterrupted 2N run
     (and going from 3 to 6 with K=3 also crosses a kept boundary)."""
     write_config(tmp_path, merged(small_config, {"generations": 4}))
-    run_snakemake(tmp_path, "--until", "finalise")
+    run_snakemake(tmp_path, "runs")
     write_config(tmp_path, merged(small_config, {"generations": 6}))
-    again = run_snakemake(tmp_path, "--until", "finalise")
+    again = run_snakemake(tmp_path, "runs")
     assert sorted(set(executed(again, "tell"))) == ["000005", "000006"]
     assert executed(again, "initialise") == []
     assert archive_digests(tmp_path) == reference_small
-    nothing = run_snakemake(tmp_path, "--until", "finalise")
+    nothing = run_snakemake(tmp_path, "runs")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
 
 

@@ -48,7 +48,7 @@ def test_sigkill_at_several_moments_then_rerun(tmp_path, small_config, reference
         if kill_tree_after(tmp_path, delay) == -signal.SIGKILL:
             kills += 1
     assert kills >= 2, "the campaign finished before it could be killed twice"
-    run_snakemake(tmp_path, "--until", "finalise")
+    run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
 
 
@@ -87,7 +87,7 @@ def test_failing_evaluation_names_where_and_resumes(tmp_path, small_config):
     config = plugin_config(small_config, control)
     write_config(tmp_path, config)
     control.write_text(f"raise {seed_of(config, 5, 11)}")
-    failed = run_snakemake(tmp_path, "--until", "finalise", check=False)
+    failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     message = (
         "evocamp: error: run me/sphere/seed0, generation 5, shard 2, solution 11: "
@@ -101,12 +101,12 @@ def test_failing_evaluation_names_where_and_resumes(tmp_path, small_config):
     with h5py.File(folder / "checkpoints" / "gen_000003.h5", "r") as handle:
         assert handle.attrs["generation"] == 3
     control.unlink()
-    resumed = run_snakemake(tmp_path, "--until", "finalise")
+    resumed = run_snakemake(tmp_path, "runs")
     assert "initialise" not in resumed.stdout + resumed.stderr.split("Job stats")[0]
 
     clean = tmp_path / "clean"
     write_config(clean, config)
-    run_snakemake(clean, "--until", "finalise")
+    run_snakemake(clean, "runs")
     assert archive_digests(tmp_path) == archive_digests(clean)
 
 
@@ -115,7 +115,7 @@ def test_nan_objective_names_the_solution(tmp_path, small_config):
     config = plugin_config(small_config, control, chunk_size=4)
     write_config(tmp_path, config)
     control.write_text(f"nan {seed_of(config, 2, 6)}")
-    failed = run_snakemake(tmp_path, "--until", "finalise", check=False)
+    failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     assert (
         "evocamp: error: run me/sphere/seed0, generation 2, shard 1, solution 6: "
@@ -128,7 +128,7 @@ def test_wrong_shape_is_reported(tmp_path, small_config):
     config = plugin_config(small_config, control)
     write_config(tmp_path, config)
     control.write_text(f"shape {seed_of(config, 1, 0)}")
-    failed = run_snakemake(tmp_path, "--until", "finalise", check=False)
+    failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     assert (
         "evocamp: error: run me/sphere/seed0, generation 1, shard 0, solution 0: "
@@ -141,12 +141,12 @@ def test_corrupt_checkpoint_is_named(tmp_path, small_config):
     config = merged(small_config, {"generations": 4})
     config["algorithms"] = {"me": small_config["algorithms"]["me"]}
     write_config(tmp_path, config)
-    run_snakemake(tmp_path, "--until", "finalise")
+    run_snakemake(tmp_path, "runs")
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
     final = folder / "checkpoints" / "gen_000004.h5"
     final.write_bytes(final.read_bytes()[:2000])
     write_config(tmp_path, merged(config, {"generations": 5}))
-    failed = run_snakemake(tmp_path, "--until", "finalise", check=False)
+    failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     assert (
         f"evocamp: error: checkpoint {final.relative_to(tmp_path)} is corrupt or truncated"

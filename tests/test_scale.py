@@ -30,7 +30,7 @@ TRIVIAL_RUN = {
 
 def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
     write_config(tmp_path, merged(small_config, {"mode": "dask"}))
-    run_snakemake(tmp_path, "--until", "finalise")
+    run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
     log = job_log_text(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log")
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
@@ -89,7 +89,7 @@ def test_dask_mode_with_an_existing_cluster(
     config = merged(small_config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}})
     workdir = tmp_path / "campaign"
     write_config(workdir, config)
-    run_snakemake(workdir, "--until", "finalise")
+    run_snakemake(workdir, "runs")
     assert archive_digests(workdir) == reference_small
 
 
@@ -116,7 +116,7 @@ def test_ten_thousand_generation_campaigns_plan_one_window_and_resume(tmp_path):
     assert "gen=000251" not in dry.stdout + dry.stderr
 
     write_config(tmp_path, config)
-    run_snakemake(tmp_path, "--until", "finalise", timeout=3000)
+    run_snakemake(tmp_path, "runs", timeout=3000)
     write_config(tmp_path, merged(config, {"generations": 10_000, "mode": "shards", "shards": 8}))
     dry = run_snakemake(tmp_path, "--dry-run", timeout=300)
     planned = dry.stdout + dry.stderr
@@ -124,7 +124,7 @@ def test_ten_thousand_generation_campaigns_plan_one_window_and_resume(tmp_path):
     assert "gen=001751" not in planned and "gen=001499" not in planned
 
     write_config(tmp_path, merged(config, {"generations": 2_000}))
-    again = run_snakemake(tmp_path, "--until", "finalise", timeout=3000)
+    again = run_snakemake(tmp_path, "runs", timeout=3000)
     assert "initialise" not in again.stdout + again.stderr.split("Job stats")[0]
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
     metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)

@@ -69,7 +69,7 @@ def local_tiny(tmp_path_factory):
     config = tiny_config(SMALL_CAMPAIGN, generations=2, shards=4)
     workdir = tmp_path_factory.mktemp("local_tiny")
     write_config(workdir, config)
-    run_snakemake(workdir, "--until", "finalise")
+    run_snakemake(workdir, "runs")
     return config, archive_digests(workdir)
 
 
@@ -101,7 +101,7 @@ def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_con
     config["domains"]["sphere"]["params"] = {"marker_dir": str(tmp_path / "markers")}
     config["domains"]["sphere"]["chunk_size"] = 100  # one call per shard
     write_config(tmp_path, config)
-    completed = run_snakemake(tmp_path, "--until", "finalise", "--profile", SLURM_PROFILE)
+    completed = run_snakemake(tmp_path, "runs", "--profile", SLURM_PROFILE)
     assert len(list((tmp_path / "markers").iterdir())) == 2, "each shard failed once"
     assert "Trying to restart" in completed.stdout + completed.stderr
     assert (run_folder(tmp_path, config, "me", "sphere", 0) / "archive.h5").exists()
@@ -119,7 +119,7 @@ def test_always_failing_shard_stops_the_run_with_its_error(slurm_cluster, tmp_pa
     control.write_text(f"raise {int(seed)}")
     write_config(tmp_path, config)
     failed = run_snakemake(
-        tmp_path, "--until", "finalise", "--profile", SLURM_PROFILE, "--retries", "0", check=False
+        tmp_path, "runs", "--profile", SLURM_PROFILE, "--retries", "0", check=False
     )
     assert failed.returncode != 0
     message = (
@@ -146,7 +146,7 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     config["domains"] = plugin_domain(sleep=4.0)
     reference = tmp_path / "reference"
     write_config(reference, config)
-    run_snakemake(reference, "--until", "finalise")
+    run_snakemake(reference, "runs")
     workdir = tmp_path / "cancelled"
     write_config(workdir, config)
     process = subprocess.Popen(
@@ -167,7 +167,7 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     assert cancelled is not None, "no shard job was seen running"
     first = process.wait(timeout=600)
     assert first != 0, "the cancelled job should fail the first invocation"
-    run_snakemake(workdir, "--until", "finalise", "--profile", SLURM_PROFILE)
+    run_snakemake(workdir, "runs", "--profile", SLURM_PROFILE)
     assert archive_digests(workdir) == archive_digests(reference)
 
 
@@ -201,7 +201,7 @@ def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, loc
                 workdir,
                 merged(config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}}),
             )
-            run_snakemake(workdir, "--until", "finalise")
+            run_snakemake(workdir, "runs")
             workers = set(client.scheduler_info()["workers"])
     assert len(workers) == 2
     assert archive_digests(workdir) == local

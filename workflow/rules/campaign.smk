@@ -6,6 +6,7 @@ localrules:
     tell,
     keep_checkpoint,
     finalise,
+    runs,
 
 
 rule initialise:
@@ -121,3 +122,8 @@ rule finalise:
         "--segments {params.segments} --metrics {output.metrics} "
         "--archive {output.archive} --summary {output.finished} "
         "--work {params.work} --logs {params.logs} 2> {log}"
+
+
+rule runs:
+    input:
+        run_targets,

@@ -240,11 +240,15 @@ def folder_of_tables(wildcards, output):
     return os.path.dirname(output.table_csv)
 
 
-def campaign_targets(wildcards):
-    """The default target: results of every run, then figures and tables."""
+def run_targets(wildcards):
+    """The results of every run: archives, metrics and summaries (no figures)."""
     return (
         all_run_files("archive.h5")
         + all_run_files("metrics.csv")
         + all_run_files(f"finished/gen_{GENERATIONS:06d}.json")
-        + figure_targets()
     )
+
+
+def campaign_targets(wildcards):
+    """The default target: results of every run, then figures and tables."""
+    return run_targets(wildcards) + figure_targets()
