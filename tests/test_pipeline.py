@@ -20,6 +20,7 @@ from conftest import (
 )
 
 from evocamp.config import load_config_file
+from evocamp.storage import SCHEMA_VERSION
 
 
 def executed(completed, rule: str) -> list[str]:
@@ -43,7 +44,7 @@ def test_small_campaign_outputs(small_campaign_done, small_config):
     for algorithm in ("me", "cmame"):
         folder = run_folder(tmp_path, small_config, algorithm, "sphere", 0)
         with h5py.File(folder / "archive.h5", "r") as handle:
-            assert handle.attrs["schema_version"] == 1
+            assert handle.attrs["schema_version"] == SCHEMA_VERSION
             assert handle.attrs["generation"] == 6
             assert handle.attrs["evaluations"] == 6 * 16
             archive = handle["archive"]
@@ -111,7 +112,7 @@ def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):
     assert list(metrics["generation"]) == list(range(9))
 
 
-@pytest.mark.parametrize(("shards", "cores"), [(1, 8), (8, 1)])
+@pytest.mark.parametrize(("shards", "cores"), [(1, 1), (8, 8)])
 def test_archives_identical_whatever_the_shards_and_cores(
     tmp_path, small_config, reference_small, shards, cores
 ):

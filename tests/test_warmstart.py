@@ -69,13 +69,15 @@ def fresh_servers():
 
 
 def test_warm_and_cold_campaigns_are_bitwise_identical(tmp_path, small_campaign_done):
-    """The shared small campaign ran warm (after its first step); the same campaign run
-    cold gives the same archives."""
+    """The shared small campaign ran warm (after its first step); its MAP-Elites run,
+    run cold, gives the same archive."""
     cold, warm = tmp_path / "cold", small_campaign_done
-    write_config(cold, SMALL_CAMPAIGN)
+    config = {**SMALL_CAMPAIGN, "algorithms": {"me": SMALL_CAMPAIGN["algorithms"]["me"]}}
+    write_config(cold, config)
     run_snakemake(cold, "runs", env={"EVOCAMP_WARM_START": "0"})
-    assert archive_digests(cold) == archive_digests(warm)
-    assert len(archive_digests(warm)) == 2
+    digests = archive_digests(cold)
+    assert list(digests) == ["small/me/sphere/seed0"]
+    assert digests.items() <= archive_digests(warm).items()
     cold_tells = job_log_text(cold, "small", "me/sphere/seed0", "gen_000006/tell.log")
     warm_tells = [
         job_log_text(warm, "small", "me/sphere/seed0", f"gen_{g:06d}/tell.log") for g in range(1, 7)
