@@ -61,13 +61,15 @@ def write_config(workdir: Path, config: dict) -> Path:
     return path
 
 
-def snakemake_command(workdir: Path, *args: str, cores: int = 2) -> list[str]:
+def snakemake_command(
+    workdir: Path, *args: str, cores: int = 2, snakefile: Path = REPO / "Snakefile"
+) -> list[str]:
     return [
         sys.executable,
         "-m",
         "snakemake",
         "--snakefile",
-        str(REPO / "Snakefile"),
+        str(snakefile),
         "--directory",
         str(workdir),
         "--configfile",
@@ -85,10 +87,11 @@ def run_snakemake(
     check: bool = True,
     timeout: float = 1200,
     env: dict | None = None,
+    snakefile: Path = REPO / "Snakefile",
 ) -> subprocess.CompletedProcess:
     """Run the real Snakemake on the campaign in ``workdir``; output is captured."""
     completed = subprocess.run(
-        snakemake_command(workdir, *args, cores=cores),
+        snakemake_command(workdir, *args, cores=cores, snakefile=snakefile),
         cwd=workdir,
         capture_output=True,
         text=True,
