@@ -99,8 +99,8 @@ def cmd_segment(args) -> None:
 
 
 def cmd_keep(args) -> None:
-    """Keep a checkpoint (every K-th generation), save its metrics segment and delete
-    the working files of the generations it covers."""
+    """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
+    working files of the generations it covers and fold their job logs."""
     from evocamp.metrics import write_rows
     from evocamp.storage import atomic_copy, read_state
 
@@ -108,19 +108,24 @@ def cmd_keep(args) -> None:
     atomic_copy(args.state, args.checkpoint)
     write_rows(args.segment, state.metrics_window)
     _log(f"generation {state.generation}: kept {args.checkpoint}")
-    _tidy_window(work=Path(args.state).parent, logs=args.logs, up_to=state.generation, keep=True)
+    from evocamp.joblogs import KEEP_LOG
+
+    own_log = Path(args.logs) / KEEP_LOG.format(generation=state.generation)
+    _tidy_window(
+        work=Path(args.state).parent, logs=args.logs, up_to=state.generation, own_log=own_log
+    )
 
 
-def _tidy_window(*, work: Path, logs: str, up_to: int, keep: bool = False) -> None:
+def _tidy_window(*, work: Path, logs: str, up_to: int, own_log: Path | None = None) -> None:
     """Remove the working files of generations ``<= up_to`` and fold their job logs
-    into one window log (a keep job's own log is left for the next fold)."""
-    from evocamp.joblogs import KEEP_LOG, fold_logs
+    into one window log (the calling job's own log, still open, is left for the next
+    fold)."""
+    from evocamp.joblogs import fold_logs
     from evocamp.storage import prune_work_files
 
     removed = prune_work_files(work, up_to=up_to)
     _log(f"generation {up_to}: removed {removed} working files")
-    own = Path(logs) / KEEP_LOG.format(generation=up_to) if keep else None
-    folded = fold_logs(logs, up_to=up_to, own=own)
+    folded = fold_logs(logs, up_to=up_to, own=own_log)
     if folded is not None:
         _log(f"generation {up_to}: job logs folded into {folded}")
 

@@ -10,6 +10,7 @@ its log stays whole where the README says until a rerun succeeds.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from evocamp.storage import replaced_atomically
@@ -37,7 +38,7 @@ def generation_folders(logs: Path, *, up_to: int) -> list[Path]:
 
 def window_logs(logs: Path) -> list[Path]:
     """The folded window logs of a run, oldest first."""
-    return [path for _, path in _numbered(logs, WINDOW_LOG, up_to=2**62)]
+    return [path for _, path in _numbered(logs, WINDOW_LOG, up_to=sys.maxsize)]
 
 
 def fold_logs(logs: str | Path, *, up_to: int, own: str | Path | None = None) -> Path | None:

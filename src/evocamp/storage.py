@@ -241,8 +241,7 @@ def _compact_scheduler(scheduler, batch: np.ndarray):
         for field, (array, indices) in store_rows(store).items():
             rows[id(array)] = (f"{name}/{field}", indices)
     compact = compact_pickle.dump(scheduler, rows=rows, shared={"next_batch": batch})
-    indices = {key: rows_ for key, rows_ in ((v[0], v[1]) for v in rows.values())}
-    return compact, indices
+    return compact, dict(rows.values())
 
 
 def write_state(path: str | Path, state: RunState) -> None:
@@ -305,27 +304,27 @@ def _read_scheduler(handle: h5py.File, batch: np.ndarray, *, path, spec: dict):
 
     optimizer = handle["optimizer"]
     blob = optimizer["scheduler"][()].tobytes()
-    stored: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if handle.attrs["schema_version"] == 1:  # a plain pickle
-        digest = hashlib.sha256(blob).hexdigest()
-    else:
-        for key in json.loads(optimizer.attrs["row_keys"]):
-            stored[key] = _stored_rows(handle, key)
-        digest = _optimizer_digest(blob, {key: rows for key, (rows, _) in stored.items()})
-    if digest != optimizer.attrs["sha256"]:
-        raise CorruptFileError(
-            f"checkpoint {path} (run {run_label(spec)}, generation "
-            f"{int(handle.attrs['generation'])}): the optimizer state does not match its "
-            "checksum; delete the file and rerun to recompute it"
-        )
-    if handle.attrs["schema_version"] == 1:
+        _check_digest(hashlib.sha256(blob).hexdigest(), handle, path=path, spec=spec)
         return pickle.loads(blob)
+    stored = {key: _stored_rows(handle, key) for key in json.loads(optimizer.attrs["row_keys"])}
+    digest = _optimizer_digest(blob, {key: rows for key, (rows, _) in stored.items()})
+    _check_digest(digest, handle, path=path, spec=spec)
     return compact_pickle.load(
         blob,
         rows=lambda key: stored[key][0],
         row_indices=lambda key: stored[key][1],
         shared={"next_batch": batch},
     )
+
+
+def _check_digest(digest: str, handle: h5py.File, *, path, spec: dict) -> None:
+    if digest != handle["optimizer"].attrs["sha256"]:
+        raise CorruptFileError(
+            f"checkpoint {path} (run {run_label(spec)}, generation "
+            f"{int(handle.attrs['generation'])}): the optimizer state does not match its "
+            "checksum; delete the file and rerun to recompute it"
+        )
 
 
 def _stored_rows(handle: h5py.File, key: str) -> tuple[np.ndarray, np.ndarray]:
