@@ -23,14 +23,16 @@ MEASURE = (
 )
 
 
-def snakemake(workdir: Path, *args: str, cores: int = 2) -> list[str]:
+def snakemake(
+    workdir: Path, *args: str, cores: int = 2, snakefile: Path = REPO / "Snakefile"
+) -> list[str]:
     """The Snakemake command for the campaign whose config is ``workdir/config.yaml``."""
     return [
         sys.executable,
         "-m",
         "snakemake",
         "--snakefile",
-        str(REPO / "Snakefile"),
+        str(snakefile),
         "--directory",
         str(workdir),
         "--configfile",

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, machine, table, write_config
+from common import REPO, machine, snakemake, table, write_config
 
 CAMPAIGN = {
     "campaign": "files",
@@ -51,9 +50,7 @@ def main() -> None:
     }
     write_config(workdir, config)
     checkout = args.checkout.resolve()
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(checkout / "Snakefile")]
-    command += ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
-    command += ["--cores", "2", "--quiet"]
+    command = snakemake(workdir, "--quiet", snakefile=checkout / "Snakefile")
     environment = {**os.environ, "PYTHONPATH": str(checkout / "src")}
     began = time.perf_counter()
     subprocess.run(command, check=True, env=environment, capture_output=True)

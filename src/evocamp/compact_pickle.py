@@ -52,7 +52,7 @@ class _Pickler(pickle.Pickler):
         # One reference per array object (pickle does not memoise persistent ids), so
         # that an array referred to twice is one array again after loading.
         self._references: dict[int, tuple] = {}
-        self._alive: list = []
+        self._alive: list = []  # keeps referenced arrays alive: their ids stay unique
 
     def persistent_id(self, obj):
         if type(obj) is not np.ndarray:
