@@ -72,6 +72,8 @@ class _Pickler(pickle.Pickler):
             return ("rows", key, obj.shape, obj.dtype.str)
         if obj.nbytes < SHARED_MIN_BYTES or obj.ndim == 0 or len(obj) == 0:
             return None
+        if not obj.flags.c_contiguous:
+            return None  # loading gives a C-ordered copy; keep other layouts as they are
         for name, starts in self._starts.items():
             array = self._shared[name]
             if obj.dtype != array.dtype or obj.shape[1:] != array.shape[1:]:
