@@ -65,8 +65,9 @@ def fold_logs(logs: str | Path, *, up_to: int, own: str | Path | None = None) ->
     """
     logs = Path(logs)
     own = Path(own).resolve() if own is not None else None
+    folders = generation_folders(logs, up_to=up_to)
     files = []
-    for folder in generation_folders(logs, up_to=up_to):
+    for folder in folders:
         files += [(f"{folder.name}/{log.name}", log) for log in sorted(folder.iterdir())]
     files += [(path.name, path) for _, path in _numbered(logs, KEEP_LOG, up_to=up_to)]
     files = [(name, path) for name, path in files if path.resolve() != own]
@@ -81,7 +82,7 @@ def fold_logs(logs: str | Path, *, up_to: int, own: str | Path | None = None) ->
         temporary.write_text("".join(parts))
     for _, path in files:
         path.unlink(missing_ok=True)
-    for folder in generation_folders(logs, up_to=up_to):
+    for folder in folders:
         if not any(folder.iterdir()):
             shutil.rmtree(folder, ignore_errors=True)
     return target
