@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
+
 import pytest
 from conftest import REPO, merged, run_snakemake, write_config
 
@@ -97,11 +102,6 @@ def test_configfile_is_the_whole_campaign(tmp_path):
     """A file given with --configfile replaces config/config.yaml (no merging of its
     algorithms and domains); keys it leaves out take the schema defaults; --config
     still overrides on top. Without --configfile the default campaign is planned."""
-    import re
-    import shutil
-    import subprocess
-    import sys
-
     (tmp_path / "config").mkdir()
     shutil.copy(REPO / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
     (tmp_path / "mine.yaml").write_text(
