@@ -62,6 +62,8 @@ ALGORITHMS = {
     "cvt": {"type": "cvt_map_elites", "batch_size": 12, "archive": {"cells": 40}},
     "cmame": {"type": "cma_me", "emitters": 2, "batch_size": 6},
     "cmamae": {"type": "cma_mae", "emitters": 2, "batch_size": 6},
+    "oes": {"type": "openai_es", "popsize": 12, "sigma": 0.1},
+    "snes": {"type": "snes"},
 }
 
 
@@ -72,6 +74,7 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
     in memory; the compact checkpoint holds no empty archive rows."""
     from evocamp.config import run_spec, validate_config
     from evocamp.engine import evaluate_slice, initialise, tell
+    from evocamp.optimizers import materialise
     from evocamp.storage import read_archive, read_state, write_final_archive, write_state
 
     config = validate_config(
@@ -94,7 +97,9 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
                 generation=generation,
                 shard=0,
                 start=0,
-                solutions=state.next_solutions,
+                solutions=materialise(
+                    type(state.optimizer), state.next_batch, 0, len(state.next_seeds)
+                ),
                 seeds=state.next_seeds,
             )
             state = tell(state, [shard])
@@ -102,21 +107,28 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
                 in_memory = state
             else:
                 on_disk = state
-        assert in_memory.next_solutions.tobytes() == on_disk.next_solutions.tobytes()
+        for name, values in in_memory.next_batch.items():
+            assert values.tobytes() == on_disk.next_batch[name].tobytes()
     finals = []
     for name, state in (("memory", in_memory), ("disk", on_disk)):
         path = tmp_path / f"archive_{name}.h5"
         write_final_archive(
-            path, spec=spec, archive=state.scheduler.result_archive, generation=8, evaluations=0
+            path,
+            spec=spec,
+            archive=state.archive,
+            optimizer=state.optimizer,
+            generation=8,
+            evaluations=0,
         )
         finals.append(path.read_bytes())
     assert finals[0] == finals[1]
     assert len(read_archive(tmp_path / "archive_disk.h5")["objective"]) > 0
     with h5py.File(tmp_path / "state_8.h5", "r") as handle:
-        blob = handle["optimizer/scheduler"].size
-    archive = on_disk.scheduler.archive
+        blob = handle["optimizer/pickle"].size
+    archive = on_disk.archive
     # The preallocated per-cell solution array is not in the compact pickle.
-    assert blob + archive.cells * archive.solution_dim * 8 <= len(pickle.dumps(on_disk.scheduler))
+    whole = len(pickle.dumps((on_disk.optimizer, on_disk.archive)))
+    assert blob + archive.cells * archive.solution_dim * 8 <= whole
 
 
 def test_schema_1_checkpoints_are_read_and_unknown_versions_named(tmp_path):
@@ -134,20 +146,23 @@ def test_schema_1_checkpoints_are_read_and_unknown_versions_named(tmp_path):
     state = initialise(run_spec(config, algorithm="me", domain="s", seed=0))
     path = tmp_path / "state.h5"
     write_state(path, state)
-    blob = pickle.dumps(state.scheduler, protocol=5)
+    blob = pickle.dumps(state.optimizer.scheduler, protocol=5)
     with h5py.File(path, "r+") as handle:
         handle.attrs["schema_version"] = 1
+        handle.move("next_seeds", "next_batch/seeds")
         del handle["optimizer"]
         optimizer = handle.create_group("optimizer")
         optimizer["scheduler"] = np.frombuffer(blob, dtype=np.uint8)
         optimizer.attrs["sha256"] = hashlib.sha256(blob).hexdigest()
     old = read_state(path)
-    assert pickle.dumps(old.scheduler, protocol=5) == blob
+    assert pickle.dumps(old.optimizer.scheduler, protocol=5) == blob
+    assert old.next_batch["solutions"].tobytes() == state.next_batch["solutions"].tobytes()
+    assert old.next_seeds.tobytes() == state.next_seeds.tobytes()
     with h5py.File(path, "r+") as handle:
         handle.attrs["schema_version"] = 7
     with pytest.raises(CorruptFileError) as caught:
         read_state(path)
     assert str(caught.value) == (
-        f"checkpoint {path} has schema version 7; this evocamp writes version 2 "
-        "and reads versions 1, 2"
+        f"checkpoint {path} has schema version 7; this evocamp writes version 3 "
+        "and reads versions 1, 2, 3"
     )

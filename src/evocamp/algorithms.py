@@ -1,6 +1,7 @@
-"""QD algorithms built from pyribs components.
+"""QD algorithms built from pyribs components, and the passive archive of other families.
 
-``build_scheduler`` turns a run spec into a seeded :class:`ribs.schedulers.Scheduler`.
+``build_scheduler`` turns a run spec into a seeded :class:`ribs.schedulers.Scheduler`;
+:class:`QDOptimizer` puts it behind the optimizer interface (:mod:`evocamp.optimizers`).
 pyribs is imported inside the functions: it takes about 2 s to import, and the
 evaluation shards never need it.
 """
@@ -59,6 +60,69 @@ def build_scheduler(spec: dict):
     return Scheduler(archive, emitters, result_archive=result_archive)
 
 
+class QDOptimizer:
+    """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
+    the run's elites are the scheduler's result archive."""
+
+    def __init__(self, scheduler) -> None:
+        self.scheduler = scheduler
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> QDOptimizer:
+        """The seeded scheduler of a run spec (:func:`build_scheduler`)."""
+        return cls(build_scheduler(spec))
+
+    def ask(self) -> np.ndarray:
+        """The next batch of solutions (all emitters)."""
+        return np.asarray(self.scheduler.ask(), dtype=np.float64)
+
+    def tell(self, objective, measures, **extra) -> None:
+        """Fold the batch's results into the archive and the emitters."""
+        check_numba_disabled()
+        self.scheduler.tell(objective, measures, **extra)
+
+    @property
+    def archive(self):
+        """The archive whose elites are the run's result."""
+        return self.scheduler.result_archive
+
+    def archive_stores(self) -> dict:
+        """Per-cell array stores of the scheduler's archives (:func:`archive_stores`)."""
+        return archive_stores(self.scheduler)
+
+
+def build_passive_archive(spec: dict):
+    """The grid archive into which a non-QD run puts every evaluated solution, so it gets
+    QD metrics and heatmaps (``None`` when the domain has no measures or the algorithm
+    sets ``archive.passive: false``)."""
+    from evocamp.config import measure_dim
+
+    if not measure_dim(spec["domain_spec"]) or not spec["algorithm_spec"]["archive"]["passive"]:
+        return None
+    seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 2)
+    return _build_archive(spec, seed=seeds[1], result=True, cvt_seed=None)
+
+
+def add_to_passive_archive(archive, *, objective, measures, extra: dict, solutions) -> None:
+    """Add a batch to a passive archive, materialising only the solutions that enter it.
+
+    ``solutions(indices)`` returns the solutions at ``indices`` (for an ES batch they
+    are regenerated from noise seeds: only those better than their cell's elite are).
+    The archive's content is the same as when the whole batch is added.
+    """
+    occupied, elites = archive.retrieve(measures)
+    better = ~occupied | (objective > np.where(occupied, elites["objective"], -np.inf))
+    indices = np.flatnonzero(better)
+    if len(indices) == 0:
+        return
+    archive.add(
+        solutions(indices),
+        objective[indices],
+        measures[indices],
+        **{name: values[indices] for name, values in extra.items()},
+    )
+
+
 def _archive_dtypes(spec: dict) -> dict:
     extra = spec["domain_spec"].get("extra_fields") or []
     return {"extra_fields": {name: ((), np.float64) for name in extra} or None}
@@ -76,6 +140,8 @@ def _build_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None)
         "seed": seed,
         **_archive_dtypes(spec),
     }
+    if archive_spec.get("qd_score_offset"):
+        common["qd_score_offset"] = archive_spec["qd_score_offset"]
     if not result and "learning_rate" in archive_spec:
         common["learning_rate"] = archive_spec["learning_rate"]
         common["threshold_min"] = archive_spec.get("threshold_min", -np.inf)

@@ -45,7 +45,7 @@ def cmd_init(args) -> None:
     state = initialise(spec)
     write_state(args.output, state)
     _log(
-        f"{run_label(spec)}: initialised; batch of {len(state.next_solutions)} solutions "
+        f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
         f"for generation 1 -> {args.output}"
     )
 
@@ -104,7 +104,7 @@ def cmd_keep(args) -> None:
     from evocamp.metrics import write_rows
     from evocamp.storage import atomic_copy, read_state
 
-    state = read_state(args.state, with_scheduler=False)
+    state = read_state(args.state, with_optimizer=False)
     atomic_copy(args.state, args.checkpoint)
     write_rows(args.segment, state.metrics_window)
     _log(f"generation {state.generation}: kept {args.checkpoint}")
@@ -144,7 +144,8 @@ def cmd_finalise(args) -> None:
     write_final_archive(
         args.archive,
         spec=state.spec,
-        archive=state.scheduler.result_archive,
+        archive=state.archive,
+        optimizer=state.optimizer,
         generation=state.generation,
         evaluations=int(rows["evaluations"][-1]),
     )
@@ -318,13 +319,14 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
     """
     from evocamp.config import ConfigError
     from evocamp.engine import EvaluationError
+    from evocamp.optimizers import OptimizerError
     from evocamp.storage import CorruptFileError
 
     args = build_parser().parse_args(argv)
     began = time.perf_counter()
     try:
         args.func(args)
-    except (ConfigError, EvaluationError, CorruptFileError) as error:
+    except (ConfigError, EvaluationError, OptimizerError, CorruptFileError) as error:
         if getattr(error, "details", ""):
             print(error.details, file=sys.stderr, end="", flush=True)
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)

@@ -19,7 +19,7 @@ TABLE_METRICS = (
     ("qd_score", "QD score", "QD score"),
     ("norm_qd_score", "normalised QD score", "norm.\\ QD score"),
     ("coverage", "coverage", "coverage"),
-    ("obj_max", "best objective", "best objective"),
+    ("best_objective", "best objective", "best objective"),
 )
 
 

@@ -13,10 +13,36 @@ from pathlib import Path
 
 import yaml
 
+from evocamp.optimizers import ES_TYPES, QD_TYPES
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 GRID_ALGORITHMS = {"map_elites", "map_elites_line", "cma_me", "cma_mae"}
-ES_ALGORITHMS = {"cma_me", "cma_mae"}
+#: QD algorithms whose emitters are evolution strategies (they have a ranker).
+ES_EMITTER_ALGORITHMS = {"cma_me", "cma_mae"}
 DEFAULT_GRID_CELLS_PER_MEASURE = 20
+#: Built-in domains whose solution_dim is fixed by the task.
+FIXED_DIM_DOMAINS = ("lunar_lander", "digits")
+#: Defaults of algorithm keys by family, filled into the run spec.
+QD_DEFAULTS = {"emitters": 1, "batch_size": 32, "sigma": 0.5, "iso_sigma": 0.01, "line_sigma": 0.2}
+OPENAI_ES_DEFAULTS = {"popsize": 100, "sigma": 0.02, "learning_rate": 0.01, "weight_decay": 0.005}
+SNES_DEFAULTS = {"sigma": 1.0, "eta_mu": 1.0}
+#: Keys that only some algorithm types use.
+KEYS_OF_TYPES = {
+    "emitters": QD_TYPES,
+    "batch_size": QD_TYPES,
+    "iso_sigma": QD_TYPES,
+    "line_sigma": QD_TYPES,
+    "ranker": tuple(ES_EMITTER_ALGORITHMS),
+    "popsize": ES_TYPES,
+    "sigma": QD_TYPES + ES_TYPES,
+    "learning_rate": ("openai_es",),
+    "weight_decay": ("openai_es",),
+    "eta_mu": ("snes",),
+    "eta_sigma": ("snes",),
+    "class": ("plugin",),
+    "python_path": ("plugin",),
+    "params": ("plugin",),
+}
 
 
 class ConfigError(ValueError):
@@ -114,15 +140,31 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
 
 
 def measure_dim(domain: dict) -> int:
-    """Number of measures of a domain (built-ins have two)."""
-    if domain.get("measure_ranges"):
+    """Number of measures of a domain (given ranges, else the built-in's: digits none,
+    the others two)."""
+    if "measure_ranges" in domain:
         return len(domain["measure_ranges"])
-    return 2
+    return 0 if domain["type"] == "digits" else 2
 
 
-def batch_size_of(algorithm: dict) -> int:
-    """Solutions asked per generation: emitters x batch size."""
-    return algorithm["emitters"] * algorithm["batch_size"]
+def batch_size_of(algorithm: dict, domain: dict) -> int | None:
+    """Solutions asked per generation (``None`` for a plugin: its class decides).
+
+    QD: emitters x batch size; ES: the population (SNES's default depends on the
+    domain's dimension).
+    """
+    from evocamp.domains import solution_dim_of
+
+    kind = algorithm["type"]
+    if kind in QD_TYPES:
+        return algorithm.get("emitters", 1) * algorithm.get("batch_size", 32)
+    if kind == "openai_es":
+        return algorithm.get("popsize", OPENAI_ES_DEFAULTS["popsize"])
+    if kind == "snes":
+        from evocamp.es import snes_popsize
+
+        return algorithm.get("popsize") or snes_popsize(solution_dim_of(domain))
+    return None
 
 
 def _semantic_problems(config: dict) -> list[str]:
@@ -146,6 +188,10 @@ def _semantic_problems(config: dict) -> list[str]:
     return problems
 
 
+def _builtin_measures(domain: dict) -> int:
+    return measure_dim({"type": domain["type"]})
+
+
 def _domain_problems(name: str, domain: dict) -> list[str]:
     key = f"domains.{name}"
     problems = []
@@ -155,11 +201,22 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
         problems.append(f"key '{key}.function': only allowed for type plugin, not {domain['type']}")
-    elif domain.get("measure_ranges") and len(domain["measure_ranges"]) != 2:
+    elif "measure_ranges" in domain and len(domain["measure_ranges"]) != _builtin_measures(domain):
         problems.append(
-            f"key '{key}.measure_ranges': domain {domain['type']} has 2 measures, "
-            f"got {len(domain['measure_ranges'])} ranges"
+            f"key '{key}.measure_ranges': domain {domain['type']} has "
+            f"{_builtin_measures(domain)} measures, got {len(domain['measure_ranges'])} ranges"
         )
+    if domain["type"] in FIXED_DIM_DOMAINS and "solution_dim" in domain:
+        from evocamp.domains import solution_dim_of
+
+        fixed = solution_dim_of(
+            {key: value for key, value in domain.items() if key != "solution_dim"}
+        )
+        if domain["solution_dim"] != fixed:
+            problems.append(
+                f"key '{key}.solution_dim': domain {domain['type']} has {fixed} parameters "
+                f"(leave solution_dim out), not {domain['solution_dim']}"
+            )
     for index, (low, high) in enumerate(domain.get("measure_ranges") or []):
         if low >= high:
             problems.append(
@@ -173,26 +230,52 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
 
 def _algorithm_problems(name: str, algorithm: dict, config: dict) -> list[str]:
     key = f"algorithms.{name}"
+    kind = algorithm["type"]
     problems = []
-    solutions = batch_size_of(algorithm)
-    if config["shards"] > solutions:
+    for option, types in KEYS_OF_TYPES.items():
+        if option in algorithm and kind not in types:
+            problems.append(f"key '{key}.{option}': not used by type {kind}")
+    if kind == "plugin" and "class" not in algorithm:
+        problems.append(f"key '{key}.class': required for type plugin (module:Class)")
+    if kind == "openai_es" and algorithm.get("popsize", 2) % 2:
         problems.append(
-            f"key 'shards': {config['shards']} shards is more than the {solutions} "
-            f"solutions per generation of algorithm '{name}' "
-            f"(emitters x batch_size); allowed is 1..{solutions}"
+            f"key '{key}.popsize': openai_es samples antithetic pairs; "
+            f"{algorithm['popsize']} is odd"
         )
     dims = algorithm["archive"].get("dims")
-    if dims is not None and algorithm["type"] == "cvt_map_elites":
+    if dims is not None and kind == "cvt_map_elites":
         problems.append(f"key '{key}.archive.dims': not used by cvt_map_elites (use cells)")
     for algorithm_name, domain_name in experiments_of(config):
         domain = config["domains"].get(domain_name)
-        if algorithm_name != name or domain is None or dims is None:
+        if algorithm_name != name or domain is None:
             continue
-        if len(dims) != measure_dim(domain):
-            problems.append(
-                f"key '{key}.archive.dims': {len(dims)} dims given but domain "
-                f"'{domain_name}' has {measure_dim(domain)} measures"
-            )
+        problems += _pair_problems(name, algorithm, domain_name, domain, config["shards"])
+    return problems
+
+
+def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, shards: int):
+    """Problems of running algorithm ``name`` on ``domain_name``."""
+    key = f"algorithms.{name}"
+    problems = []
+    measures = measure_dim(domain)
+    if algorithm["type"] in QD_TYPES and measures == 0:
+        problems.append(
+            f"key '{key}.type': {algorithm['type']} needs measures, but domain "
+            f"'{domain_name}' has none; use an ES (openai_es, snes) or a plugin"
+        )
+    dims = algorithm["archive"].get("dims")
+    if dims is not None and measures and len(dims) != measures:
+        problems.append(
+            f"key '{key}.archive.dims': {len(dims)} dims given but domain "
+            f"'{domain_name}' has {measures} measures"
+        )
+    solutions = batch_size_of(algorithm, domain)
+    if solutions is not None and shards > solutions:
+        problems.append(
+            f"key 'shards': {shards} shards is more than the {solutions} solutions per "
+            f"generation of algorithm '{name}' on domain '{domain_name}'; allowed is "
+            f"1..{solutions}"
+        )
     return problems
 
 
@@ -202,27 +285,13 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     It holds everything that fixes the run's results and nothing that may change
     during its life (``generations`` and ``shards`` are left out on purpose).
     """
-    from evocamp.domains import default_bounds, default_measure_ranges
+    from evocamp.domains import default_qd_score_offset, resolved_domain
 
-    domain_spec = copy.deepcopy(config["domains"][domain])
-    if domain_spec["type"] != "plugin":
-        domain_spec.setdefault("measure_ranges", default_measure_ranges(domain_spec))
-        bounds = default_bounds(domain_spec)
-        if bounds is not None:
-            domain_spec.setdefault("bounds", bounds)
-    algorithm_spec = copy.deepcopy(config["algorithms"][algorithm])
-    archive = algorithm_spec["archive"]
-    if algorithm_spec["type"] in GRID_ALGORITHMS:
-        archive.setdefault(
-            "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
-        )
-    if algorithm_spec["type"] in ES_ALGORITHMS:
-        algorithm_spec.setdefault(
-            "ranker", "imp" if algorithm_spec["type"] == "cma_mae" else "2imp"
-        )
-    if algorithm_spec["type"] == "cma_mae":
-        archive.setdefault("learning_rate", 0.01)
-        archive.setdefault("threshold_min", 0.0)
+    domain_spec = resolved_domain(config["domains"][domain])
+    algorithm_spec = resolved_algorithm(config["algorithms"][algorithm], domain_spec)
+    offset = default_qd_score_offset(domain_spec)
+    if offset:
+        algorithm_spec["archive"].setdefault("qd_score_offset", offset)
     return {
         "campaign": config["campaign"],
         "master_seed": config["master_seed"],
@@ -233,6 +302,39 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
         "algorithm_spec": algorithm_spec,
         "domain_spec": domain_spec,
     }
+
+
+def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
+    """An algorithm entry with its family's defaults filled in for a domain."""
+    algorithm_spec = copy.deepcopy(algorithm)
+    kind = algorithm_spec["type"]
+    archive = algorithm_spec["archive"]
+    if kind in QD_TYPES:
+        for name, value in QD_DEFAULTS.items():
+            algorithm_spec.setdefault(name, value)
+    elif kind == "openai_es":
+        for name, value in OPENAI_ES_DEFAULTS.items():
+            algorithm_spec.setdefault(name, value)
+    elif kind == "snes":
+        from evocamp.es import snes_eta_sigma, snes_popsize
+
+        dim = domain_spec["solution_dim"]
+        for name, value in SNES_DEFAULTS.items():
+            algorithm_spec.setdefault(name, value)
+        algorithm_spec.setdefault("popsize", snes_popsize(dim))
+        algorithm_spec.setdefault("eta_sigma", snes_eta_sigma(dim))
+    if kind in GRID_ALGORITHMS or kind not in QD_TYPES:
+        archive.setdefault(
+            "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
+        )
+    if kind in ES_EMITTER_ALGORITHMS:
+        algorithm_spec.setdefault("ranker", "imp" if kind == "cma_mae" else "2imp")
+    if kind == "cma_mae":
+        archive.setdefault("learning_rate", 0.01)
+        archive.setdefault("threshold_min", 0.0)
+    if kind in QD_TYPES:
+        archive.pop("passive", None)
+    return algorithm_spec
 
 
 def run_spec_json(spec: dict) -> str:

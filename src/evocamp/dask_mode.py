@@ -31,10 +31,15 @@ def _worker_prefix() -> str:
 
 
 def evaluate_on_worker(
-    spec: dict, generation: int, shard: int, start: int, solutions, seeds
+    spec: dict, generation: int, shard: int, start: int, stop: int, batch: dict, offset: int, seeds
 ) -> ShardResult:
-    """Dask task: evaluate one slice and log it with the worker's address as prefix."""
+    """Dask task: materialise solutions ``start..stop-1`` of a generation from ``batch``
+    (the whole batch, or for plain batches the slice that begins at ``offset``),
+    evaluate them and log it with the worker's address as prefix."""
+    from evocamp.optimizers import materialise, optimizer_class
+
     began = time.perf_counter()
+    solutions = materialise(optimizer_class(spec), batch, start - offset, stop - offset)
     result = evaluate_slice(
         spec, generation=generation, shard=shard, start=start, solutions=solutions, seeds=seeds
     )
@@ -44,10 +49,24 @@ def evaluate_on_worker(
         generation,
         shard,
         start,
-        start + len(solutions) - 1,
+        stop - 1,
         time.perf_counter() - began,
     )
     return result
+
+
+def _shard_batches(client, batch: dict, bounds: list[tuple[int, int]]) -> tuple[list, list[int]]:
+    """What each task receives of the batch, and the solution index it starts at.
+
+    A plain batch (solutions only) is sliced: each task gets its rows. A compact batch
+    (e.g. an ES centre and noise seeds) is scattered once to every worker and each task
+    gets a reference to it: the centre crosses the network once per worker, not once
+    per offspring.
+    """
+    if set(batch) == {"solutions"}:
+        return [{"solutions": batch["solutions"][a:b]} for a, b in bounds], [a for a, _ in bounds]
+    shared = client.scatter(batch, broadcast=True)
+    return [shared] * len(bounds), [0] * len(bounds)
 
 
 #: Modules a LocalCluster's fork server imports once for all its workers.
@@ -119,8 +138,9 @@ def run_generations(
     client.run(_configure_worker_logging)
     while state.generation < until:
         generation = state.generation + 1
-        batch = len(state.next_solutions)
-        bounds = [shard_bounds(batch, shards, shard) for shard in range(shards)]
+        size = len(state.next_seeds)
+        bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
+        batches, offsets = _shard_batches(client, state.next_batch, bounds)
         # One client.map call: a single graph update for the whole generation.
         futures = client.map(
             evaluate_on_worker,
@@ -128,7 +148,9 @@ def run_generations(
             [generation] * shards,
             range(shards),
             [start for start, _ in bounds],
-            [state.next_solutions[start:stop] for start, stop in bounds],
+            [stop for _, stop in bounds],
+            batches,
+            offsets,
             [state.next_seeds[start:stop] for start, stop in bounds],
             pure=False,
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evocamp.seeding import evaluation_seeds
-from evocamp.storage import METRIC_DTYPE, RunState, ShardResult, run_label
+from evocamp.storage import OPTIMIZER_STATS, RunState, ShardResult, blank_metric_rows, run_label
 
 
 class EvaluationError(RuntimeError):
@@ -45,50 +45,88 @@ def _where(spec: dict, generation: int, shard: int | None, index: int | None) ->
     return ", ".join(parts)
 
 
-def _next_batch(spec: dict, scheduler, generation: int) -> tuple[np.ndarray, np.ndarray]:
+def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
     """Ask the batch of ``generation`` and derive its evaluation seeds."""
     from evocamp.algorithms import spec_run_key
+    from evocamp.optimizers import call_method, checked_batch
 
-    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
-    seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, len(solutions))
-    return solutions, seeds
+    asked = call_method(spec, generation, optimizer, "ask")
+    batch, size = checked_batch(spec, generation, type(optimizer), asked)
+    seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, size)
+    return batch, seeds
 
 
 def metrics_row(
-    scheduler, *, generation: int, evaluations: int, wall_seconds: float, eval_seconds: float
+    *,
+    archive,
+    optimizer,
+    generation: int,
+    evaluations: int,
+    objective: np.ndarray,
+    best_objective: float,
+    wall_seconds: float,
+    eval_seconds: float,
 ) -> np.ndarray:
-    """One metrics row (``METRIC_DTYPE``) from the scheduler's result archive."""
-    stats = scheduler.result_archive.stats
-    row = np.zeros(1, dtype=METRIC_DTYPE)
+    """One metrics row (``evocamp.storage.METRIC_DTYPE``).
+
+    QD columns come from ``archive`` (NaN without one); ``gen_obj_max`` and
+    ``gen_obj_mean`` from the generation's ``objective`` (NaN at generation 0);
+    ``sigma`` from the optimizer's ``stats()``, when it has them.
+    """
+    row = blank_metric_rows(1)
     row["generation"] = generation
     row["evaluations"] = evaluations
-    row["qd_score"] = stats.qd_score
-    row["norm_qd_score"] = stats.norm_qd_score
-    row["coverage"] = stats.coverage
-    row["obj_max"] = np.nan if stats.obj_max is None else stats.obj_max
-    row["obj_mean"] = np.nan if stats.obj_mean is None else stats.obj_mean
-    row["num_elites"] = stats.num_elites
+    if archive is not None:
+        stats = archive.stats
+        row["qd_score"] = stats.qd_score
+        row["norm_qd_score"] = stats.norm_qd_score
+        row["coverage"] = stats.coverage
+        row["obj_max"] = np.nan if stats.obj_max is None else stats.obj_max
+        row["obj_mean"] = np.nan if stats.obj_mean is None else stats.obj_mean
+        row["num_elites"] = stats.num_elites
+    if len(objective):
+        row["gen_obj_max"] = objective.max()
+        row["gen_obj_mean"] = objective.mean()
+    row["best_objective"] = best_objective
+    stats_of = getattr(optimizer, "stats", None)
+    if callable(stats_of):
+        for name, value in stats_of().items():
+            if name in OPTIMIZER_STATS:
+                row[name] = value
     row["wall_seconds"] = wall_seconds
     row["eval_seconds"] = eval_seconds
     return row
 
 
 def initialise(spec: dict) -> RunState:
-    """Create a run's optimizer and ask the batch of generation 1."""
-    from evocamp.algorithms import build_scheduler
+    """Create a run's optimizer (and passive archive) and ask the batch of generation 1."""
+    from evocamp.algorithms import build_passive_archive
+    from evocamp.optimizers import build_optimizer, family_of
 
     started = time.time()
-    scheduler = build_scheduler(spec)
-    solutions, seeds = _next_batch(spec, scheduler, 1)
+    optimizer = build_optimizer(spec)
+    if family_of(spec["algorithm_spec"]) == "qd":
+        archive = optimizer.archive
+    else:
+        archive = build_passive_archive(spec)
+    batch, seeds = _next_batch(spec, optimizer, 1)
     finished = time.time()
     row = metrics_row(
-        scheduler, generation=0, evaluations=0, wall_seconds=finished - started, eval_seconds=0.0
+        archive=archive,
+        optimizer=optimizer,
+        generation=0,
+        evaluations=0,
+        objective=np.empty(0),
+        best_objective=np.nan,
+        wall_seconds=finished - started,
+        eval_seconds=0.0,
     )
     return RunState(
         spec=spec,
         generation=0,
-        scheduler=scheduler,
-        next_solutions=solutions,
+        optimizer=optimizer,
+        archive=archive,
+        next_batch=batch,
         next_seeds=seeds,
         metrics_window=row,
         finished_at=finished,
@@ -255,34 +293,51 @@ def combine_shards(spec: dict, generation: int, batch: int, shards: list[ShardRe
 
 
 def tell(state: RunState, shards: list[ShardResult]) -> RunState:
-    """Fold a generation's shard results into the archive and ask the next batch.
+    """Fold a generation's shard results into the optimizer (and the passive archive)
+    and ask the next batch.
 
     Parameters
     ----------
     state : RunState
-        The state after the previous generation (its ``next_solutions`` were evaluated).
+        The state after the previous generation (its ``next_batch`` was evaluated).
     shards : list of ShardResult
         All shards of the generation, in any order.
 
     The metrics window restarts after every kept checkpoint (a generation that is
     a positive multiple of ``checkpoint_every``), whose rows were already saved.
     """
-    from evocamp.algorithms import check_numba_disabled
+    from evocamp.optimizers import call_method, family_of, materialise
 
-    check_numba_disabled()
     generation = state.generation + 1
     objective, measures, extra, eval_seconds = combine_shards(
-        state.spec, generation, len(state.next_solutions), shards
+        state.spec, generation, len(state.next_seeds), shards
     )
-    scheduler = state.scheduler
-    scheduler.tell(objective, measures, **extra)
-    evaluations = int(state.metrics_window["evaluations"][-1]) + len(objective)
-    solutions, seeds = _next_batch(state.spec, scheduler, generation + 1)
+    optimizer = state.optimizer
+    if state.archive is not None and family_of(state.spec["algorithm_spec"]) != "qd":
+        from evocamp.algorithms import add_to_passive_archive
+
+        cls = type(optimizer)
+        add_to_passive_archive(
+            state.archive,
+            objective=objective,
+            measures=measures,
+            extra=extra,
+            solutions=lambda rows: np.stack(
+                [materialise(cls, state.next_batch, int(r), int(r) + 1)[0] for r in rows]
+            ),
+        )
+    call_method(state.spec, generation, optimizer, "tell", objective, measures, **extra)
+    previous_row = state.metrics_window[-1]
+    evaluations = int(previous_row["evaluations"]) + len(objective)
+    batch, seeds = _next_batch(state.spec, optimizer, generation + 1)
     finished = time.time()
     row = metrics_row(
-        scheduler,
+        archive=state.archive,
+        optimizer=optimizer,
         generation=generation,
         evaluations=evaluations,
+        objective=objective,
+        best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
         wall_seconds=finished - state.finished_at,
         eval_seconds=eval_seconds,
     )
@@ -292,8 +347,9 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
     return RunState(
         spec=state.spec,
         generation=generation,
-        scheduler=scheduler,
-        next_solutions=solutions,
+        optimizer=optimizer,
+        archive=state.archive,
+        next_batch=batch,
         next_seeds=seeds,
         metrics_window=window,
         finished_at=finished,

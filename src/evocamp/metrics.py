@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evocamp.storage import METRIC_DTYPE, atomic_write_text
+from evocamp.storage import METRIC_DTYPE, as_metric_rows, atomic_write_text
 
 FLOAT_FORMAT = "%.17g"
 
@@ -28,12 +28,9 @@ def rows_to_csv(rows: np.ndarray) -> str:
 
 
 def read_metrics_csv(path: str | Path) -> np.ndarray:
-    """Read a metrics CSV back into ``METRIC_DTYPE`` rows."""
-    rows = np.genfromtxt(path, delimiter=",", names=True, dtype=None, ndmin=1)
-    out = np.zeros(len(rows), dtype=METRIC_DTYPE)
-    for name in METRIC_DTYPE.names:
-        out[name] = rows[name]
-    return out
+    """Read a metrics CSV back into ``METRIC_DTYPE`` rows (columns of later versions
+    that an older file lacks are NaN)."""
+    return as_metric_rows(np.genfromtxt(path, delimiter=",", names=True, dtype=None, ndmin=1))
 
 
 def write_rows(path: str | Path, rows: np.ndarray) -> None:

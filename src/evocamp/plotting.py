@@ -38,7 +38,7 @@ CURVES = (
     ("qd_score", "QD score"),
     ("norm_qd_score", "normalised QD score"),
     ("coverage", "coverage (fraction of cells)"),
-    ("obj_max", "best objective"),
+    ("best_objective", "best objective"),
 )
 
 
@@ -88,16 +88,22 @@ def archive_from_file(data: dict):
     return archive
 
 
+def _no_heatmap(ax, why: str) -> None:
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
 def draw_heatmap(
     ax, data: dict, *, vmin: float | None = None, vmax: float | None = None, colorbar: bool = True
 ):
     """Draw an archive's elites (grid or CVT, two measures) on ``ax``."""
     from ribs.visualize import cvt_archive_heatmap, grid_archive_heatmap
 
+    if "objective" not in data:
+        _no_heatmap(ax, "no archive (a domain without measures)")
+        return
     if len(data["attrs"]["measure_ranges"]) != 2:
-        ax.text(
-            0.5, 0.5, "heatmaps need 2 measures", ha="center", va="center", transform=ax.transAxes
-        )
+        _no_heatmap(ax, "heatmaps need 2 measures")
         return
     archive = archive_from_file(data)
     common = {
@@ -244,7 +250,7 @@ def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
     )
     for row, domain in enumerate(domains):
         members = [d for d in data if d["file_attrs"]["domain"] == domain]
-        vmin, vmax = finite_range([d["objective"] for d in members])
+        vmin, vmax = finite_range([d["objective"] for d in members if "objective" in d])
         for column, algorithm in enumerate(algorithms):
             ax = axes[row, column]
             match = [d for d in members if d["file_attrs"]["algorithm"] == algorithm]

@@ -37,7 +37,7 @@ def _newest_state(folder: Path):
     candidates += list((folder / "checkpoints").glob("gen_*.h5"))
     for path in sorted(candidates, key=lambda p: int(p.stem.split("_")[-1]), reverse=True):
         try:
-            return read_state(path, with_scheduler=False)
+            return read_state(path, with_optimizer=False)
         except (CorruptFileError, OSError, KeyError):
             continue
     return None
@@ -136,7 +136,8 @@ def status_report(folder: str | Path, *, plots: bool = True) -> str:
 
 
 def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
-    """A table of a campaign's runs and a QD-score plot of each."""
+    """A table of a campaign's runs and a plot of each: QD score, or the best objective
+    for a run without an archive."""
     runs = [run_progress(folder, campaign_folder) for folder in find_runs(campaign_folder)]
     header = (
         "run",
@@ -166,7 +167,7 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
                 str(int(last["evaluations"])),
                 f"{last['qd_score']:.4g}",
                 f"{last['coverage']:.3f}",
-                f"{last['obj_max']:.4g}",
+                f"{last['best_objective']:.4g}",
                 f"{per_generation:.2f}",
                 "0:00:00" if run.finished else format_duration(remaining),
                 "finished" if run.finished else "running",
@@ -179,6 +180,8 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
     ]
     if plots:
         for run in runs:
-            lines += ["", f"QD score of {run.label}"]
-            lines += text_plot(run.rows["generation"], run.rows["qd_score"])
+            field = "qd_score" if np.isfinite(run.rows["qd_score"]).any() else "best_objective"
+            name = "QD score" if field == "qd_score" else "best objective"
+            lines += ["", f"{name} of {run.label}"]
+            lines += text_plot(run.rows["generation"], run.rows[field])
     return "\n".join(lines)

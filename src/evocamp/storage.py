@@ -20,9 +20,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-SCHEMA_VERSION = 2
-#: Older versions this code still reads (version 1: the optimizer as a plain pickle).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+#: Older versions this code still reads (QD runs only; version 1: the scheduler as a
+#: plain pickle, version 2: a compact pickle of the scheduler).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 METRIC_FIELDS = (
     ("generation", np.int64),
     ("evaluations", np.int64),
@@ -34,8 +35,36 @@ METRIC_FIELDS = (
     ("num_elites", np.int64),
     ("wall_seconds", np.float64),
     ("eval_seconds", np.float64),
+    ("best_objective", np.float64),
+    ("gen_obj_max", np.float64),
+    ("gen_obj_mean", np.float64),
+    ("sigma", np.float64),
 )
 METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
+#: Metric columns an optimizer's ``stats()`` may fill.
+OPTIMIZER_STATS = ("sigma",)
+
+
+def blank_metric_rows(count: int) -> np.ndarray:
+    """``count`` metric rows: integer columns 0, float columns NaN."""
+    rows = np.zeros(count, dtype=METRIC_DTYPE)
+    for name in METRIC_DTYPE.names:
+        if METRIC_DTYPE[name].kind == "f":
+            rows[name] = np.nan
+    return rows
+
+
+def as_metric_rows(rows: np.ndarray) -> np.ndarray:
+    """Metric rows in ``METRIC_DTYPE``; columns an older file lacks are NaN (0 for
+    integer columns), but ``best_objective``, which is the QD archive's ``obj_max``."""
+    out = blank_metric_rows(len(rows))
+    for name in rows.dtype.names:
+        if name in METRIC_DTYPE.names:
+            out[name] = rows[name]
+    if "best_objective" not in rows.dtype.names:
+        # Written before version 3 (QD runs only): the archive's best is the best so far.
+        out["best_objective"] = rows["obj_max"]
+    return out
 
 
 class CorruptFileError(RuntimeError):
@@ -170,22 +199,38 @@ def _write_identity(handle: h5py.File, spec: dict, *, kind: str, generation: int
         handle.attrs[key] = spec[key]
 
 
+def write_result_group(handle: h5py.File, optimizer) -> None:
+    """Store the arrays of an optimizer's ``result()`` (e.g. an ES centre) in ``/result``."""
+    result_of = getattr(optimizer, "result", None)
+    if not callable(result_of):
+        return
+    group = handle.create_group("result")
+    for name, values in sorted(result_of().items()):
+        write_dataset(group, name, values)
+
+
 def write_final_archive(
-    path: str | Path, *, spec: dict, archive, generation: int, evaluations: int
+    path: str | Path, *, spec: dict, archive, optimizer, generation: int, evaluations: int
 ) -> None:
-    """Write ``archive.h5``: the final elites of a run, with no wall-clock content."""
+    """Write ``archive.h5``: the final elites of a run (``/archive``, when the run has an
+    archive) and the optimizer's result arrays (``/result``), with no wall-clock content."""
     with atomic_h5(path) as handle:
         _write_identity(handle, spec, kind="archive", generation=generation)
         handle.attrs["evaluations"] = evaluations
-        write_archive_group(handle, archive, spec)
+        if archive is not None:
+            write_archive_group(handle, archive, spec)
+        write_result_group(handle, optimizer)
 
 
 def read_archive(path: str | Path) -> dict:
-    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays."""
+    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays (only
+    ``attrs`` and ``file_attrs`` when the run has no archive)."""
     with open_for_reading(path, what="archive") as handle:
-        group = handle["archive"]
-        data = {name: group[name][()] for name in group}
-        data["attrs"] = dict(group.attrs)
+        data = {"attrs": {}}
+        if "archive" in handle:  # runs on domains without measures have none
+            group = handle["archive"]
+            data = {name: group[name][()] for name in group}
+            data["attrs"] = dict(group.attrs)
         data["file_attrs"] = dict(handle.attrs)
     return data
 
@@ -203,10 +248,16 @@ class RunState:
         The run spec.
     generation : int
         The last generation told (0: freshly initialised).
-    scheduler : ribs.schedulers.Scheduler or None
-        The unpickled optimizer (``None`` when read with ``with_scheduler=False``).
-    next_solutions, next_seeds : numpy.ndarray
-        The batch of generation ``generation + 1`` and its evaluation seeds.
+    optimizer : object or None
+        The optimizer (:mod:`evocamp.optimizers`); ``None`` when read with
+        ``with_optimizer=False``.
+    archive : ribs archive or None
+        The run's elites: a QD optimizer's result archive, or the passive archive of
+        another family; ``None`` without measures (or when read without the optimizer).
+    next_batch : dict of str to numpy.ndarray
+        The batch of generation ``generation + 1``, as the optimizer describes it.
+    next_seeds : numpy.ndarray
+        Its evaluation seeds, one per solution.
     metrics_window : numpy.ndarray
         Metric rows (``METRIC_DTYPE``) since the last kept checkpoint.
     finished_at : float
@@ -215,8 +266,9 @@ class RunState:
 
     spec: dict
     generation: int
-    scheduler: object
-    next_solutions: np.ndarray
+    optimizer: object
+    archive: object
+    next_batch: dict
     next_seeds: np.ndarray
     metrics_window: np.ndarray
     finished_at: float
@@ -230,42 +282,64 @@ def _optimizer_digest(blob: bytes, rows: dict[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def _compact_scheduler(scheduler, batch: np.ndarray):
-    """The scheduler's compact pickle (``evocamp.compact_pickle``): its archives'
+def _array_stores(optimizer, archive) -> dict:
+    """Per-cell array stores to store compactly: ``result`` (the run's archive, whose
+    elites ``/archive`` holds) and those the optimizer names (e.g. CMA-MAE's archive)."""
+    stores = {}
+    own = getattr(optimizer, "archive_stores", None)
+    if callable(own):
+        stores.update(own())
+    if archive is not None:
+        stores["result"] = archive._store
+    return stores
+
+
+def _compact_optimizer(state: RunState):
+    """The compact pickle (``evocamp.compact_pickle``) of the optimizer and the archive:
     per-cell arrays reduced to the rows that are read, copies of the batch referenced."""
     from evocamp import compact_pickle
-    from evocamp.algorithms import archive_stores, store_rows
+    from evocamp.algorithms import store_rows
 
     rows = {}
-    for name, store in archive_stores(scheduler).items():
+    for name, store in _array_stores(state.optimizer, state.archive).items():
         for field, (array, indices) in store_rows(store).items():
             rows[id(array)] = (f"{name}/{field}", indices)
-    compact = compact_pickle.dump(scheduler, rows=rows, shared={"next_batch": batch})
+    shared = {}
+    if set(state.next_batch) == {"solutions"}:
+        shared["next_batch"] = state.next_batch["solutions"]
+    compact = compact_pickle.dump((state.optimizer, state.archive), rows=rows, shared=shared)
     return compact, dict(rows.values())
 
 
 def write_state(path: str | Path, state: RunState) -> None:
     """Write a run state (checkpoint) atomically.
 
-    The optimizer is stored as a compact pickle plus the rows of its archives that are
-    read: those of the result archive are the elites in ``/archive`` (not stored
-    twice), those of another archive (CMA-MAE's) go to ``/optimizer/rows``.
+    The optimizer and archive are stored as one compact pickle plus the rows of their
+    archives that are read: those of the run's archive are the elites in ``/archive``
+    (not stored twice), those of another archive (CMA-MAE's) go to ``/optimizer/rows``.
     """
-    compact, indices = _compact_scheduler(state.scheduler, state.next_solutions)
+    from evocamp.optimizers import family_of
+
+    compact, indices = _compact_optimizer(state)
     with atomic_h5(path) as handle:
         _write_identity(handle, state.spec, kind="state", generation=state.generation)
         handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
         handle.attrs["finished_at"] = state.finished_at
-        write_archive_group(handle, state.scheduler.result_archive, state.spec)
-        archive = handle["archive"]
+        if state.archive is not None:
+            write_archive_group(handle, state.archive, state.spec)
+        write_result_group(handle, state.optimizer)
         optimizer = handle.create_group("optimizer")
-        write_dataset(optimizer, "scheduler", np.frombuffer(compact.blob, dtype=np.uint8))
+        optimizer.attrs["family"] = family_of(state.spec["algorithm_spec"])
+        optimizer.attrs["class"] = (
+            f"{type(state.optimizer).__module__}:{type(state.optimizer).__qualname__}"
+        )
+        write_dataset(optimizer, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
         rows = optimizer.create_group("rows")
         for key in sorted(compact.rows):
             store, field = key.split("/", 1)
             if store == "result" and field != "occupied_list":
                 # The elites in /archive, sorted by cell index: the same rows.
-                if not np.array_equal(archive["index"][()], indices[key]):
+                if not np.array_equal(handle["archive/index"][()], indices[key]):
                     raise RuntimeError(f"/archive does not hold the rows of {key}")
                 continue
             write_dataset(rows, key, compact.rows[key])
@@ -273,49 +347,79 @@ def write_state(path: str | Path, state: RunState) -> None:
         optimizer.attrs["row_keys"] = json.dumps(sorted(compact.rows))
         optimizer.attrs["sha256"] = _optimizer_digest(compact.blob, compact.rows)
         batch = handle.create_group("next_batch")
-        write_dataset(batch, "solutions", state.next_solutions)
-        write_dataset(batch, "seeds", state.next_seeds)
+        batch.attrs["size"] = len(state.next_seeds)
+        for name in sorted(state.next_batch):
+            write_dataset(batch, name, state.next_batch[name])
+        write_dataset(handle, "next_seeds", state.next_seeds)
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
 
 
-def read_state(path: str | Path, *, with_scheduler: bool = True) -> RunState:
+def _next_seeds(handle: h5py.File) -> h5py.Dataset:
+    """The evaluation seeds of the next batch (``/next_batch/seeds`` before version 3)."""
+    if handle.attrs["schema_version"] < 3:
+        return handle["next_batch/seeds"]
+    return handle["next_seeds"]
+
+
+def _stored_batch(handle: h5py.File) -> dict[str, np.ndarray]:
+    if handle.attrs["schema_version"] < 3:
+        return {"solutions": handle["next_batch/solutions"][()]}
+    return {name: dataset[()] for name, dataset in handle["next_batch"].items()}
+
+
+def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
     """Read a run state; raise :class:`CorruptFileError` naming the file if broken."""
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"])
-        next_solutions = handle["next_batch/solutions"][()]
-        scheduler = None
-        if with_scheduler:
-            scheduler = _read_scheduler(handle, next_solutions, path=path, spec=spec)
+        next_batch = _stored_batch(handle)
+        optimizer = archive = None
+        if with_optimizer:
+            optimizer, archive = _read_optimizer(handle, next_batch, path=path, spec=spec)
         return RunState(
             spec=spec,
             generation=generation,
-            scheduler=scheduler,
-            next_solutions=next_solutions,
-            next_seeds=handle["next_batch/seeds"][()],
-            metrics_window=handle["metrics_window"][()],
+            optimizer=optimizer,
+            archive=archive,
+            next_batch=next_batch,
+            next_seeds=_next_seeds(handle)[()],
+            metrics_window=as_metric_rows(handle["metrics_window"][()]),
             finished_at=float(handle.attrs["finished_at"]),
         )
 
 
-def _read_scheduler(handle: h5py.File, batch: np.ndarray, *, path, spec: dict):
-    """Unpickle the optimizer of a checkpoint, checking its digest."""
+def _read_optimizer(handle: h5py.File, batch: dict, *, path, spec: dict):
+    """Unpickle the optimizer and archive of a checkpoint, checking the digest.
+
+    Checkpoints before version 3 (QD only) hold the pyribs scheduler alone.
+    """
     from evocamp import compact_pickle
 
     optimizer = handle["optimizer"]
-    blob = optimizer["scheduler"][()].tobytes()
-    if handle.attrs["schema_version"] == 1:  # a plain pickle
+    version = handle.attrs["schema_version"]
+    blob = optimizer["pickle" if version >= 3 else "scheduler"][()].tobytes()
+    if version == 1:  # a plain pickle
         _check_digest(hashlib.sha256(blob).hexdigest(), handle, path=path, spec=spec)
-        return pickle.loads(blob)
+        return _wrapped_scheduler(pickle.loads(blob))
     stored = {key: _stored_rows(handle, key) for key in json.loads(optimizer.attrs["row_keys"])}
     digest = _optimizer_digest(blob, {key: rows for key, (rows, _) in stored.items()})
     _check_digest(digest, handle, path=path, spec=spec)
-    return compact_pickle.load(
+    shared = {"next_batch": batch["solutions"]} if set(batch) == {"solutions"} else {}
+    loaded = compact_pickle.load(
         blob,
         rows=lambda key: stored[key][0],
         row_indices=lambda key: stored[key][1],
-        shared={"next_batch": batch},
+        shared=shared,
     )
+    return loaded if version >= 3 else _wrapped_scheduler(loaded)
+
+
+def _wrapped_scheduler(scheduler):
+    """A version-1/2 checkpoint's scheduler behind the optimizer interface."""
+    from evocamp.algorithms import QDOptimizer
+
+    optimizer = QDOptimizer(scheduler)
+    return optimizer, optimizer.archive
 
 
 def _check_digest(digest: str, handle: h5py.File, *, path, spec: dict) -> None:
@@ -360,17 +464,27 @@ def read_shard_input(path: str | Path, *, shard: int, shards: int) -> ShardInput
     """Read only shard ``shard`` of ``shards`` of the next batch of a checkpoint.
 
     The batch belongs to the generation after the checkpoint's; the slice is
-    ``shard_bounds(batch, shards, shard)``.
+    ``shard_bounds(batch, shards, shard)``. Its solutions are materialised by the
+    optimizer's class from the stored batch (:func:`evocamp.optimizers.materialise`),
+    which reads only what it needs (a QD shard: its rows; an ES shard: the centre and
+    its noise seeds).
     """
+    from evocamp.optimizers import materialise, optimizer_class
+
     with open_for_reading(path, what="checkpoint") as handle:
-        batch = handle["next_batch/solutions"]
-        start, stop = shard_bounds(batch.shape[0], shards, shard)
+        spec = json.loads(handle.attrs["run_spec"])
+        seeds = _next_seeds(handle)
+        start, stop = shard_bounds(seeds.shape[0], shards, shard)
+        if handle.attrs["schema_version"] < 3:
+            solutions = handle["next_batch/solutions"][start:stop]
+        else:
+            solutions = materialise(optimizer_class(spec), handle["next_batch"], start, stop)
         return ShardInput(
-            spec=json.loads(handle.attrs["run_spec"]),
+            spec=spec,
             generation=int(handle.attrs["generation"]) + 1,
             start=start,
-            solutions=batch[start:stop],
-            seeds=handle["next_batch/seeds"][start:stop],
+            solutions=solutions,
+            seeds=seeds[start:stop],
         )
 
 
