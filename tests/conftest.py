@@ -15,7 +15,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "tests" / "plugins"
 
-#: A small campaign: two algorithms on a 6-d sphere, one seed, 6 generations.
+#: A small campaign: every family (two QD algorithms, OpenAI-ES, SNES and the README's
+#: plugin optimizer) on a 6-d sphere, one seed, 6 generations.
 SMALL_CAMPAIGN = {
     "campaign": "small",
     "master_seed": 7,
@@ -36,6 +37,22 @@ SMALL_CAMPAIGN = {
             "emitters": 2,
             "batch_size": 8,
             "sigma": 0.5,
+            "archive": {"dims": [10, 10]},
+        },
+        "oes": {
+            "type": "openai_es",
+            "popsize": 16,
+            "sigma": 0.3,
+            "learning_rate": 0.05,
+            "archive": {"dims": [10, 10]},
+        },
+        "snes": {"type": "snes", "archive": {"dims": [10, 10]}},
+        # The README's optimizer example, as written (test_readme_optimizer_example_...).
+        "mine": {
+            "type": "plugin",
+            "class": "my_optimizers:OnePlusLambda",
+            "python_path": str(PLUGINS),
+            "params": {"lam": 16, "sigma": 0.3},
             "archive": {"dims": [10, 10]},
         },
     },

@@ -35,7 +35,7 @@ def test_default_config_is_valid_and_defaults_are_filled():
         (
             {"shards": 17},
             "key 'shards': 17 shards is more than the 16 solutions per "
-            "generation of algorithm 'me' (emitters x batch_size); allowed is 1..16",
+            "generation of algorithm 'me' on domain 'sphere'; allowed is 1..16",
         ),
         ({"generations": 0}, "key 'generations': 0 is less than the minimum of 1"),
         ({"checkpoint_every": 501}, "key 'checkpoint_every': 501 is greater than the maximum"),
@@ -74,7 +74,34 @@ def test_default_config_is_valid_and_defaults_are_filled():
         ),
         (
             {"experiments": [{"algorithm": "nope", "domain": "sphere"}]},
-            "key 'experiments[0].algorithm': unknown algorithm 'nope'; defined are ['cmame', 'me']",
+            "key 'experiments[0].algorithm': unknown algorithm 'nope'; defined are "
+            "['cmame', 'me', 'mine', 'oes', 'snes']",
+        ),
+        (
+            {"algorithms": {"oes": {"popsize": 15}}},
+            "key 'algorithms.oes.popsize': openai_es samples antithetic pairs; 15 is odd",
+        ),
+        (
+            {"algorithms": {"me": {"popsize": 10}}},
+            "key 'algorithms.me.popsize': not used by type map_elites",
+        ),
+        (
+            {"algorithms": {"oes": {"emitters": 2}}},
+            "key 'algorithms.oes.emitters': not used by type openai_es",
+        ),
+        (
+            {"algorithms": {"mine": {"class": None}}},
+            "key 'algorithms.mine.class': None is not of type 'string'",
+        ),
+        (
+            {"domains": {"sphere": {"type": "digits", "solution_dim": 6}}},
+            "key 'domains.sphere.solution_dim': domain digits has 2410 parameters "
+            "(leave solution_dim out), not 6",
+        ),
+        (
+            {"domains": {"sphere": {"type": "digits", "solution_dim": 2410}}},
+            "key 'algorithms.me.type': map_elites needs measures, but domain 'sphere' has "
+            "none; use an ES (openai_es, snes) or a plugin",
         ),
     ],
 )

@@ -99,6 +99,42 @@ def test_small_campaign_outputs(small_campaign_done, small_config):
     assert records and not [r for r in records if "/work/" in r], "records of working files"
 
 
+def test_every_family_leaves_its_results(small_campaign_done, small_config):
+    """ES and plugin runs: passive archive, /result arrays, the ES columns of metrics.csv."""
+    expected_result = {"oes": {"centre", "sigma"}, "snes": {"centre", "sigma"}, "mine": {"parent"}}
+    batch = {"oes": 16, "snes": 9, "mine": 16}  # SNES: 4 + floor(3 ln 6)
+    for algorithm, names in expected_result.items():
+        folder = run_folder(small_campaign_done, small_config, algorithm, "sphere", 0)
+        metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+        assert list(metrics["evaluations"]) == [batch[algorithm] * g for g in range(7)]
+        assert np.all(metrics["gen_obj_max"][1:] <= metrics["best_objective"][1:])
+        assert np.all(np.diff(metrics["best_objective"][1:]) >= 0)
+        assert np.all(np.isfinite(metrics["sigma"]))
+        with h5py.File(folder / "archive.h5", "r") as handle:
+            assert set(handle["result"]) == names
+            elites = handle["archive/objective"][()]
+            assert len(elites) == metrics["num_elites"][-1] > 0
+            assert elites.max() == metrics["best_objective"][-1]
+        if algorithm != "mine":
+            with h5py.File(folder / "checkpoints" / "gen_000006.h5", "r") as handle:
+                assert handle["result/centre"].shape == (6,)
+                assert set(handle["next_batch"]) == {"centre", "noise", "sigma"}
+    snes = np.genfromtxt(
+        run_folder(small_campaign_done, small_config, "snes", "sphere", 0) / "metrics.csv",
+        delimiter=",",
+        names=True,
+    )
+    assert snes["sigma"][0] == pytest.approx(np.sqrt(6)), "norm of SNES's initial sigma"
+
+
+def test_readme_optimizer_example_is_the_tested_plugin():
+    """The small campaign runs the README's optimizer example exactly as printed."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### Your own optimizer", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert example == (PLUGINS / "my_optimizers.py").read_text()
+
+
 def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):
     """Retention: generation 0, every K-th and the final one; metrics are never thinned."""
     config = merged(small_config, {"generations": 8, "checkpoint_every": 3})

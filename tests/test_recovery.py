@@ -163,3 +163,78 @@ def test_seeds_do_not_depend_on_sharding():
     again = evaluation_seeds(5, key, 3, 12)[:10]
     np.testing.assert_array_equal(whole, again)
     assert not np.array_equal(whole, evaluation_seeds(5, key, 4, 10))
+
+
+def optimizer_config(small_config, control_file) -> dict:
+    config = merged(small_config, {})
+    config["algorithms"] = {
+        "rs": {
+            "type": "plugin",
+            "class": "evocamp_test_optimizers:RandomSearch",
+            "python_path": str(PLUGINS),
+            "params": {"batch": 8, "control_file": str(control_file)},
+        }
+    }
+    return config
+
+
+def test_failing_plugin_optimizer_names_where_and_resumes(tmp_path, small_config):
+    """A user's optimizer whose tell() raises at generation 5: one message naming the
+    class, the method, the run and the generation; kept checkpoints stay; after the fix
+    the rerun continues and matches a run that never failed. A batch of the wrong
+    shape from ask() is named the same way."""
+    control = tmp_path / "control"
+    config = optimizer_config(small_config, control)
+    write_config(tmp_path, config)
+    control.write_text("tell 5")
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert failed.returncode != 0
+    message = (
+        "evocamp: error: run rs/sphere/seed0, generation 5: optimizer class "
+        "evocamp_test_optimizers:RandomSearch, method tell() raised ValueError: "
+        "tell failed on purpose at generation 5"
+    )
+    assert message in failed.stderr + failed.stdout
+    assert (
+        message in run_log(tmp_path, "small", "rs/sphere/seed0", "gen_000005/tell.log").read_text()
+    )
+    folder = run_folder(tmp_path, config, "rs", "sphere", 0)
+    assert (folder / "checkpoints" / "gen_000003.h5").exists()
+    control.write_text("ask 6")  # asked at the end of generation 5's tell
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert (
+        "evocamp: error: run rs/sphere/seed0, generation 6: optimizer "
+        "evocamp_test_optimizers:RandomSearch, method ask() returned a batch of shape "
+        "(8, 5); expected (n, 6) with n >= 1 (solution_dim 6)"
+    ) in failed.stderr + failed.stdout
+    control.unlink()
+    run_snakemake(tmp_path, "runs")
+    clean = tmp_path / "clean"
+    write_config(clean, config)
+    run_snakemake(clean, "runs")
+    assert archive_digests(tmp_path) == archive_digests(clean)
+
+
+def test_incomplete_plugin_optimizer_is_named_before_it_runs(tmp_path, small_config, capsys):
+    from evocamp.cli import main
+    from evocamp.config import run_spec, run_spec_json, validate_config
+
+    config = optimizer_config(small_config, tmp_path / "control")
+    config["algorithms"]["rs"]["class"] = "evocamp_test_optimizers:NoTell"
+    config["algorithms"]["rs"]["params"] = {}
+    spec = run_spec(validate_config(config), algorithm="rs", domain="sphere", seed=0)
+    output = tmp_path / "state.h5"
+    assert main(["init", "--spec", run_spec_json(spec), "--output", str(output)]) == 1
+    assert not output.exists()
+    assert capsys.readouterr().err == (
+        "evocamp: error: optimizer class evocamp_test_optimizers:NoTell (algorithm 'rs') "
+        "has no method 'tell'; an optimizer needs ask() and tell(objective, measures, "
+        "**extra)\n"
+    )
+    config["algorithms"]["rs"]["class"] = "evocamp_test_optimizers:Missing"
+    spec = run_spec(validate_config(config), algorithm="rs", domain="sphere", seed=0)
+    assert main(["init", "--spec", run_spec_json(spec), "--output", str(output)]) == 1
+    assert (
+        "evocamp: error: optimizer class evocamp_test_optimizers:Missing (algorithm 'rs') "
+        "cannot be imported: AttributeError"
+    ) in capsys.readouterr().err

@@ -117,6 +117,7 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
             spec=spec,
             archive=state.archive,
             optimizer=state.optimizer,
+            best=state.best,
             generation=8,
             evaluations=0,
         )

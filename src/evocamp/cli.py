@@ -146,6 +146,7 @@ def cmd_finalise(args) -> None:
         spec=state.spec,
         archive=state.archive,
         optimizer=state.optimizer,
+        best=state.best,
         generation=state.generation,
         evaluations=int(rows["evaluations"][-1]),
     )

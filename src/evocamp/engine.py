@@ -130,6 +130,7 @@ def initialise(spec: dict) -> RunState:
         next_seeds=seeds,
         metrics_window=row,
         finished_at=finished,
+        best=None if archive is not None else {},
     )
 
 
@@ -326,6 +327,9 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
                 [materialise(cls, state.next_batch, int(r), int(r) + 1)[0] for r in rows]
             ),
         )
+    best = state.best
+    if state.archive is None:
+        best = _improved_best(state, objective=objective, extra=extra)
     call_method(state.spec, generation, optimizer, "tell", objective, measures, **extra)
     previous_row = state.metrics_window[-1]
     evaluations = int(previous_row["evaluations"]) + len(objective)
@@ -353,4 +357,19 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
         next_seeds=seeds,
         metrics_window=window,
         finished_at=finished,
+        best=best,
     )
+
+
+def _improved_best(state: RunState, *, objective: np.ndarray, extra: dict) -> dict:
+    """The best evaluated solution so far (runs without an archive): its solution,
+    objective and extra fields; the first of equal objectives wins."""
+    from evocamp.optimizers import materialise
+
+    index = int(np.argmax(objective))
+    if state.best and objective[index] <= state.best["objective"]:
+        return state.best
+    solution = materialise(type(state.optimizer), state.next_batch, index, index + 1)[0]
+    best = {"solution": solution, "objective": np.float64(objective[index])}
+    best.update({name: np.float64(values[index]) for name, values in extra.items()})
+    return best

@@ -20,16 +20,18 @@ def format_duration(seconds: float) -> str:
 
 
 def generation_line(state: RunState, *, total: int | None) -> str:
-    """One log line: run, generation/total, evaluations, QD score, coverage, best
-    objective, seconds per generation and the ETA."""
+    """One log line: run, generation/total, evaluations, QD score and coverage (runs with
+    an archive), best objective so far, seconds per generation and the ETA."""
     row = state.metrics_window[-1]
     recent = state.metrics_window["wall_seconds"][-RATE_WINDOW:]
     per_generation = float(np.mean(recent)) if len(recent) else float("nan")
     progress = f"{state.generation}/{total}" if total else f"{state.generation}"
     remaining = (total - state.generation) * per_generation if total else float("nan")
+    quality = f"best {row['best_objective']:.4g}"
+    if np.isfinite(row["qd_score"]):
+        quality = f"qd_score {row['qd_score']:.4g} | coverage {row['coverage']:.3f} | {quality}"
     return (
         f"{run_label(state.spec)}: generation {progress} | evaluations "
-        f"{int(row['evaluations'])} | qd_score {row['qd_score']:.4g} | coverage "
-        f"{row['coverage']:.3f} | best {row['obj_max']:.4g} | "
+        f"{int(row['evaluations'])} | {quality} | "
         f"{per_generation:.2f} s/gen | ETA {format_duration(remaining)}"
     )

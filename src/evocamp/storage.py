@@ -209,16 +209,34 @@ def write_result_group(handle: h5py.File, optimizer) -> None:
         write_dataset(group, name, values)
 
 
+def write_best_group(handle: h5py.File, best: dict | None) -> None:
+    """Store the best solution of a run without an archive in ``/best``."""
+    if best is None:
+        return
+    group = handle.create_group("best")
+    for name, values in sorted(best.items()):
+        write_dataset(group, name, values)
+
+
 def write_final_archive(
-    path: str | Path, *, spec: dict, archive, optimizer, generation: int, evaluations: int
+    path: str | Path,
+    *,
+    spec: dict,
+    archive,
+    optimizer,
+    best: dict | None,
+    generation: int,
+    evaluations: int,
 ) -> None:
     """Write ``archive.h5``: the final elites of a run (``/archive``, when the run has an
-    archive) and the optimizer's result arrays (``/result``), with no wall-clock content."""
+    archive, else its best solution in ``/best``) and the optimizer's result arrays
+    (``/result``), with no wall-clock content."""
     with atomic_h5(path) as handle:
         _write_identity(handle, spec, kind="archive", generation=generation)
         handle.attrs["evaluations"] = evaluations
         if archive is not None:
             write_archive_group(handle, archive, spec)
+        write_best_group(handle, best)
         write_result_group(handle, optimizer)
 
 
@@ -262,6 +280,9 @@ class RunState:
         Metric rows (``METRIC_DTYPE``) since the last kept checkpoint.
     finished_at : float
         Unix time at which this state was written.
+    best : dict or None
+        Runs without an archive: the best solution evaluated so far, with its
+        ``objective`` and extra fields (empty before generation 1); ``None`` otherwise.
     """
 
     spec: dict
@@ -272,6 +293,7 @@ class RunState:
     next_seeds: np.ndarray
     metrics_window: np.ndarray
     finished_at: float
+    best: dict | None = None
 
 
 def _optimizer_digest(blob: bytes, rows: dict[str, np.ndarray]) -> str:
@@ -328,6 +350,7 @@ def write_state(path: str | Path, state: RunState) -> None:
         if state.archive is not None:
             write_archive_group(handle, state.archive, state.spec)
         write_result_group(handle, state.optimizer)
+        write_best_group(handle, state.best)
         optimizer = handle.create_group("optimizer")
         optimizer.attrs["family"] = family_of(state.spec["algorithm_spec"])
         optimizer.attrs["class"] = (
@@ -385,6 +408,9 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
             next_seeds=_next_seeds(handle)[()],
             metrics_window=as_metric_rows(handle["metrics_window"][()]),
             finished_at=float(handle.attrs["finished_at"]),
+            best={name: data[()] for name, data in handle["best"].items()}
+            if "best" in handle
+            else None,
         )
 
 
@@ -394,7 +420,9 @@ def _read_optimizer(handle: h5py.File, batch: dict, *, path, spec: dict):
     Checkpoints before version 3 (QD only) hold the pyribs scheduler alone.
     """
     from evocamp import compact_pickle
+    from evocamp.optimizers import optimizer_class
 
+    optimizer_class(spec)  # imports a plugin's module (from its python_path) for unpickling
     optimizer = handle["optimizer"]
     version = handle.attrs["schema_version"]
     blob = optimizer["pickle" if version >= 3 else "scheduler"][()].tobytes()

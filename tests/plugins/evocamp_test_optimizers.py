@@ -1,0 +1,47 @@
+"""Optimizer plugins that go wrong on purpose (tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class RandomSearch:
+    """Uniform samples in [-1, 1]. While ``control_file`` holds ``<method> <generation>``,
+    that method goes wrong at that generation (``ask``: a batch missing a column;
+    ``tell``: raises)."""
+
+    def __init__(self, *, solution_dim, x0, bounds, seed, batch=8, control_file=None):
+        self.rng = np.random.default_rng(seed)
+        self.dim = solution_dim
+        self.batch = batch
+        self.control_file = control_file
+        self.generation = 0
+
+    def _fails(self, method: str) -> bool:
+        control = Path(self.control_file) if self.control_file else None
+        if control is None or not control.exists():
+            return False
+        return control.read_text().split() == [method, str(self.generation)]
+
+    def ask(self):
+        self.generation += 1
+        solutions = self.rng.uniform(-1, 1, (self.batch, self.dim))
+        if self._fails("ask"):
+            return solutions[:, :-1]
+        return solutions
+
+    def tell(self, objective, measures, **extra):
+        if self._fails("tell"):
+            raise ValueError(f"tell failed on purpose at generation {self.generation}")
+
+
+class NoTell:
+    """Lacks tell()."""
+
+    def __init__(self, **kwargs):
+        pass
+
+    def ask(self):
+        return np.zeros((4, 2))
