@@ -113,12 +113,14 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
     import h5py
 
     from evocamp.config import run_spec, validate_config
-    from evocamp.engine import initialise
+    from evocamp.engine import evaluate_slice, initialise, tell
     from evocamp.storage import read_shard_input, write_state
 
     config = validate_config(
         {
-            "algorithms": {"oes": {"type": "openai_es", "popsize": 200}},
+            "algorithms": {
+                "oes": {"type": "openai_es", "popsize": 200, "archive": {"passive": False}}
+            },
             "domains": {"big": {"type": "sphere", "solution_dim": 5000}},
         }
     )
@@ -133,3 +135,13 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
     assert shard.start == 67 and shard.solutions.shape == (67, 5000)
     whole = es.OpenAIES.solutions(state.next_batch, 0, 200)
     assert shard.solutions.tobytes() == whole[67:134].tobytes()
+    # After a tell the state is the centre (once: the batch's and the optimizer's are the
+    # same bytes) and Adam's two moments, 24 M bytes, plus seeds and headers.
+    shards = [
+        evaluate_slice(
+            state.spec, generation=1, shard=0, start=0, solutions=whole, seeds=state.next_seeds
+        )
+    ]
+    state = tell(state, shards)
+    write_state(path, state)
+    assert 24 * 5000 < path.stat().st_size <= 24 * 5000 + 16 * 200 + 64 * 1024

@@ -117,7 +117,7 @@ def test_every_family_leaves_its_results(small_campaign_done, small_config):
             assert elites.max() == metrics["best_objective"][-1]
         if algorithm != "mine":
             with h5py.File(folder / "checkpoints" / "gen_000006.h5", "r") as handle:
-                assert handle["result/centre"].shape == (6,)
+                assert handle["next_batch/centre"].shape == (6,)
                 assert set(handle["next_batch"]) == {"centre", "noise", "sigma"}
     snes = np.genfromtxt(
         run_folder(small_campaign_done, small_config, "snes", "sphere", 0) / "metrics.csv",

@@ -44,9 +44,10 @@ class _Pickler(pickle.Pickler):
         super().__init__(buffer, protocol=5)
         self._rows = rows
         self._shared = shared
-        # Where each row of a shared array starts: finds a row range in one look-up.
+        # Where each row of a shared 2-d array starts: finds a row range in one look-up.
+        # A 1-d shared array (e.g. an ES centre of 10^6 values) is matched whole.
         self._starts = {
-            name: _row_starts(array) for name, array in shared.items() if array.ndim >= 1
+            name: _row_starts(array) for name, array in shared.items() if array.ndim >= 2
         }
         self.kept: dict[str, np.ndarray] = {}
         # One reference per array object (pickle does not memoise persistent ids), so
@@ -74,6 +75,10 @@ class _Pickler(pickle.Pickler):
             return None
         if not obj.flags.c_contiguous:
             return None  # loading gives a C-ordered copy; keep other layouts as they are
+        for name, array in self._shared.items():
+            if array.ndim == 1 and obj.shape == array.shape and obj.dtype == array.dtype:
+                if obj.tobytes() == array.tobytes():
+                    return ("shared", name, 0, len(array))
         for name, starts in self._starts.items():
             array = self._shared[name]
             if obj.dtype != array.dtype or obj.shape[1:] != array.shape[1:]:
@@ -104,7 +109,8 @@ def dump(obj, *, rows: dict | None = None, shared: dict | None = None) -> Compac
         ever read; their other rows come back as zeros.
     shared : dict, optional
         ``{name: array}``: arrays the caller stores and passes to :func:`load` again;
-        any array in ``obj`` with the bytes of a row range of one of them is referenced.
+        any array in ``obj`` with the bytes of a row range of a 2-d one, or of a whole
+        1-d one, is referenced.
     """
     buffer = io.BytesIO()
     pickler = _Pickler(buffer, rows=rows or {}, shared=shared or {})

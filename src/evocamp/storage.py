@@ -326,11 +326,19 @@ def _compact_optimizer(state: RunState):
     for name, store in _array_stores(state.optimizer, state.archive).items():
         for field, (array, indices) in store_rows(store).items():
             rows[id(array)] = (f"{name}/{field}", indices)
-    shared = {}
-    if set(state.next_batch) == {"solutions"}:
-        shared["next_batch"] = state.next_batch["solutions"]
-    compact = compact_pickle.dump((state.optimizer, state.archive), rows=rows, shared=shared)
+    compact = compact_pickle.dump(
+        (state.optimizer, state.archive), rows=rows, shared=_shared_batch(state.next_batch)
+    )
     return compact, dict(rows.values())
+
+
+def _shared_batch(batch: dict) -> dict[str, np.ndarray]:
+    """The batch's arrays as the compact pickle refers to them (``next_batch``: a plain
+    batch's solutions, as in version 2; ``next_batch/<name>``: a compact batch's arrays,
+    e.g. an ES centre that equals the optimizer's own, stored once)."""
+    if set(batch) == {"solutions"}:
+        return {"next_batch": batch["solutions"]}
+    return {f"next_batch/{name}": np.asarray(values) for name, values in batch.items()}
 
 
 def write_state(path: str | Path, state: RunState) -> None:
@@ -349,7 +357,6 @@ def write_state(path: str | Path, state: RunState) -> None:
         handle.attrs["finished_at"] = state.finished_at
         if state.archive is not None:
             write_archive_group(handle, state.archive, state.spec)
-        write_result_group(handle, state.optimizer)
         write_best_group(handle, state.best)
         optimizer = handle.create_group("optimizer")
         optimizer.attrs["family"] = family_of(state.spec["algorithm_spec"])
@@ -432,12 +439,11 @@ def _read_optimizer(handle: h5py.File, batch: dict, *, path, spec: dict):
     stored = {key: _stored_rows(handle, key) for key in json.loads(optimizer.attrs["row_keys"])}
     digest = _optimizer_digest(blob, {key: rows for key, (rows, _) in stored.items()})
     _check_digest(digest, handle, path=path, spec=spec)
-    shared = {"next_batch": batch["solutions"]} if set(batch) == {"solutions"} else {}
     loaded = compact_pickle.load(
         blob,
         rows=lambda key: stored[key][0],
         row_indices=lambda key: stored[key][1],
-        shared=shared,
+        shared=_shared_batch(batch),
     )
     return loaded if version >= 3 else _wrapped_scheduler(loaded)
 
