@@ -53,7 +53,7 @@ def measure(emitters: int, batch_size: int, generations: int) -> list:
             generation=generation,
             shard=0,
             start=0,
-            solutions=state.next_solutions,
+            solutions=state.next_batch["solutions"],
             seeds=state.next_seeds,
         )
         began = time.perf_counter()

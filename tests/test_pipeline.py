@@ -250,3 +250,65 @@ def test_all_algorithms_and_domains(tmp_path):
         np.testing.assert_allclose(
             handle["archive/distance"][()], np.linalg.norm(solutions, axis=1)
         )
+
+
+def test_lunar_lander_and_digits_campaign_with_figures(tmp_path):
+    """The real workloads end to end: CMA-ME (as in pyribs' tutorial, smaller) and
+    OpenAI-ES on Lunar Lander in one comparison, SNES training the digits MLP; figures
+    and tables for all of them."""
+    config = {
+        "campaign": "real",
+        "master_seed": 1,
+        "generations": 3,
+        "shards": 2,
+        "checkpoint_every": 3,
+        "seeds": 1,
+        "algorithms": {
+            "cma_me": {
+                "type": "cma_me",
+                "emitters": 5,
+                "batch_size": 6,
+                "sigma": 1.0,
+                "archive": {"dims": [50, 50]},
+            },
+            "openai_es": {
+                "type": "openai_es",
+                "popsize": 30,
+                "sigma": 0.1,
+                "archive": {"dims": [50, 50]},
+            },
+            "snes": {"type": "snes"},
+        },
+        "domains": {"lunar": {"type": "lunar_lander"}, "digits": {"type": "digits"}},
+        "experiments": [
+            {"algorithm": "cma_me", "domain": "lunar"},
+            {"algorithm": "openai_es", "domain": "lunar"},
+            {"algorithm": "snes", "domain": "digits"},
+        ],
+    }
+    write_config(tmp_path, config)
+    run_snakemake(tmp_path)
+    for algorithm in ("cma_me", "openai_es"):
+        folder = run_folder(tmp_path, config, algorithm, "lunar", 0)
+        with h5py.File(folder / "archive.h5", "r") as handle:
+            assert handle["archive"].attrs["dims"].tolist() == [50, 50]
+            measures = handle["archive/measures"][()]
+            assert len(measures) > 0 and handle["archive/solution"].shape[1] == 32
+            assert handle["archive/index"][()].max() < 2500
+        metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+        assert metrics["evaluations"][-1] == 90
+        assert metrics["qd_score"][-1] > 0, "offset -600: every elite counts positively"
+        assert (folder / "figures" / "heatmap.png").stat().st_size > 1000
+    digits = run_folder(tmp_path, config, "snes", "digits", 0)
+    with h5py.File(digits / "archive.h5", "r") as handle:
+        assert "archive" not in handle
+        assert handle["best/solution"].shape == (2410,)
+        assert 0 <= handle["best/test_accuracy"][()] <= 1
+        assert handle["result/centre"].shape == (2410,)
+    metrics = np.genfromtxt(digits / "metrics.csv", delimiter=",", names=True)
+    assert np.isnan(metrics["qd_score"]).all() and np.isfinite(metrics["best_objective"][1:]).all()
+    figures = tmp_path / "results" / "real" / "figures"
+    for name in ("curves", "heatmaps"):
+        assert (figures / f"{name}.png").stat().st_size > 1000
+    table = (tmp_path / "results" / "real" / "tables" / "final_metrics.csv").read_text()
+    assert "lunar,openai_es" in table and "digits,snes" in table
