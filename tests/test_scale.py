@@ -152,3 +152,25 @@ def test_benchmark_scripts_run(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert "| generations |" in completed.stdout
+
+
+def test_es_traffic_benchmark_meets_its_byte_target_at_a_small_size():
+    """The ES benchmark runs and, at M = 20,000 and P = 100, the batch and shard files
+    of a generation fit 16 (M + P) + 64 KiB."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "es_traffic.py"),
+            "--dims",
+            "20000",
+            "--popsizes",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO / "benchmarks",
+    )
+    assert completed.returncode == 0, completed.stderr
+    row = next(line for line in completed.stdout.splitlines() if line.startswith("| 20,000 |"))
+    assert row.split("|")[5].strip() == "yes"
