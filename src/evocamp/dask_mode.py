@@ -65,7 +65,10 @@ def _shard_batches(client, batch: dict, bounds: list[tuple[int, int]]) -> tuple[
     """
     if set(batch) == {"solutions"}:
         return [{"solutions": batch["solutions"][a:b]} for a, b in bounds], [a for a, _ in bounds]
-    shared = client.scatter(batch, broadcast=True)
+    # In a list, the batch is one object whose key is a hash of its content (a dict
+    # itself would be scattered under its own keys, "centre" etc., which keep the first
+    # generation's data).
+    (shared,) = client.scatter([batch], broadcast=True)
     return [shared] * len(bounds), [0] * len(bounds)
 
 
