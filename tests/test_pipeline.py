@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -312,3 +314,12 @@ def test_lunar_lander_and_digits_campaign_with_figures(tmp_path):
         assert (figures / f"{name}.png").stat().st_size > 1000
     table = (tmp_path / "results" / "real" / "tables" / "final_metrics.csv").read_text()
     assert "lunar,openai_es" in table and "digits,snes" in table
+    status = subprocess.run(
+        [sys.executable, "-m", "evocamp", "status", "results/real"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
+    assert "QD score of openai_es/lunar/seed0" in status
+    assert "best objective of snes/digits/seed0" in status

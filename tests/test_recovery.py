@@ -227,7 +227,7 @@ def test_incomplete_plugin_optimizer_is_named_before_it_runs(tmp_path, small_con
     assert main(["init", "--spec", run_spec_json(spec), "--output", str(output)]) == 1
     assert not output.exists()
     assert capsys.readouterr().err == (
-        "evocamp: error: optimizer class evocamp_test_optimizers:NoTell (algorithm 'rs') "
+        "evocamp: error: run rs/sphere/seed0: optimizer class evocamp_test_optimizers:NoTell "
         "has no method 'tell'; an optimizer needs ask() and tell(objective, measures, "
         "**extra)\n"
     )
@@ -235,6 +235,6 @@ def test_incomplete_plugin_optimizer_is_named_before_it_runs(tmp_path, small_con
     spec = run_spec(validate_config(config), algorithm="rs", domain="sphere", seed=0)
     assert main(["init", "--spec", run_spec_json(spec), "--output", str(output)]) == 1
     assert (
-        "evocamp: error: optimizer class evocamp_test_optimizers:Missing (algorithm 'rs') "
-        "cannot be imported: AttributeError"
+        "evocamp: error: run rs/sphere/seed0: optimizer class "
+        "evocamp_test_optimizers:Missing cannot be imported: AttributeError"
     ) in capsys.readouterr().err

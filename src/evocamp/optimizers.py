@@ -69,20 +69,21 @@ def optimizer_class(spec: dict) -> type:
 
         return es.OpenAIES if algorithm["type"] == "openai_es" else es.SNES
     from evocamp.domains import import_plugin
+    from evocamp.storage import run_label
 
     try:
         cls = import_plugin(algorithm["class"], algorithm.get("python_path"))
     except (ImportError, AttributeError) as error:
         raise OptimizerError(
-            f"optimizer class {algorithm['class']} (algorithm '{spec['algorithm']}') cannot "
-            f"be imported: {type(error).__name__}: {error} (python_path: "
+            f"run {run_label(spec)}: optimizer class {algorithm['class']} cannot be "
+            f"imported: {type(error).__name__}: {error} (python_path: "
             f"{algorithm.get('python_path') or 'not set'})"
         ) from None
     missing = [name for name in REQUIRED_METHODS if not callable(getattr(cls, name, None))]
     if missing:
         raise OptimizerError(
-            f"optimizer class {algorithm['class']} (algorithm '{spec['algorithm']}') has no "
-            f"method {', '.join(repr(m) for m in missing)}; an optimizer needs ask() and "
+            f"run {run_label(spec)}: optimizer class {algorithm['class']} has no method "
+            f"{', '.join(repr(m) for m in missing)}; an optimizer needs ask() and "
             "tell(objective, measures, **extra)"
         )
     return cls
