@@ -8,6 +8,7 @@ import subprocess
 
 import h5py
 import numpy as np
+import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
@@ -179,40 +180,58 @@ def optimizer_config(small_config, control_file) -> dict:
 
 
 def test_failing_plugin_optimizer_names_where_and_resumes(tmp_path, small_config):
-    """A user's optimizer whose tell() raises at generation 5: one message naming the
-    class, the method, the run and the generation; kept checkpoints stay; after the fix
-    the rerun continues and matches a run that never failed. A batch of the wrong
-    shape from ask() is named the same way."""
+    """A user's optimizer whose tell() raises at generation 3: one message naming the
+    class, the method, the run and the generation; the kept checkpoint stays; after the
+    fix the rerun continues and matches a run that never failed."""
     control = tmp_path / "control"
-    config = optimizer_config(small_config, control)
+    config = merged(optimizer_config(small_config, control), {"generations": 4, "shards": 1})
+    config["checkpoint_every"] = 2
     write_config(tmp_path, config)
-    control.write_text("tell 5")
+    control.write_text("tell 3")
     failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     message = (
-        "evocamp: error: run rs/sphere/seed0, generation 5: optimizer class "
+        "evocamp: error: run rs/sphere/seed0, generation 3: optimizer class "
         "evocamp_test_optimizers:RandomSearch, method tell() raised ValueError: "
-        "tell failed on purpose at generation 5"
+        "tell failed on purpose at generation 3"
     )
     assert message in failed.stderr + failed.stdout
-    assert (
-        message in run_log(tmp_path, "small", "rs/sphere/seed0", "gen_000005/tell.log").read_text()
-    )
+    log = run_log(tmp_path, "small", "rs/sphere/seed0", "gen_000003/tell.log").read_text()
+    assert message in log and "Traceback" in log
     folder = run_folder(tmp_path, config, "rs", "sphere", 0)
-    assert (folder / "checkpoints" / "gen_000003.h5").exists()
-    control.write_text("ask 6")  # asked at the end of generation 5's tell
-    failed = run_snakemake(tmp_path, "runs", check=False)
-    assert (
-        "evocamp: error: run rs/sphere/seed0, generation 6: optimizer "
-        "evocamp_test_optimizers:RandomSearch, method ask() returned a batch of shape "
-        "(8, 5); expected (n, 6) with n >= 1 (solution_dim 6)"
-    ) in failed.stderr + failed.stdout
+    assert (folder / "checkpoints" / "gen_000002.h5").exists()
     control.unlink()
     run_snakemake(tmp_path, "runs")
     clean = tmp_path / "clean"
     write_config(clean, config)
     run_snakemake(clean, "runs")
     assert archive_digests(tmp_path) == archive_digests(clean)
+
+
+def test_plugin_optimizer_batch_of_the_wrong_shape_is_named(tmp_path, small_config):
+    from evocamp.config import run_spec, validate_config
+    from evocamp.engine import evaluate_slice, initialise, tell
+    from evocamp.optimizers import OptimizerError
+
+    control = tmp_path / "control"
+    config = validate_config(optimizer_config(small_config, control))
+    state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
+    control.write_text("ask 2")
+    shard = evaluate_slice(
+        state.spec,
+        generation=1,
+        shard=0,
+        start=0,
+        solutions=state.next_batch["solutions"],
+        seeds=state.next_seeds,
+    )
+    with pytest.raises(OptimizerError) as caught:
+        tell(state, [shard])
+    assert str(caught.value) == (
+        "run rs/sphere/seed0, generation 2: optimizer "
+        "evocamp_test_optimizers:RandomSearch, method ask() returned a batch of shape "
+        "(8, 5); expected (n, 6) with n >= 1 (solution_dim 6)"
+    )
 
 
 def test_incomplete_plugin_optimizer_is_named_before_it_runs(tmp_path, small_config, capsys):
