@@ -162,8 +162,10 @@ class OpenAIES(_NoiseES):
         sigma = float(batch["sigma"][()])
         seeds = batch["noise"][start // 2 : (stop + 1) // 2]
         out = np.empty((stop - start, len(centre)))
+        eps = None
         for row, index in enumerate(range(start, stop)):
-            eps = noise(seeds[index // 2 - start // 2], len(centre))
+            if eps is None or index % 2 == 0:  # one noise vector per antithetic pair
+                eps = noise(seeds[index // 2 - start // 2], len(centre))
             out[row] = centre + sigma * eps if index % 2 == 0 else centre - sigma * eps
         return _clip(out, batch)
 
