@@ -10,7 +10,8 @@ materialises its offspring from the centre and noise seeds, evaluates and writes
 shard file, then tell reads the state, regenerates the noise for the update and
 writes the next state. Bytes: the batch (datasets under /next_batch, /next_seeds)
 and the shard files, against the target 16 (M + P) + 64 KiB and the naive design
-(the batch as P x M float64 offspring, as QD batches are stored); the state file
+(the batch as P x M float64 offspring, as QD batches are stored; its write and read
+timed up to P x M = 10^8); the state file
 (optimizer state: centre and Adam moments). Seconds: the generation (all steps in
 sequence), tell, and one noise-regeneration pass (P/2 vectors of M normals).
 """
@@ -28,6 +29,8 @@ import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
 SHARDS = 4
 KIB = 1024
+#: Largest P x M for which the naive design's I/O is measured (8e8 bytes).
+NAIVE_MAX = 10**8
 
 
 def stored_bytes(path: Path, names: list[str]) -> int:
@@ -41,6 +44,27 @@ def stored_bytes(path: Path, names: list[str]) -> int:
             datasets = item.values() if isinstance(item, h5py.Group) else [item]
             total += sum(dataset.id.get_storage_size() for dataset in datasets)
     return total
+
+
+def naive_io_seconds(state, folder: Path) -> float:
+    """Seconds to write a batch as P x M offspring and read it back shard by shard (the
+    naive design's extra I/O; its offspring are drawn here once, not timed)."""
+    from evocamp.optimizers import materialise
+    from evocamp.storage import atomic_h5, shard_bounds, write_dataset
+
+    size = len(state.next_seeds)
+    offspring = materialise(type(state.optimizer), state.next_batch, 0, size)
+    path = folder / "naive.h5"
+    began = time.perf_counter()
+    with atomic_h5(path) as handle:
+        write_dataset(handle, "solutions", offspring)
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        for shard in range(SHARDS):
+            start, stop = shard_bounds(size, SHARDS, shard)
+            handle["solutions"][start:stop]
+    return time.perf_counter() - began
 
 
 def measure(dim: int, popsize: int, folder: Path) -> list:
@@ -93,6 +117,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
     for seed in state.next_batch["noise"]:
         es.noise(seed, dim)
     noise_pass = time.perf_counter() - began
+    naive_seconds = naive_io_seconds(state, folder) if dim * popsize <= NAIVE_MAX else None
     target = 16 * (dim + popsize) + 64 * KIB
     naive = popsize * dim * 8
     for path in folder.iterdir():
@@ -105,6 +130,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         f"{target / 1e6:.3f}",
         "yes" if batch_bytes + shard_bytes <= target else "NO",
         f"{naive / 1e6:,.1f}",
+        "-" if naive_seconds is None else f"{naive_seconds:.2f}",
         f"{state_bytes / 1e6:.2f}",
         f"{generation_seconds:.2f}",
         f"{tell_seconds:.2f}",
@@ -122,6 +148,7 @@ def main() -> None:
     rows = [measure(dim, popsize, folder) for dim in args.dims for popsize in args.popsizes]
     print(f"machine: {machine()}")
     header = ["M", "P", "batch + shards MB", "target MB", "within", "naive batch MB"]
+    header += ["naive batch write + read s"]
     header += ["state MB", "s / generation", "tell s", "noise pass s", "tell / noise pass"]
     print(table(header, rows))
 
