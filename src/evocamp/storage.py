@@ -47,16 +47,25 @@ OPTIMIZER_STATS = ("sigma",)
 
 def blank_metric_rows(count: int) -> np.ndarray:
     """``count`` metric rows: integer columns 0, float columns NaN."""
-    rows = np.zeros(count, dtype=METRIC_DTYPE)
+    return np.repeat(_BLANK_METRIC_ROW, count)
+
+
+def _blank_metric_row() -> np.ndarray:
+    row = np.zeros(1, dtype=METRIC_DTYPE)
     for name in METRIC_DTYPE.names:
         if METRIC_DTYPE[name].kind == "f":
-            rows[name] = np.nan
-    return rows
+            row[name] = np.nan
+    return row
+
+
+_BLANK_METRIC_ROW = _blank_metric_row()
 
 
 def as_metric_rows(rows: np.ndarray) -> np.ndarray:
     """Metric rows in ``METRIC_DTYPE``; columns an older file lacks are NaN (0 for
     integer columns), but ``best_objective``, which is the QD archive's ``obj_max``."""
+    if rows.dtype == METRIC_DTYPE:
+        return rows
     out = blank_metric_rows(len(rows))
     for name in rows.dtype.names:
         if name in METRIC_DTYPE.names:
