@@ -112,3 +112,56 @@ def test_digits_fitness_is_minus_minibatch_cross_entropy():
     accuracy = np.mean(logits(x[-360:]).argmax(axis=1) == y[-360:])
     assert out["test_accuracy"][0] == accuracy
     assert out["measures"].shape == (1, 0)
+
+
+def test_ackley_is_maximised_as_its_negative():
+    from evocamp.domains import ackley
+
+    points = np.array([[0.0] * 5, [1.0, -2.0, 0.5, 3.0, -32.768]])
+    out = ackley(points, np.zeros(2, dtype=np.uint64))
+    d = 5
+    expected = [
+        -20 * np.exp(-0.2 * np.sqrt(np.sum(x**2) / d))
+        - np.exp(np.sum(np.cos(2 * np.pi * x)) / d)
+        + 20
+        + np.e
+        for x in points
+    ]
+    np.testing.assert_allclose(out["ackley"], expected, rtol=1e-12, atol=1e-12)
+    assert abs(out["ackley"][0]) < 1e-12
+    np.testing.assert_array_equal(out["objective"], -out["ackley"])
+    assert out["measures"].shape == (2, 0)
+
+
+def test_random_search_samples_within_bounds_and_simulated_time_follows_the_seeds():
+    from evocamp.config import run_spec, validate_config
+    from evocamp.engine import evaluate_slice, initialise, simulated_seconds
+
+    config = validate_config(
+        {
+            "algorithms": {"rs": {"type": "random_search", "batch_size": 6}},
+            "domains": {
+                "a": {
+                    "type": "ackley",
+                    "solution_dim": 5,
+                    "simulated_seconds": {"distribution": "exponential", "mean": 0.01},
+                }
+            },
+            "shards": 2,
+        }
+    )
+    state = initialise(run_spec(config, algorithm="rs", domain="a", seed=0))
+    solutions = state.next_batch["solutions"]
+    assert solutions.shape == (6, 5) and np.abs(solutions).max() <= 32.768
+    waits = simulated_seconds({"distribution": "exponential", "mean": 0.01}, state.next_seeds)
+    assert (
+        waits[2:4].tobytes()
+        == simulated_seconds(
+            {"distribution": "exponential", "mean": 0.01}, state.next_seeds[2:4]
+        ).tobytes()
+    )
+    result = evaluate_slice(
+        state.spec, generation=1, shard=0, start=0, solutions=solutions, seeds=state.next_seeds
+    )
+    assert result.eval_seconds.sum() >= waits.sum()
+    np.testing.assert_array_equal(result.extra["ackley"], -result.objective)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from evocamp.optimizers import ES_TYPES, QD_TYPES
+from evocamp.optimizers import BASELINE_TYPES, ES_TYPES, QD_TYPES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 GRID_ALGORITHMS = {"map_elites", "map_elites_line", "cma_me", "cma_mae"}
@@ -29,7 +29,7 @@ SNES_DEFAULTS = {"sigma": 1.0, "eta_mu": 1.0}
 #: Keys that only some algorithm types use.
 KEYS_OF_TYPES = {
     "emitters": QD_TYPES,
-    "batch_size": QD_TYPES,
+    "batch_size": QD_TYPES + BASELINE_TYPES,
     "iso_sigma": QD_TYPES,
     "line_sigma": QD_TYPES,
     "ranker": tuple(ES_EMITTER_ALGORITHMS),
@@ -144,7 +144,7 @@ def measure_dim(domain: dict) -> int:
     the others two)."""
     if "measure_ranges" in domain:
         return len(domain["measure_ranges"])
-    return 0 if domain["type"] == "digits" else 2
+    return 0 if domain["type"] in ("digits", "ackley") else 2
 
 
 def batch_size_of(algorithm: dict, domain: dict) -> int | None:
@@ -160,6 +160,8 @@ def batch_size_of(algorithm: dict, domain: dict) -> int | None:
         return algorithm.get("emitters", 1) * algorithm.get("batch_size", 32)
     if kind == "openai_es":
         return algorithm.get("popsize", OPENAI_ES_DEFAULTS["popsize"])
+    if kind in BASELINE_TYPES:
+        return algorithm.get("batch_size", QD_DEFAULTS["batch_size"])
     if kind == "snes":
         from evocamp.es import snes_popsize
 
@@ -253,6 +255,13 @@ def _algorithm_problems(name: str, algorithm: dict, config: dict) -> list[str]:
     return problems
 
 
+def resolved_domain_of(domain: dict) -> dict:
+    """A domain entry with its built-in defaults (for checks before run specs exist)."""
+    from evocamp.domains import resolved_domain
+
+    return resolved_domain(domain)
+
+
 def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, shards: int):
     """Problems of running algorithm ``name`` on ``domain_name``."""
     key = f"algorithms.{name}"
@@ -268,6 +277,11 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
         problems.append(
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
+        )
+    if algorithm["type"] in BASELINE_TYPES and "bounds" not in resolved_domain_of(domain):
+        problems.append(
+            f"key '{key}.type': random_search samples within bounds, but domain "
+            f"'{domain_name}' has none; give domains.{domain_name}.bounds"
         )
     solutions = batch_size_of(algorithm, domain)
     if solutions is not None and shards > solutions:
@@ -315,6 +329,8 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
     elif kind == "openai_es":
         for name, value in OPENAI_ES_DEFAULTS.items():
             algorithm_spec.setdefault(name, value)
+    elif kind in BASELINE_TYPES:
+        algorithm_spec.setdefault("batch_size", QD_DEFAULTS["batch_size"])
     elif kind == "snes":
         from evocamp.es import snes_eta_sigma, snes_popsize
 

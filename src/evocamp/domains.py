@@ -206,12 +206,33 @@ def digits(
     }
 
 
+#: Ackley's constants and search box (Ackley 1987, as in the BO literature).
+ACKLEY_A, ACKLEY_B, ACKLEY_C = 20.0, 0.2, 2 * np.pi
+ACKLEY_BOUND = 32.768
+
+
+def ackley_value(solutions: np.ndarray) -> np.ndarray:
+    """The Ackley function (minimum 0 at the origin)."""
+    dim = solutions.shape[1]
+    root_mean_square = np.sqrt(np.sum(solutions**2, axis=1) / dim)
+    mean_cosine = np.sum(np.cos(ACKLEY_C * solutions), axis=1) / dim
+    return -ACKLEY_A * np.exp(-ACKLEY_B * root_mean_square) - np.exp(mean_cosine) + ACKLEY_A + np.e
+
+
+def ackley(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
+    """Ackley as a maximisation: objective = minus the Ackley value; extra field
+    ``ackley`` (the value itself, to report as a minimum). No measures."""
+    value = ackley_value(solutions)
+    return {"objective": -value, "measures": np.empty((len(solutions), 0)), "ackley": value}
+
+
 BUILTIN_DOMAINS: dict[str, Evaluator] = {
     "sphere": sphere,
     "rastrigin": rastrigin,
     "arm": arm,
     "lunar_lander": lunar_lander,
     "digits": digits,
+    "ackley": ackley,
 }
 #: Objective bounds below which no solution falls: the QD score offset of a domain.
 QD_SCORE_OFFSETS = {"arm": -(float(np.pi) ** 2), "lunar_lander": -600.0}
@@ -242,6 +263,8 @@ def resolved_domain(domain: dict) -> dict:
         spec.setdefault("bounds", bounds)
     if spec["type"] == "lunar_lander":
         spec["params"].setdefault("env_seed", LUNAR_LANDER_ENV_SEED)
+    if spec["type"] == "ackley" and not spec.get("extra_fields"):
+        spec["extra_fields"] = ["ackley"]
     if spec["type"] == "digits":
         spec["params"].setdefault("hidden", 32)
         spec["params"].setdefault("minibatch", 256)
@@ -268,7 +291,7 @@ def default_measure_ranges(spec: dict) -> list[list[float]]:
         return [[-reach, reach], [-reach, reach]]
     if kind == "lunar_lander":
         return [[-1.0, 1.0], [-3.0, 0.0]]
-    if kind == "digits":
+    if kind in ("digits", "ackley"):
         return []
     raise KeyError(kind)
 
@@ -277,6 +300,8 @@ def default_bounds(spec: dict) -> list[float] | None:
     """Solution bounds of a built-in domain (``None``: unbounded)."""
     if spec["type"] == "arm":
         return [-float(np.pi), float(np.pi)]
+    if spec["type"] == "ackley":
+        return [-ACKLEY_BOUND, ACKLEY_BOUND]
     return None
 
 

@@ -195,6 +195,24 @@ def _check_outputs(outputs: dict, *, call: _Call, measure_dim: int, extra_fields
     return checked
 
 
+def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
+    """Simulated evaluation time of each solution (domain key ``simulated_seconds``):
+    ``mean`` seconds each (``constant``) or drawn from an exponential distribution with
+    that mean from each solution's evaluation seed (``exponential``), so the same
+    solution waits the same time on any shard."""
+    mean = float(simulated["mean"])
+    if simulated["distribution"] == "constant":
+        return np.full(len(seeds), mean)
+    return np.array(
+        [
+            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,))).exponential(
+                mean
+            )
+            for seed in seeds
+        ]
+    )
+
+
 def evaluate_slice(
     spec: dict, *, generation: int, shard: int, start: int, solutions: np.ndarray, seeds: np.ndarray
 ) -> ShardResult:
@@ -233,6 +251,8 @@ def evaluate_slice(
         call = _Call(spec, generation, shard, start + lo, start + hi - 1)
         began = time.perf_counter()
         outputs = _call(evaluator, domain, solutions[lo:hi], seeds[lo:hi], call=call)
+        if domain.get("simulated_seconds"):
+            time.sleep(simulated_seconds(domain["simulated_seconds"], seeds[lo:hi]).sum())
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
         checked = _check_outputs(
             outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields

@@ -33,6 +33,7 @@ import numpy as np
 #: Algorithm types of each built-in family.
 QD_TYPES = ("map_elites", "map_elites_line", "cvt_map_elites", "cma_me", "cma_mae")
 ES_TYPES = ("openai_es", "snes")
+BASELINE_TYPES = ("random_search",)
 #: Methods every optimizer class has.
 REQUIRED_METHODS = ("ask", "tell")
 
@@ -47,12 +48,14 @@ class OptimizerError(RuntimeError):
 
 
 def family_of(algorithm: dict) -> str:
-    """``qd``, ``es`` or ``plugin``: the family of an algorithm config entry."""
+    """``qd``, ``es``, ``baseline`` or ``plugin``: the family of an algorithm entry."""
     kind = algorithm["type"]
     if kind in QD_TYPES:
         return "qd"
     if kind in ES_TYPES:
         return "es"
+    if kind in BASELINE_TYPES:
+        return "baseline"
     return "plugin"
 
 
@@ -68,6 +71,10 @@ def optimizer_class(spec: dict) -> type:
         from evocamp import es
 
         return es.OpenAIES if algorithm["type"] == "openai_es" else es.SNES
+    if family == "baseline":
+        from evocamp.baselines import RandomSearch
+
+        return RandomSearch
     from evocamp.domains import import_plugin
     from evocamp.storage import run_label
 
@@ -135,6 +142,8 @@ def build_optimizer(spec: dict):
     }
     if family == "es":
         return cls(**common, **es_params(algorithm))
+    if family == "baseline":
+        return cls(**common, batch_size=algorithm["batch_size"])
     return plugin_call(spec, 0, "__init__", cls, **common, **(algorithm.get("params") or {}))
 
 
