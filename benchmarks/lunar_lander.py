@@ -65,10 +65,14 @@ def tutorial_loop(seed: int, generations: int) -> dict:
     }
 
 
-def campaign_runs(seeds: list[int], generations: int, cores: int, workdir: Path) -> dict:
+def campaign_runs(
+    seeds: list[int], generations: int, cores: int, workdir: Path, mode: str | None
+) -> dict:
     """Final metrics of every run of the shipped campaign, and its wall time."""
     config = yaml.safe_load((REPO / "config" / "lunar_lander.yaml").read_text())
     config.update(generations=generations, seeds=seeds)
+    if mode:
+        config["mode"] = mode
     write_config(workdir, config)
     seconds, _ = measured(snakemake(workdir, "runs", cores=cores))
     runs = {}
@@ -106,17 +110,23 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=300)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--mode", choices=["shards", "dask"], help="default: the config's")
+    parser.add_argument("--no-peer", action="store_true", help="the campaign only")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="evocamp-lunar-"))
-    runs = campaign_runs(args.seeds, args.generations, args.cores, workdir)
-    peer = [tutorial_loop(seed, args.generations) for seed in args.seeds]
+    runs = campaign_runs(args.seeds, args.generations, args.cores, workdir, args.mode)
+    peer = [] if args.no_peer else [tutorial_loop(s, args.generations) for s in args.seeds]
     print(f"machine: {machine()}")
     print(f"{args.generations} generations x 150 evaluations, seeds {args.seeds}")
     header = ["algorithm", "runs", "QD score", "coverage", "best return (mean)"]
     header += ["best return (max)", "wall time"]
-    note = f"{{seconds:,.0f}} s, whole campaign, {args.cores} cores"
+    mode = args.mode or "the config's mode"
+    note = f"{{seconds:,.0f}} s, whole campaign, {args.cores} cores, {mode}"
     rows = [summary(f"evocamp {name}", members, note) for name, members in runs.items()]
-    rows.append(summary("pyribs tutorial loop (CMA-ME)", peer, "{seconds:,.0f} s per run, 1 core"))
+    if peer:
+        rows.append(
+            summary("pyribs tutorial loop (CMA-ME)", peer, "{seconds:,.0f} s per run, 1 core")
+        )
     print(table(header, rows))
 
 
