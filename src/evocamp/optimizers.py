@@ -101,13 +101,6 @@ def has_compact_batches(cls: type) -> bool:
     return callable(getattr(cls, "solutions", None)) and callable(getattr(cls, "batch_size", None))
 
 
-def batch_size(cls: type, batch) -> int:
-    """Solutions described by a stored batch."""
-    if has_compact_batches(cls):
-        return int(cls.batch_size(batch))
-    return len(batch["solutions"])
-
-
 def materialise(cls: type, batch, start: int, stop: int) -> np.ndarray:
     """Solutions ``start..stop-1`` of a batch, as a float64 array."""
     if has_compact_batches(cls):
