@@ -135,6 +135,12 @@ def status_report(folder: str | Path, *, plots: bool = True) -> str:
     )
 
 
+def _cell(value: float, spec: str) -> str:
+    """A table cell: the formatted value, or ``-`` where there is none (NaN: e.g. the QD
+    columns of a run without an archive)."""
+    return format(value, spec) if np.isfinite(value) else "-"
+
+
 def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
     """A table of a campaign's runs and a plot of each: QD score, or the best objective
     for a run without an archive."""
@@ -165,9 +171,9 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
                 run.label,
                 f"{generation}/{run.total or '?'}",
                 str(int(last["evaluations"])),
-                f"{last['qd_score']:.4g}",
-                f"{last['coverage']:.3f}",
-                f"{last['best_objective']:.4g}",
+                _cell(last["qd_score"], ".4g"),
+                _cell(last["coverage"], ".3f"),
+                _cell(last["best_objective"], ".4g"),
                 f"{per_generation:.2f}",
                 "0:00:00" if run.finished else format_duration(remaining),
                 "finished" if run.finished else "running",
