@@ -518,10 +518,8 @@ def read_shard_input(path: str | Path, *, shard: int, shards: int) -> ShardInput
         spec = json.loads(handle.attrs["run_spec"])
         seeds = _next_seeds(handle)
         start, stop = shard_bounds(seeds.shape[0], shards, shard)
-        if handle.attrs["schema_version"] < 3:
-            solutions = handle["next_batch/solutions"][start:stop]
-        else:
-            solutions = materialise(optimizer_class(spec), handle["next_batch"], start, stop)
+        # Version 1/2 batches (QD: /next_batch/solutions) are plain batches as well.
+        solutions = materialise(optimizer_class(spec), handle["next_batch"], start, stop)
         return ShardInput(
             spec=spec,
             generation=int(handle.attrs["generation"]) + 1,
