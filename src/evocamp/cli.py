@@ -63,6 +63,8 @@ def cmd_evaluate(args) -> None:
         start=shard.start,
         solutions=shard.solutions,
         seeds=shard.seeds,
+        stats=shard.stats,
+        keep_solutions=shard.proposed,
     )
     write_shard(args.output, result)
     _log(

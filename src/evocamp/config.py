@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from evocamp.optimizers import BASELINE_TYPES, ES_TYPES, QD_TYPES
+from evocamp.optimizers import BASELINE_TYPES, BO_TYPES, ES_TYPES, QD_TYPES
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 GRID_ALGORITHMS = {"map_elites", "map_elites_line", "cma_me", "cma_mae"}
@@ -29,7 +29,7 @@ SNES_DEFAULTS = {"sigma": 1.0, "eta_mu": 1.0}
 #: Keys that only some algorithm types use.
 KEYS_OF_TYPES = {
     "emitters": QD_TYPES,
-    "batch_size": QD_TYPES + BASELINE_TYPES,
+    "batch_size": QD_TYPES + BASELINE_TYPES + BO_TYPES,
     "iso_sigma": QD_TYPES,
     "line_sigma": QD_TYPES,
     "ranker": tuple(ES_EMITTER_ALGORITHMS),
@@ -39,6 +39,10 @@ KEYS_OF_TYPES = {
     "weight_decay": ("openai_es",),
     "eta_mu": ("snes",),
     "eta_sigma": ("snes",),
+    "kappa": BO_TYPES,
+    "initial_points": BO_TYPES,
+    "candidates": BO_TYPES,
+    "trees": BO_TYPES,
     "class": ("plugin",),
     "python_path": ("plugin",),
     "params": ("plugin",),
@@ -144,7 +148,9 @@ def measure_dim(domain: dict) -> int:
     the others two)."""
     if "measure_ranges" in domain:
         return len(domain["measure_ranges"])
-    return 0 if domain["type"] in ("digits", "ackley") else 2
+    from evocamp.domains import MINIMISED_VALUE
+
+    return 0 if domain["type"] == "digits" or domain["type"] in MINIMISED_VALUE else 2
 
 
 def batch_size_of(algorithm: dict, domain: dict) -> int | None:
@@ -162,6 +168,10 @@ def batch_size_of(algorithm: dict, domain: dict) -> int | None:
         return algorithm.get("popsize", OPENAI_ES_DEFAULTS["popsize"])
     if kind in BASELINE_TYPES:
         return algorithm.get("batch_size", QD_DEFAULTS["batch_size"])
+    if kind in BO_TYPES:
+        from evocamp.bo import BO_DEFAULTS
+
+        return algorithm.get("batch_size", BO_DEFAULTS["batch_size"])
     if kind == "snes":
         from evocamp.es import snes_popsize
 
@@ -278,9 +288,11 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
-    if algorithm["type"] in BASELINE_TYPES and "bounds" not in resolved_domain_of(domain):
+    if algorithm["type"] in BASELINE_TYPES + BO_TYPES and "bounds" not in resolved_domain_of(
+        domain
+    ):
         problems.append(
-            f"key '{key}.type': random_search samples within bounds, but domain "
+            f"key '{key}.type': {algorithm['type']} samples within bounds, but domain "
             f"'{domain_name}' has none; give domains.{domain_name}.bounds"
         )
     solutions = batch_size_of(algorithm, domain)
@@ -303,6 +315,9 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
 
     domain_spec = resolved_domain(config["domains"][domain])
     algorithm_spec = resolved_algorithm(config["algorithms"][algorithm], domain_spec)
+    if algorithm_spec["type"] == "qucb_decentralised":
+        # Every shard is one decentralised worker: the shard count is part of the algorithm.
+        algorithm_spec["shards"] = config["shards"]
     offset = default_qd_score_offset(domain_spec)
     if offset:
         algorithm_spec["archive"].setdefault("qd_score_offset", offset)
@@ -331,6 +346,11 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
             algorithm_spec.setdefault(name, value)
     elif kind in BASELINE_TYPES:
         algorithm_spec.setdefault("batch_size", QD_DEFAULTS["batch_size"])
+    elif kind in BO_TYPES:
+        from evocamp.bo import BO_DEFAULTS
+
+        for name, value in BO_DEFAULTS.items():
+            algorithm_spec.setdefault(name, value)
     elif kind == "snes":
         from evocamp.es import snes_eta_sigma, snes_popsize
 

@@ -36,12 +36,20 @@ def evaluate_on_worker(
     """Dask task: materialise solutions ``start..stop-1`` of a generation from ``batch``
     (the whole batch, or for plain batches the slice that begins at ``offset``),
     evaluate them and log it with the worker's address as prefix."""
-    from evocamp.optimizers import materialise, optimizer_class
+    from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
 
     began = time.perf_counter()
-    solutions = materialise(optimizer_class(spec), batch, start - offset, stop - offset)
+    cls = optimizer_class(spec)
+    solutions, stats = proposal(cls, batch, start - offset, stop - offset)
     result = evaluate_slice(
-        spec, generation=generation, shard=shard, start=start, solutions=solutions, seeds=seeds
+        spec,
+        generation=generation,
+        shard=shard,
+        start=start,
+        solutions=solutions,
+        seeds=seeds,
+        stats=stats,
+        keep_solutions=proposes_in_shards(cls),
     )
     logging.getLogger("evocamp.worker").info(
         "%s generation %d shard %d: solutions %d..%d in %.3f s",

@@ -226,6 +226,20 @@ def ackley(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     return {"objective": -value, "measures": np.empty((len(solutions), 0)), "ackley": value}
 
 
+def plain_sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
+    """The sphere function sum(x^2) (minimum 0 at the origin), maximised as its negative;
+    extra field ``sphere`` (the value itself). No measures, no shift or projection."""
+    value = np.sum(solutions**2, axis=1)
+    return {"objective": -value, "measures": np.empty((len(solutions), 0)), "sphere": value}
+
+
+def plain_rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
+    """The Rastrigin function (minimum 0 at the origin), maximised as its negative;
+    extra field ``rastrigin`` (the value itself). No measures, no shift or projection."""
+    value = _rastrigin_raw(solutions)
+    return {"objective": -value, "measures": np.empty((len(solutions), 0)), "rastrigin": value}
+
+
 BUILTIN_DOMAINS: dict[str, Evaluator] = {
     "sphere": sphere,
     "rastrigin": rastrigin,
@@ -233,7 +247,12 @@ BUILTIN_DOMAINS: dict[str, Evaluator] = {
     "lunar_lander": lunar_lander,
     "digits": digits,
     "ackley": ackley,
+    "plain_sphere": plain_sphere,
+    "plain_rastrigin": plain_rastrigin,
 }
+#: Minimisation benchmarks (maximised as their negative): the extra field holding the
+#: value to report as a minimum.
+MINIMISED_VALUE = {"ackley": "ackley", "plain_sphere": "sphere", "plain_rastrigin": "rastrigin"}
 #: Objective bounds below which no solution falls: the QD score offset of a domain.
 QD_SCORE_OFFSETS = {"arm": -(float(np.pi) ** 2), "lunar_lander": -600.0}
 DEFAULT_SOLUTION_DIM = 20
@@ -263,8 +282,8 @@ def resolved_domain(domain: dict) -> dict:
         spec.setdefault("bounds", bounds)
     if spec["type"] == "lunar_lander":
         spec["params"].setdefault("env_seed", LUNAR_LANDER_ENV_SEED)
-    if spec["type"] == "ackley" and not spec.get("extra_fields"):
-        spec["extra_fields"] = ["ackley"]
+    if spec["type"] in MINIMISED_VALUE and not spec.get("extra_fields"):
+        spec["extra_fields"] = [MINIMISED_VALUE[spec["type"]]]
     if spec["type"] == "digits":
         spec["params"].setdefault("hidden", 32)
         spec["params"].setdefault("minibatch", 256)
@@ -291,7 +310,7 @@ def default_measure_ranges(spec: dict) -> list[list[float]]:
         return [[-reach, reach], [-reach, reach]]
     if kind == "lunar_lander":
         return [[-1.0, 1.0], [-3.0, 0.0]]
-    if kind in ("digits", "ackley"):
+    if kind == "digits" or kind in MINIMISED_VALUE:
         return []
     raise KeyError(kind)
 
@@ -302,6 +321,8 @@ def default_bounds(spec: dict) -> list[float] | None:
         return [-float(np.pi), float(np.pi)]
     if spec["type"] == "ackley":
         return [-ACKLEY_BOUND, ACKLEY_BOUND]
+    if spec["type"] in ("plain_sphere", "plain_rastrigin"):
+        return [-PROJECTION_BOUND, PROJECTION_BOUND]
     return None
 
 

@@ -66,12 +66,17 @@ def metrics_row(
     best_objective: float,
     wall_seconds: float,
     eval_seconds: float,
+    shard_stats: dict | None = None,
+    workers: int = 0,
 ) -> np.ndarray:
     """One metrics row (``evocamp.storage.METRIC_DTYPE``).
 
     QD columns come from ``archive`` (NaN without one); ``gen_obj_max`` and
     ``gen_obj_mean`` from the generation's ``objective`` (NaN at generation 0);
-    ``sigma`` from the optimizer's ``stats()``, when it has them.
+    ``fit_seconds`` and ``propose_seconds`` from the shards (mean per shard) or, when
+    the optimizer proposes in ``tell``, from its ``stats()`` like ``sigma``;
+    ``utilisation`` is ``eval_seconds / (wall_seconds x workers)`` (the generation's
+    shards).
     """
     row = blank_metric_rows(1)
     row["generation"] = generation
@@ -88,6 +93,8 @@ def metrics_row(
         row["gen_obj_max"] = objective.max()
         row["gen_obj_mean"] = objective.mean()
     row["best_objective"] = best_objective
+    for name, value in (shard_stats or {}).items():
+        row[name] = value
     stats_of = getattr(optimizer, "stats", None)
     if callable(stats_of):
         for name, value in stats_of().items():
@@ -95,6 +102,8 @@ def metrics_row(
                 row[name] = value
     row["wall_seconds"] = wall_seconds
     row["eval_seconds"] = eval_seconds
+    if workers and wall_seconds > 0:
+        row["utilisation"] = eval_seconds / (wall_seconds * workers)
     return row
 
 
@@ -214,7 +223,15 @@ def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
 
 
 def evaluate_slice(
-    spec: dict, *, generation: int, shard: int, start: int, solutions: np.ndarray, seeds: np.ndarray
+    spec: dict,
+    *,
+    generation: int,
+    shard: int,
+    start: int,
+    solutions: np.ndarray,
+    seeds: np.ndarray,
+    stats: dict | None = None,
+    keep_solutions: bool = False,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -226,6 +243,10 @@ def evaluate_slice(
         Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch.
     solutions, seeds : numpy.ndarray
         The slice and its evaluation seeds.
+    stats : dict, optional
+        Seconds the shard spent making its solutions, kept with the results.
+    keep_solutions : bool
+        Keep the solutions with the results (the shard proposed them).
 
     Raises
     ------
@@ -269,6 +290,8 @@ def evaluate_slice(
         measures=merged["measures"],
         eval_seconds=eval_seconds,
         extra={name: merged[name] for name in extra_fields},
+        solutions=np.asarray(solutions, dtype=np.float64) if keep_solutions else None,
+        stats=dict(stats or {}),
     )
 
 
@@ -288,7 +311,25 @@ def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
         ) from None
 
 
-def combine_shards(spec: dict, generation: int, batch: int, shards: list[ShardResult]):
+@dataclass(frozen=True)
+class GenerationResults:
+    """A generation's shard results in solution-index order."""
+
+    objective: np.ndarray
+    measures: np.ndarray
+    extra: dict
+    #: Seconds spent evaluating, summed over all solutions.
+    eval_seconds: float
+    #: The evaluated solutions, when the shards proposed them (else ``None``).
+    solutions: np.ndarray | None
+    #: Mean over shards of the seconds they spent proposing (``SHARD_STATS``).
+    shard_stats: dict
+    shards: int
+
+
+def combine_shards(
+    spec: dict, generation: int, batch: int, shards: list[ShardResult]
+) -> GenerationResults:
     """Concatenate shard results in solution-index order, checking they tile the batch."""
     ordered = sorted(shards, key=lambda r: r.start)
     position = 0
@@ -305,11 +346,19 @@ def combine_shards(spec: dict, generation: int, batch: int, shards: list[ShardRe
             f"{_where(spec, generation, None, None)}: shards cover {position} of {batch} solutions"
         )
     extra_names = sorted(ordered[0].extra) if ordered else []
-    return (
-        np.concatenate([r.objective for r in ordered]),
-        np.concatenate([r.measures for r in ordered]),
-        {name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
-        float(sum(r.eval_seconds.sum() for r in ordered)),
+    proposed = [r.solutions for r in ordered if r.solutions is not None]
+    stat_names = sorted({name for r in ordered for name in r.stats})
+    return GenerationResults(
+        objective=np.concatenate([r.objective for r in ordered]),
+        measures=np.concatenate([r.measures for r in ordered]),
+        extra={name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
+        eval_seconds=float(sum(r.eval_seconds.sum() for r in ordered)),
+        solutions=np.concatenate(proposed) if len(proposed) == len(ordered) else None,
+        shard_stats={
+            name: float(np.mean([r.stats[name] for r in ordered if name in r.stats]))
+            for name in stat_names
+        },
+        shards=len(ordered),
     )
 
 
@@ -327,30 +376,38 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
     The metrics window restarts after every kept checkpoint (a generation that is
     a positive multiple of ``checkpoint_every``), whose rows were already saved.
     """
-    from evocamp.optimizers import call_method, family_of, materialise
+    from evocamp.optimizers import call_method, family_of, materialise, proposes_in_shards
 
     generation = state.generation + 1
-    objective, measures, extra, eval_seconds = combine_shards(
-        state.spec, generation, len(state.next_seeds), shards
-    )
+    results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
+    objective, extra = results.objective, results.extra
     optimizer = state.optimizer
+    cls = type(optimizer)
+
+    def solutions_of(rows) -> np.ndarray:
+        if results.solutions is not None:
+            return results.solutions[np.asarray(rows, dtype=np.int64)]
+        return np.stack([materialise(cls, state.next_batch, int(r), int(r) + 1)[0] for r in rows])
+
     if state.archive is not None and family_of(state.spec["algorithm_spec"]) != "qd":
         from evocamp.algorithms import add_to_passive_archive
 
-        cls = type(optimizer)
         add_to_passive_archive(
             state.archive,
             objective=objective,
-            measures=measures,
+            measures=results.measures,
             extra=extra,
-            solutions=lambda rows: np.stack(
-                [materialise(cls, state.next_batch, int(r), int(r) + 1)[0] for r in rows]
-            ),
+            solutions=solutions_of,
         )
     best = state.best
     if state.archive is None:
-        best = _improved_best(state, objective=objective, extra=extra)
-    call_method(state.spec, generation, optimizer, "tell", objective, measures, **extra)
+        best = _improved_best(
+            state.best, objective=objective, extra=extra, solutions_of=solutions_of
+        )
+    told = dict(extra)
+    if proposes_in_shards(cls):
+        told["solutions"] = results.solutions
+    call_method(state.spec, generation, optimizer, "tell", objective, results.measures, **told)
     previous_row = state.metrics_window[-1]
     evaluations = int(previous_row["evaluations"]) + len(objective)
     batch, seeds = _next_batch(state.spec, optimizer, generation + 1)
@@ -363,7 +420,9 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
         objective=objective,
         best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
         wall_seconds=finished - state.finished_at,
-        eval_seconds=eval_seconds,
+        eval_seconds=results.eval_seconds,
+        shard_stats=results.shard_stats,
+        workers=results.shards,
     )
     previous = state.generation
     window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0
@@ -381,15 +440,13 @@ def tell(state: RunState, shards: list[ShardResult]) -> RunState:
     )
 
 
-def _improved_best(state: RunState, *, objective: np.ndarray, extra: dict) -> dict:
+def _improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
     """The best evaluated solution so far (runs without an archive): its solution,
-    objective and extra fields; the first of equal objectives wins."""
-    from evocamp.optimizers import materialise
-
+    objective and extra fields; the first of equal objectives wins. ``solutions_of(rows)``
+    gives the solutions of rows of the generation's batch."""
     index = int(np.argmax(objective))
-    if state.best and objective[index] <= state.best["objective"]:
-        return state.best
-    solution = materialise(type(state.optimizer), state.next_batch, index, index + 1)[0]
-    best = {"solution": solution, "objective": np.float64(objective[index])}
-    best.update({name: np.float64(values[index]) for name, values in extra.items()})
-    return best
+    if best and objective[index] <= best["objective"]:
+        return best
+    improved = {"solution": solutions_of([index])[0], "objective": np.float64(objective[index])}
+    improved.update({name: np.float64(values[index]) for name, values in extra.items()})
+    return improved

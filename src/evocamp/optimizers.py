@@ -14,12 +14,14 @@ optimizer only through these methods::
         def solutions(batch, start, stop): ...        # and how a shard materialises them
         def tell(self, objective, measures, **extra): ...   # results of the whole batch
         # optional:
+        proposes_in_shards = True                     # solutions() proposes (e.g. fits a
+            # model per shard): shards store what they evaluated, tell gets solutions=...
         def stats(self): return {"sigma": ...}        # extra metrics (known columns only)
         def result(self): return {"centre": ...}      # arrays stored in archive.h5 /result
         archive = None                                # a pyribs archive: the run's elites
 
 Built-in families implement it: QD (:class:`evocamp.algorithms.QDOptimizer`, pyribs),
-ES (:mod:`evocamp.es`); a user's class is ``type: plugin`` with ``class:
+ES (:mod:`evocamp.es`), BO (:mod:`evocamp.bo`); a user's class is ``type: plugin`` with ``class:
 "module:Class"``. The optimizer lives in the tell process (in Dask mode, the segment
 process) and is pickled into every checkpoint; evaluation shards never build it: they
 call the class's static ``solutions`` on the stored batch (whose values may be h5py
@@ -33,6 +35,7 @@ import numpy as np
 #: Algorithm types of each built-in family.
 QD_TYPES = ("map_elites", "map_elites_line", "cvt_map_elites", "cma_me", "cma_mae")
 ES_TYPES = ("openai_es", "snes")
+BO_TYPES = ("qucb_centralised", "qucb_decentralised")
 BASELINE_TYPES = ("random_search",)
 #: Methods every optimizer class has.
 REQUIRED_METHODS = ("ask", "tell")
@@ -48,12 +51,14 @@ class OptimizerError(RuntimeError):
 
 
 def family_of(algorithm: dict) -> str:
-    """``qd``, ``es``, ``baseline`` or ``plugin``: the family of an algorithm entry."""
+    """``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``: the family of an algorithm entry."""
     kind = algorithm["type"]
     if kind in QD_TYPES:
         return "qd"
     if kind in ES_TYPES:
         return "es"
+    if kind in BO_TYPES:
+        return "bo"
     if kind in BASELINE_TYPES:
         return "baseline"
     return "plugin"
@@ -71,6 +76,11 @@ def optimizer_class(spec: dict) -> type:
         from evocamp import es
 
         return es.OpenAIES if algorithm["type"] == "openai_es" else es.SNES
+    if family == "bo":
+        from evocamp import bo
+
+        centralised = algorithm["type"] == "qucb_centralised"
+        return bo.CentralisedQUCB if centralised else bo.DecentralisedQUCB
     if family == "baseline":
         from evocamp.baselines import RandomSearch
 
@@ -101,11 +111,38 @@ def has_compact_batches(cls: type) -> bool:
     return callable(getattr(cls, "solutions", None)) and callable(getattr(cls, "batch_size", None))
 
 
+#: Timings a compact batch's ``solutions`` may return beside the solutions (a dict
+#: ``{"solutions": ..., "fit_seconds": ..., "propose_seconds": ...}``), per shard.
+SHARD_STATS = ("fit_seconds", "propose_seconds")
+
+
+def proposes_in_shards(cls: type) -> bool:
+    """Whether a class's shards propose their solutions (``proposes_in_shards = True``):
+    they are stored with the shard's results and given to ``tell`` as ``solutions``."""
+    return has_compact_batches(cls) and bool(getattr(cls, "proposes_in_shards", False))
+
+
+def proposal(cls: type, batch, start: int, stop: int) -> tuple[np.ndarray, dict]:
+    """Solutions ``start..stop-1`` of a batch, as a float64 array, and the seconds spent
+    making them (:data:`SHARD_STATS`: those the class reported, else the whole call
+    as ``propose_seconds``; nothing for a plain batch)."""
+    import time
+
+    if not has_compact_batches(cls):
+        return np.asarray(batch["solutions"][start:stop], dtype=np.float64), {}
+    began = time.perf_counter()
+    made = cls.solutions(batch, start, stop)
+    timings = {"propose_seconds": time.perf_counter() - began}
+    if isinstance(made, dict):
+        reported = {name: float(made[name]) for name in SHARD_STATS if name in made}
+        timings = reported or timings
+        made = made["solutions"]
+    return np.asarray(made, dtype=np.float64), timings
+
+
 def materialise(cls: type, batch, start: int, stop: int) -> np.ndarray:
     """Solutions ``start..stop-1`` of a batch, as a float64 array."""
-    if has_compact_batches(cls):
-        return np.asarray(cls.solutions(batch, start, stop), dtype=np.float64)
-    return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
+    return proposal(cls, batch, start, stop)[0]
 
 
 def build_optimizer(spec: dict):
@@ -137,6 +174,10 @@ def build_optimizer(spec: dict):
         return cls(**common, **es_params(algorithm))
     if family == "baseline":
         return cls(**common, batch_size=algorithm["batch_size"])
+    if family == "bo":
+        from evocamp.bo import bo_params
+
+        return cls(**common, **bo_params(algorithm))
     return plugin_call(spec, 0, "__init__", cls, **common, **(algorithm.get("params") or {}))
 
 

@@ -10,6 +10,7 @@ content are bitwise identical. The layout is documented in README.md
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -39,10 +40,13 @@ METRIC_FIELDS = (
     ("gen_obj_max", np.float64),
     ("gen_obj_mean", np.float64),
     ("sigma", np.float64),
+    ("fit_seconds", np.float64),
+    ("propose_seconds", np.float64),
+    ("utilisation", np.float64),
 )
 METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
 #: Metric columns an optimizer's ``stats()`` may fill.
-OPTIMIZER_STATS = ("sigma",)
+OPTIMIZER_STATS = ("sigma", "fit_seconds", "propose_seconds")
 
 
 def blank_metric_rows(count: int) -> np.ndarray:
@@ -501,6 +505,10 @@ class ShardInput:
     start: int
     solutions: np.ndarray
     seeds: np.ndarray
+    #: Seconds spent making the solutions (``evocamp.optimizers.SHARD_STATS``).
+    stats: dict
+    #: Whether the shard proposed them (they go back with its results).
+    proposed: bool
 
 
 def read_shard_input(path: str | Path, *, shard: int, shards: int) -> ShardInput:
@@ -512,20 +520,23 @@ def read_shard_input(path: str | Path, *, shard: int, shards: int) -> ShardInput
     which reads only what it needs (a QD shard: its rows; an ES shard: the centre and
     its noise seeds).
     """
-    from evocamp.optimizers import materialise, optimizer_class
+    from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
 
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         seeds = _next_seeds(handle)
         start, stop = shard_bounds(seeds.shape[0], shards, shard)
+        cls = optimizer_class(spec)
         # Version 1/2 batches (QD: /next_batch/solutions) are plain batches as well.
-        solutions = materialise(optimizer_class(spec), handle["next_batch"], start, stop)
+        solutions, stats = proposal(cls, handle["next_batch"], start, stop)
         return ShardInput(
             spec=spec,
             generation=int(handle.attrs["generation"]) + 1,
             start=start,
             solutions=solutions,
             seeds=seeds[start:stop],
+            stats=stats,
+            proposed=proposes_in_shards(cls),
         )
 
 
@@ -549,6 +560,10 @@ class ShardResult:
     measures: np.ndarray
     eval_seconds: np.ndarray
     extra: dict
+    #: The evaluated solutions, when the shard proposed them (``proposes_in_shards``).
+    solutions: np.ndarray | None = None
+    #: Seconds the shard spent proposing (``evocamp.optimizers.SHARD_STATS``).
+    stats: dict = dataclasses.field(default_factory=dict)
 
 
 def write_shard(path: str | Path, result: ShardResult) -> None:
@@ -564,6 +579,10 @@ def write_shard(path: str | Path, result: ShardResult) -> None:
         extra = handle.create_group("extra")
         for name in sorted(result.extra):
             write_dataset(extra, name, result.extra[name])
+        if result.solutions is not None:
+            write_dataset(handle, "solutions", result.solutions)
+        for name, value in sorted(result.stats.items()):
+            handle.attrs[f"stat_{name}"] = value
 
 
 def read_shard(path: str | Path) -> ShardResult:
@@ -578,6 +597,12 @@ def read_shard(path: str | Path) -> ShardResult:
             measures=handle["measures"][()],
             eval_seconds=handle["eval_seconds"][()],
             extra={name: handle["extra"][name][()] for name in handle["extra"]},
+            solutions=handle["solutions"][()] if "solutions" in handle else None,
+            stats={
+                name.removeprefix("stat_"): float(value)
+                for name, value in handle.attrs.items()
+                if name.startswith("stat_")
+            },
         )
 
 
