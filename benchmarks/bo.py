@@ -1,0 +1,332 @@
+"""The BO family beside its peer, DeepHyper's CBO, on Ackley 5-d and 10-d.
+
+    python benchmarks/bo.py --deephyper-python /opt/dhenv/bin/python \
+        [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] [--figure PATH]
+    python benchmarks/bo.py --timing-only --deephyper-python ...
+
+1. Runs ``config/bo.yaml`` (decentralised qUCB, centralised qUCB, random search; Dask
+   mode, 8 shards on 8 workers, 8 points per generation) through Snakemake, one campaign
+   per domain so each gets its budget (5-d: 200 evaluations, 10-d: 400), one run at a
+   time (``--cores 1``) so wall times are not shared.
+2. Runs DeepHyper's CBO (ET surrogate, UCBd, qUCBd, as the issue measured it) in its own
+   loop and thread evaluator with ``--workers`` workers (``bo_deephyper.py search``),
+   same function, budget, initial design size and simulated evaluation times.
+3. Prints, per domain: best Ackley value at the budget and at half of it, wall seconds,
+   utilisation (mean and 95% bootstrap CI over seeds); writes the figure (best value
+   against evaluations and against wall time, bands).
+4. Surrogate step: seconds of one fit + one proposal of 8 points at 100 / 1,000 / 5,000
+   history points, evocamp's (scikit-learn ExtraTrees) and DeepHyper's (``tell`` +
+   ``ask``), and whether a repeated seed repeats the proposal; and the seconds the tell
+   step spends proposing as the batch grows (centralised) against decentralised shards.
+
+``deephyper==0.13.2`` is not a dependency of evocamp: install it into its own
+environment (``python -m venv --system-site-packages /opt/dhenv && /opt/dhenv/bin/pip
+install deephyper==0.13.2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from common import REPO, machine, snakemake, table, write_config
+
+import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
+
+BUDGETS = {"ackley5": (5, 200), "ackley10": (10, 400)}
+VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
+PEER = "deephyper_cbo"
+
+
+def campaign_curves(args, domain: str, workdir: Path) -> dict[str, list[dict]]:
+    """Run the campaign of one domain; per variant and seed, the best Ackley value
+    after each evaluation's generation, the cumulative wall time and utilisation."""
+    from evocamp.metrics import read_metrics_csv
+
+    config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
+    dim, budget = BUDGETS[domain]
+    config["campaign"] = f"bench_{domain}"
+    config["seeds"] = list(args.seeds)
+    config["generations"] = budget // config["algorithms"]["qucb_centralised"]["batch_size"]
+    config["checkpoint_every"] = config["generations"]
+    config["dask"]["workers"] = args.workers
+    config["shards"] = args.workers
+    config["domains"] = {domain: config["domains"][domain]}
+    config["domains"][domain]["simulated_seconds"]["mean"] = args.mean_seconds
+    write_config(workdir, config)
+    subprocess.run(
+        snakemake(workdir, "runs", cores=1, snakefile=REPO / "Snakefile"),
+        check=True,
+        capture_output=True,
+    )
+    curves = {}
+    for variant in VARIANTS:
+        for seed in args.seeds:
+            rows = read_metrics_csv(
+                workdir
+                / "results"
+                / config["campaign"]
+                / variant
+                / domain
+                / f"seed{seed}"
+                / "metrics.csv"
+            )[1:]
+            wall = np.cumsum(rows["wall_seconds"])
+            curves.setdefault(variant, []).append(
+                {
+                    "evaluations": rows["evaluations"],
+                    "best": -rows["best_objective"],
+                    "times": wall,
+                    "wall_seconds": float(wall[-1]),
+                    "utilisation": float(rows["eval_seconds"].sum() / (wall[-1] * args.workers)),
+                    "fit_seconds": float(np.nanmean(rows["fit_seconds"])),
+                }
+            )
+    return curves
+
+
+def peer_curves(args, domain: str) -> list[dict]:
+    dim, budget = BUDGETS[domain]
+    runs = []
+    for seed in args.seeds:
+        out = subprocess.run(
+            [
+                args.deephyper_python,
+                str(REPO / "benchmarks" / "bo_deephyper.py"),
+                "search",
+                f"--dim={dim}",
+                f"--evaluations={budget}",
+                f"--seed={seed}",
+                f"--workers={args.workers}",
+                f"--mean-seconds={args.mean_seconds}",
+                "--initial-points=10",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()[-1]
+        run = json.loads(out)
+        runs.append(
+            {
+                "evaluations": np.arange(1, len(run["best"]) + 1),
+                "best": np.asarray(run["best"]),
+                "times": np.asarray(run["times"]),
+                "wall_seconds": run["wall_seconds"],
+                "utilisation": run["utilisation"],
+                "fit_seconds": np.nan,
+            }
+        )
+    return runs
+
+
+def best_at(run: dict, evaluations: int) -> float:
+    """Best value once ``evaluations`` evaluations are done."""
+    index = np.searchsorted(run["evaluations"], evaluations)
+    return float(run["best"][min(index, len(run["best"]) - 1)])
+
+
+def best_at_time(run: dict, seconds: np.ndarray) -> np.ndarray:
+    """Best value known at each of ``seconds`` (NaN before the first result)."""
+    index = np.searchsorted(run["times"], seconds, side="right") - 1
+    values = np.where(index >= 0, run["best"][np.maximum(index, 0)], np.nan)
+    return values
+
+
+def interval(values) -> str:
+    from evocamp.comparison import bootstrap_mean_ci
+
+    mean, low, high = bootstrap_mean_ci(
+        np.asarray(values), samples=2000, rng=np.random.default_rng(0)
+    )
+    return f"{float(mean):.3g} [{float(low):.3g}, {float(high):.3g}]"
+
+
+def report(results: dict[str, dict[str, list[dict]]]) -> str:
+    lines = []
+    for domain, variants in results.items():
+        _, budget = BUDGETS[domain]
+        rows = []
+        for name, runs in variants.items():
+            rows.append(
+                [
+                    name,
+                    len(runs),
+                    interval([best_at(r, budget // 2) for r in runs]),
+                    interval([best_at(r, budget) for r in runs]),
+                    interval([r["wall_seconds"] for r in runs]),
+                    interval([r["utilisation"] for r in runs]),
+                ]
+            )
+        lines.append(f"### {domain} ({budget} evaluations)\n")
+        lines.append(
+            table(
+                [
+                    "variant",
+                    "seeds",
+                    f"best Ackley at {budget // 2}",
+                    f"best Ackley at {budget}",
+                    "wall s",
+                    "utilisation",
+                ],
+                rows,
+            )
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def figure(results: dict, path: Path) -> None:
+    from evocamp.comparison import bootstrap_mean_ci
+    from evocamp.plotting import PALETTE, pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(2, len(results), squeeze=False, figsize=(7.0, 4.4))
+    rng = np.random.default_rng(0)
+    for column, (domain, variants) in enumerate(results.items()):
+        _, budget = BUDGETS[domain]
+        horizon = max(r["times"][-1] for runs in variants.values() for r in runs)
+        grid_t = np.linspace(0, horizon, 200)
+        grid_e = np.arange(1, budget + 1)
+        for colour, (name, runs) in enumerate(variants.items()):
+            style = {"color": PALETTE[colour % len(PALETTE)]}
+            for row, (grid, curve) in enumerate(
+                ((grid_e, lambda r, g: [best_at(r, e) for e in g]), (grid_t, best_at_time))
+            ):
+                values = np.array([curve(r, grid) for r in runs], dtype=np.float64)
+                keep = np.isfinite(values).all(axis=0)
+                mean, low, high = bootstrap_mean_ci(values[:, keep], samples=1000, rng=rng)
+                ax = axes[row, column]
+                ax.plot(grid[keep], mean, label=name, **style)
+                ax.fill_between(grid[keep], low, high, alpha=0.2, linewidth=0, **style)
+        axes[0, column].set_title(f"Ackley {BUDGETS[domain][0]}-d")
+        axes[0, column].set_xlabel("evaluations")
+        axes[1, column].set_xlabel("wall seconds")
+        for row in (0, 1):
+            axes[row, column].set_ylabel("best Ackley value")
+    axes[0, 0].legend(frameon=False, fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple[float, bool]:
+    """One fit + proposal of ``batch`` points by evocamp's qUCB, and whether a second
+    call with the same seed proposes the same points."""
+    from evocamp.bo import exploration_weights, propose
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-32.768, 32.768, (history, dim))
+    from evocamp.domains import ackley_value
+
+    y = -ackley_value(x)
+    made = []
+    for _ in range(2):
+        began = time.perf_counter()
+        points, _, _ = propose(
+            x,
+            y,
+            kappas=exploration_weights(1, kappa=1.96, worker=0, count=batch),
+            bounds=(-32.768, 32.768),
+            candidates=10000,
+            trees=trees,
+            initial_points=10,
+            rng=np.random.default_rng(1),
+        )
+        seconds = time.perf_counter() - began
+        made.append(points)
+    return seconds, bool(np.array_equal(made[0], made[1]))
+
+
+def timing_report(args) -> str:
+    rows = []
+    for dim in (5, 10):
+        peer = subprocess.run(
+            [
+                args.deephyper_python,
+                str(REPO / "benchmarks" / "bo_deephyper.py"),
+                "timing",
+                f"--dim={dim}",
+                "--history",
+                "100",
+                "1000",
+                "5000",
+                "--batch=8",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+        peer = {row["history"]: row for row in map(json.loads, peer)}
+        for history in (100, 1000, 5000):
+            ours = [our_step_seconds(dim, history, batch=8, trees=t) for t in (10, 25)]
+            rows.append(
+                [
+                    dim,
+                    history,
+                    f"{ours[0][0]:.3f}",
+                    f"{ours[1][0]:.3f}",
+                    "yes" if ours[0][1] and ours[1][1] else "no",
+                    f"{peer[history]['seconds']:.3f}",
+                    "yes" if peer[history]["deterministic"] else "no",
+                ]
+            )
+    first = table(
+        [
+            "d",
+            "history",
+            "evocamp 10 trees s",
+            "evocamp 25 trees s",
+            "repeatable",
+            "DeepHyper CBO s",
+            "repeatable",
+        ],
+        rows,
+    )
+    rows = []
+    for batch in (8, 64, 512):
+        centralised, _ = our_step_seconds(10, 1000, batch=batch, trees=25)
+        shard, _ = our_step_seconds(10, 1000, batch=max(1, batch // 8), trees=25)
+        rows.append([batch, f"{centralised:.3f}", f"{shard:.3f}"])
+    second = table(
+        [
+            "batch (8 shards)",
+            "centralised: tell proposes all, s",
+            "decentralised: each shard proposes its share, s",
+        ],
+        rows,
+    )
+    return first + "\n\n" + second
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deephyper-python", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--mean-seconds", type=float, default=0.5)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--domains", nargs="+", default=list(BUDGETS))
+    parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "bo.png")
+    parser.add_argument("--timing-only", action="store_true")
+    args = parser.parse_args()
+    print(machine())
+    print(timing_report(args))
+    if args.timing_only:
+        return
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for domain in args.domains:
+            variants = campaign_curves(args, domain, Path(folder) / domain)
+            variants[PEER] = peer_curves(args, domain)
+            results[domain] = variants
+    print(report(results))
+    figure(results, args.figure)
+    print(f"figure: {args.figure}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Bayesian optimisation: qUCB proposals, the decentralised (per-shard) variant, its
+promises across executors and resumes, and its configuration errors."""
+
+from __future__ import annotations
+
+import copy
+import signal
+
+import h5py
+import numpy as np
+import pytest
+from conftest import archive_digests, jobs_run, merged, run_folder, run_snakemake, write_config
+from test_config import error_of
+from test_recovery import kill_tree_after
+
+from evocamp.bo import exploration_weights, select_by_ucb, tree_mean_std
+from evocamp.config import run_spec, validate_config
+from evocamp.engine import evaluate_slice, initialise, tell
+from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
+from evocamp.storage import read_archive, shard_bounds
+
+#: Small BO campaign: both qUCB variants and random search on Ackley 4-d, 6 points per
+#: generation on 3 shards, 6 generations (the surrogate takes over at generation 2).
+BO_CAMPAIGN = {
+    "campaign": "bo_small",
+    "master_seed": 3,
+    "generations": 6,
+    "shards": 3,
+    "checkpoint_every": 3,
+    "seeds": 1,
+    "algorithms": {
+        "dec": {
+            "type": "qucb_decentralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+        },
+        "cen": {
+            "type": "qucb_centralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+        },
+        "rs": {"type": "random_search", "batch_size": 6},
+    },
+    "domains": {"ackley4": {"type": "ackley", "solution_dim": 4}},
+}
+
+
+def run_in_memory(config: dict, algorithm: str, domain: str, *, generations: int):
+    """Run one BO run with the engine's steps in this process (as the shard jobs would)."""
+    config = validate_config(config)
+    spec = run_spec(config, algorithm=algorithm, domain=domain, seed=0)
+    state = initialise(spec)
+    cls = optimizer_class(spec)
+    shards = config["shards"]
+    for _ in range(generations):
+        results = []
+        for shard in range(shards):
+            start, stop = shard_bounds(len(state.next_seeds), shards, shard)
+            solutions, stats = proposal(cls, state.next_batch, start, stop)
+            results.append(
+                evaluate_slice(
+                    spec,
+                    generation=state.generation + 1,
+                    shard=shard,
+                    start=start,
+                    solutions=solutions,
+                    seeds=state.next_seeds[start:stop],
+                    stats=stats,
+                    keep_solutions=proposes_in_shards(cls),
+                )
+            )
+        state = tell(state, results)
+    return state
+
+
+def test_ucb_selection_takes_each_kappa_in_turn_without_repeats():
+    mean = np.array([1.0, 3.0, 2.0, 3.0])
+    std = np.array([5.0, 0.0, 1.0, 0.0])
+    # kappa 0: the best mean (first of the tie); again 0: the tie's other member;
+    # kappa 10: the widest; kappa 0.5: what is left, 2 + 0.5 beats nothing else.
+    assert select_by_ucb(mean, std, np.array([0.0, 0.0, 10.0, 0.5])).tolist() == [1, 3, 0, 2]
+
+
+def test_surrogate_mean_is_the_forests_prediction_and_spread_is_over_trees():
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (50, 3))
+    model = ExtraTreesRegressor(n_estimators=7, random_state=0).fit(x, np.sin(x).sum(axis=1))
+    points = rng.uniform(-1, 1, (20, 3))
+    mean, std = tree_mean_std(model, points)
+    np.testing.assert_allclose(mean, model.predict(points), rtol=1e-12)
+    per_tree = np.array([tree.predict(points) for tree in model.estimators_])
+    np.testing.assert_allclose(std, per_tree.std(axis=0), rtol=1e-12)
+    assert (std > 0).any()
+
+
+def test_exploration_weights_are_exponential_and_fixed_per_worker():
+    weights = exploration_weights(11, kappa=1.96, worker=0, count=20000)
+    assert abs(weights.mean() - 1.96) < 0.05 and (weights > 0).all()
+    np.testing.assert_array_equal(
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+    )
+    assert not np.array_equal(
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+        exploration_weights(11, kappa=1.96, worker=4, count=4),
+    )
+
+
+def test_qucb_beats_random_search_on_ackley_5d_in_200_evaluations():
+    """The outcome the family is for: 25 generations of 8 on Ackley 5-d, 8 shards."""
+    config = {
+        "shards": 8,
+        "algorithms": {
+            "dec": {"type": "qucb_decentralised", "candidates": 2000, "trees": 10},
+            "cen": {"type": "qucb_centralised", "candidates": 2000, "trees": 10},
+            "rs": {"type": "random_search", "batch_size": 8},
+        },
+        "domains": {"ackley5": {"type": "ackley", "solution_dim": 5}},
+    }
+    best = {
+        name: run_in_memory(config, name, "ackley5", generations=25).best["ackley"]
+        for name in ("dec", "cen", "rs")
+    }
+    assert best["dec"] < 0.75 * best["rs"] and best["cen"] < 0.75 * best["rs"], best
+    # Random search's best of 200 on Ackley 5-d is about 16 (the issue's 20 seeds: 16.1).
+    assert 12 < best["rs"] < 20, best
+
+
+def test_each_shard_proposes_from_its_own_seed_and_kappa():
+    config = merged(BO_CAMPAIGN, {"algorithms": {"dec": {"initial_points": 1}}})
+    state = run_in_memory(config, "dec", "ackley4", generations=1)
+    cls = optimizer_class(state.spec)
+    slices = [shard_bounds(6, 3, shard) for shard in range(3)]
+    first = [proposal(cls, state.next_batch, a, b)[0] for a, b in slices]
+    again = [proposal(cls, state.next_batch, a, b)[0] for a, b in slices]
+    for mine, repeated in zip(first, again, strict=True):
+        np.testing.assert_array_equal(mine, repeated)
+    assert not np.array_equal(first[0], first[1])
+    made, timings = proposal(cls, state.next_batch, *slices[1])
+    assert made.shape == (2, 4) and set(timings) == {"fit_seconds", "propose_seconds"}
+    assert timings["fit_seconds"] > 0
+    assert (np.abs(made) <= 32.768).all()
+    with pytest.raises(ValueError, match="solutions 1..2 are not one shard's slice"):
+        cls.solutions(state.next_batch, 1, 3)
+
+
+def test_tell_gets_the_solutions_the_shards_proposed():
+    state = run_in_memory(BO_CAMPAIGN, "dec", "ackley4", generations=3)
+    history = state.optimizer
+    assert history.x.shape == (18, 4) and history.y.shape == (18,)
+    from evocamp.domains import ackley_value
+
+    np.testing.assert_allclose(-ackley_value(history.x), history.y, rtol=1e-12)
+    assert state.best["ackley"] == pytest.approx(-history.y.max())
+    row = state.metrics_window[-1]
+    assert row["fit_seconds"] > 0 and row["propose_seconds"] > 0 and 0 < row["utilisation"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"domains": {"ackley4": {"type": "sphere", "solution_dim": 4}}},
+            "key 'algorithms.cen.type': qucb_centralised samples within bounds, but domain "
+            "'ackley4' has none; give domains.ackley4.bounds",
+        ),
+        (
+            {"domains": {"ackley4": {"bounds": [5, -5]}}},
+            "key 'domains.ackley4.bounds': low 5 must be below high -5",
+        ),
+        (
+            {"algorithms": {"dec": {"kappa": 0}}},
+            "key 'algorithms.dec.kappa': 0 is less than or equal to the minimum of 0",
+        ),
+        (
+            {"algorithms": {"dec": {"batch_size": 2}}},
+            "key 'shards': 3 shards is more than the 2 solutions per generation of "
+            "algorithm 'dec' on domain 'ackley4'; allowed is 1..2",
+        ),
+        (
+            {"algorithms": {"rs": {"kappa": 1.0}}},
+            "key 'algorithms.rs.kappa': not used by type random_search",
+        ),
+    ],
+)
+def test_bad_bo_configuration_is_named(overrides, message):
+    assert message in error_of(merged(BO_CAMPAIGN, overrides))
+
+
+def test_bo_campaign_is_identical_on_any_executor_and_after_kills(tmp_path):
+    """Shard mode, Dask mode and a shard-mode campaign killed and rerun give bitwise
+    identical archives (for the same shard count); the best solutions are stored."""
+    shard_mode = tmp_path / "shards"
+    write_config(shard_mode, BO_CAMPAIGN)
+    run_snakemake(shard_mode, "runs")
+    reference = archive_digests(shard_mode)
+    assert len(reference) == 3
+
+    dask_mode = tmp_path / "dask"
+    write_config(dask_mode, merged(BO_CAMPAIGN, {"mode": "dask", "dask": {"workers": 2}}))
+    run_snakemake(dask_mode, "runs")
+    assert archive_digests(dask_mode) == reference
+
+    killed = tmp_path / "killed"
+    write_config(killed, BO_CAMPAIGN)
+    assert kill_tree_after(killed, 6.0) == -signal.SIGKILL
+    run_snakemake(killed, "runs")
+    assert archive_digests(killed) == reference
+
+    path = run_folder(shard_mode, BO_CAMPAIGN, "dec", "ackley4", 0) / "archive.h5"
+    assert read_archive(path)["file_attrs"]["evaluations"] == 36
+    with h5py.File(path) as handle:
+        assert handle["best/solution"].shape == (4,)
+        assert handle["best/ackley"][()] == pytest.approx(-handle["best/objective"][()])
+
+
+def test_shard_count_is_part_of_the_decentralised_run(tmp_path):
+    """Another shard count makes the decentralised run a new run (recomputed, other
+    results); centralised and random search runs are kept."""
+    write_config(tmp_path, BO_CAMPAIGN)
+    run_snakemake(tmp_path, "runs")
+    before = archive_digests(tmp_path)
+    write_config(tmp_path, merged(BO_CAMPAIGN, {"shards": 2}))
+    completed = run_snakemake(tmp_path, "runs")
+    after = archive_digests(tmp_path)
+    key = "bo_small/{}/ackley4/seed0"
+    assert after[key.format("cen")] == before[key.format("cen")]
+    assert after[key.format("rs")] == before[key.format("rs")]
+    assert after[key.format("dec")] != before[key.format("dec")]
+    assert jobs_run(completed).get("tell", 0) > 0
+    config = validate_config(copy.deepcopy(BO_CAMPAIGN))
+    spec = run_spec(config, algorithm="dec", domain="ackley4", seed=0)
+    assert spec["algorithm_spec"]["shards"] == 3
