@@ -4,6 +4,7 @@ promises across executors and resumes, and its configuration errors."""
 from __future__ import annotations
 
 import copy
+import shutil
 import signal
 
 import h5py
@@ -193,13 +194,26 @@ def test_bad_bo_configuration_is_named(overrides, message):
     assert message in error_of(merged(BO_CAMPAIGN, overrides))
 
 
-def test_bo_campaign_is_identical_on_any_executor_and_after_kills(tmp_path):
+@pytest.fixture(scope="module")
+def bo_reference(tmp_path_factory):
+    """The small BO campaign's runs, finished uninterrupted in shard mode (read only)."""
+    workdir = tmp_path_factory.mktemp("bo_reference")
+    write_config(workdir, BO_CAMPAIGN)
+    run_snakemake(workdir, "runs")
+    return workdir
+
+
+def copied(reference, tmp_path):
+    """A copy of a finished campaign folder, to change."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(reference, workdir, symlinks=True)
+    return workdir
+
+
+def test_bo_campaign_is_identical_on_any_executor_and_after_kills(tmp_path, bo_reference):
     """Shard mode, Dask mode and a shard-mode campaign killed and rerun give bitwise
     identical archives (for the same shard count); the best solutions are stored."""
-    shard_mode = tmp_path / "shards"
-    write_config(shard_mode, BO_CAMPAIGN)
-    run_snakemake(shard_mode, "runs")
-    reference = archive_digests(shard_mode)
+    reference = archive_digests(bo_reference)
     assert len(reference) == 3
 
     dask_mode = tmp_path / "dask"
@@ -213,27 +227,59 @@ def test_bo_campaign_is_identical_on_any_executor_and_after_kills(tmp_path):
     run_snakemake(killed, "runs")
     assert archive_digests(killed) == reference
 
-    path = run_folder(shard_mode, BO_CAMPAIGN, "dec", "ackley4", 0) / "archive.h5"
+    path = run_folder(bo_reference, BO_CAMPAIGN, "dec", "ackley4", 0) / "archive.h5"
     assert read_archive(path)["file_attrs"]["evaluations"] == 36
     with h5py.File(path) as handle:
         assert handle["best/solution"].shape == (4,)
         assert handle["best/ackley"][()] == pytest.approx(-handle["best/objective"][()])
 
 
-def test_shard_count_is_part_of_the_decentralised_run(tmp_path):
+def test_shard_count_is_part_of_the_decentralised_run(tmp_path, bo_reference):
     """Another shard count makes the decentralised run a new run (recomputed, other
     results); centralised and random search runs are kept."""
-    write_config(tmp_path, BO_CAMPAIGN)
-    run_snakemake(tmp_path, "runs")
-    before = archive_digests(tmp_path)
-    write_config(tmp_path, merged(BO_CAMPAIGN, {"shards": 2}))
-    completed = run_snakemake(tmp_path, "runs")
-    after = archive_digests(tmp_path)
+    workdir = copied(bo_reference, tmp_path)
+    before = archive_digests(workdir)
+    write_config(workdir, merged(BO_CAMPAIGN, {"shards": 2}))
+    completed = run_snakemake(workdir, "runs")
+    after = archive_digests(workdir)
     key = "bo_small/{}/ackley4/seed0"
     assert after[key.format("cen")] == before[key.format("cen")]
     assert after[key.format("rs")] == before[key.format("rs")]
     assert after[key.format("dec")] != before[key.format("dec")]
-    assert jobs_run(completed).get("tell", 0) > 0
+    assert jobs_run(completed).get("initialise") == 1
     config = validate_config(copy.deepcopy(BO_CAMPAIGN))
     spec = run_spec(config, algorithm="dec", domain="ackley4", seed=0)
     assert spec["algorithm_spec"]["shards"] == 3
+
+
+def test_bo_figures_show_the_best_ackley_value(tmp_path, bo_reference):
+    """The comparison table reports the best Ackley value (a minimum) and wall time; the
+    figure has no QD rows for runs without an archive."""
+    workdir = copied(bo_reference, tmp_path)
+    run_snakemake(workdir, "figures")
+    folder = workdir / "results" / "bo_small"
+    lines = (folder / "tables" / "final_metrics.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = {
+        line.split(",")[1]: dict(zip(header, line.split(","), strict=True)) for line in lines[1:]
+    }
+    for name in ("dec", "cen", "rs"):
+        metrics = np.genfromtxt(
+            run_folder(workdir, BO_CAMPAIGN, name, "ackley4", 0) / "metrics.csv",
+            delimiter=",",
+            names=True,
+        )
+        assert float(rows[name]["best_value_mean"]) == pytest.approx(
+            -metrics["best_objective"][-1], rel=1e-12
+        )
+        assert float(rows[name]["elapsed_seconds_mean"]) == pytest.approx(
+            metrics["wall_seconds"].sum(), rel=1e-9
+        )
+        assert rows[name]["qd_score_mean"] == "nan"
+    assert (folder / "figures" / "curves.png").stat().st_size > 5000
+    from evocamp.comparison import load_runs
+    from evocamp.plotting import _campaign_rows
+
+    runs = load_runs(sorted(folder.rglob("metrics.csv")))
+    assert {run.minimised for run in runs} == {"ackley"}
+    assert _campaign_rows(runs) == [("best", "evaluations"), ("best", "wall seconds")]

@@ -20,21 +20,43 @@ TABLE_METRICS = (
     ("norm_qd_score", "normalised QD score", "norm.\\ QD score"),
     ("coverage", "coverage", "coverage"),
     ("best_objective", "best objective", "best objective"),
+    ("best_value", "best value (minimised)", "best value (min.)"),
+    ("elapsed_seconds", "wall seconds", "wall s"),
 )
 
 
 @dataclass
 class RunMetrics:
-    """The metrics history of one run."""
+    """The metrics history of one run.
+
+    ``minimised`` names what a minimisation benchmark's objective is minus (e.g.
+    ``ackley``; ``evocamp.domains.MINIMISED_VALUE``), else ``None``.
+    """
 
     algorithm: str
     domain: str
     seed: int
     rows: np.ndarray
+    minimised: str | None = None
+
+    def values(self, field: str) -> np.ndarray:
+        """A metrics column, or a derived one: ``best_value`` (the minimised value's best
+        so far: minus ``best_objective``; NaN for other domains) and
+        ``elapsed_seconds`` (wall seconds since the run started)."""
+        if field == "best_value":
+            return (
+                -self.rows["best_objective"]
+                if self.minimised
+                else self.rows["best_objective"] * np.nan
+            )
+        if field == "elapsed_seconds":
+            return np.cumsum(self.rows["wall_seconds"])
+        return self.rows[field]
 
 
 def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
-    """Read runs from paths ``.../<algorithm>/<domain>/seed<k>/metrics.csv``."""
+    """Read runs from paths ``.../<algorithm>/<domain>/seed<k>/metrics.csv`` (and the
+    domain's type from the run's ``finished/gen_<N>.json`` beside it, when there)."""
     runs = []
     for path in metrics_files:
         path = Path(path)
@@ -45,9 +67,25 @@ def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
                 domain=seed_folder.parent.name,
                 seed=int(seed_folder.name.removeprefix("seed")),
                 rows=read_metrics_csv(path),
+                minimised=_minimised_value(seed_folder),
             )
         )
     return runs
+
+
+def _minimised_value(run_folder: Path) -> str | None:
+    import json
+
+    from evocamp.domains import MINIMISED_VALUE
+
+    summaries = sorted(
+        (run_folder / "finished").glob("gen_*.json"),
+        key=lambda p: int(p.stem.removeprefix("gen_")),
+    )
+    if not summaries:
+        return None
+    spec = json.loads(summaries[-1].read_text())["run_spec"]
+    return MINIMISED_VALUE.get(spec["domain_spec"]["type"])
 
 
 def bootstrap_mean_ci(
@@ -96,7 +134,21 @@ def aligned(runs: list[RunMetrics], field: str) -> tuple[np.ndarray, np.ndarray]
     shortest run (runs of one experiment share their batch size)."""
     length = min(len(r.rows) for r in runs)
     evaluations = runs[0].rows["evaluations"][:length].astype(np.float64)
-    return evaluations, np.stack([r.rows[field][:length] for r in runs])
+    return evaluations, np.stack([r.values(field)[:length] for r in runs])
+
+
+def aligned_in_time(runs: list[RunMetrics], field: str, *, points: int = 200):
+    """Elapsed wall seconds on a common grid (0 to the shortest run's end) and a
+    ``(seeds, points)`` array of ``field`` as known at each time (the value of the last
+    generation finished by then; NaN before a run's first)."""
+    ends = [r.values("elapsed_seconds")[-1] for r in runs]
+    grid = np.linspace(0.0, min(ends), points)
+    rows = []
+    for run in runs:
+        index = np.searchsorted(run.values("elapsed_seconds"), grid, side="right") - 1
+        values = run.values(field)
+        rows.append(np.where(index >= 0, values[np.maximum(index, 0)], np.nan))
+    return grid, np.stack(rows)
 
 
 def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> list[dict]:
@@ -111,7 +163,7 @@ def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> l
             "evaluations": int(min(r.rows["evaluations"][-1] for r in members)),
         }
         for field, _, _ in TABLE_METRICS:
-            finals = np.array([r.rows[field][-1] for r in members])
+            finals = np.array([r.values(field)[-1] for r in members])
             mean, low, high = bootstrap_mean_ci(finals, samples=samples, rng=rng)
             row[field] = (float(mean), float(low), float(high))
         table.append(row)

@@ -185,49 +185,68 @@ def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> No
     save_figure(figure, stem)
 
 
+def _campaign_rows(runs) -> list[tuple[str, str]]:
+    """Rows of the campaign figure: the QD metrics some run has, the best objective
+    against evaluations, and again against wall time (fields of :data:`CURVES`, and
+    ``best`` for the best objective, or a minimisation benchmark's best value)."""
+    rows = [
+        (field, label)
+        for field, label in CURVES
+        if field != "best_objective" and any(np.isfinite(r.rows[field]).any() for r in runs)
+    ]
+    return rows + [("best", "evaluations"), ("best", "wall seconds")]
+
+
+def _best_of(members) -> tuple[str, str]:
+    """The best-so-far column of a domain's runs and its label."""
+    if members[0].minimised:
+        return "best_value", f"best {members[0].minimised} value (min.)"
+    return "best_objective", "best objective"
+
+
 def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
-    """Metric curves against evaluations: one line per algorithm (mean over seeds with
-    a 95% bootstrap band), one column per domain, one row per metric."""
-    from evocamp.comparison import aligned, bootstrap_mean_ci, grouped
+    """Metric curves: one line per algorithm (mean over seeds with a 95% bootstrap
+    band), one column per domain; rows: the QD metrics the runs have and the best
+    objective (a minimisation benchmark's best value, e.g. Ackley's) against
+    evaluations, then the best against wall time."""
+    from evocamp.comparison import aligned, aligned_in_time, bootstrap_mean_ci, grouped
 
     plt = pyplot()
     rng = np.random.default_rng(seed)
     groups = grouped(runs)
     domains = list(dict.fromkeys(domain for domain, _ in groups))
     algorithms = list(dict.fromkeys(algorithm for _, algorithm in groups))
+    rows = _campaign_rows(runs)
     figure, axes = plt.subplots(
-        len(CURVES),
+        len(rows),
         len(domains),
         squeeze=False,
-        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.6 * len(CURVES)),
+        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.6 * len(rows)),
     )
     for column, domain in enumerate(domains):
         axes[0, column].set_title(domain)
-        for row, (field, label) in enumerate(CURVES):
+        domain_runs = [r for (d, _), members in groups.items() if d == domain for r in members]
+        for row, (field, label) in enumerate(rows):
             ax = axes[row, column]
+            x_label = "evaluations"
+            if field == "best":
+                x_label = label
+                field, label = _best_of(domain_runs)
             for colour, algorithm in enumerate(algorithms):
                 members = groups.get((domain, algorithm))
                 if not members:
                     continue
-                evaluations, values = aligned(members, field)
-                mean, low, high = bootstrap_mean_ci(values, samples=samples, rng=rng)
-                ax.plot(
-                    evaluations,
-                    mean,
-                    color=PALETTE[colour % len(PALETTE)],
-                    label=f"{algorithm} (n={len(members)})",
-                )
-                ax.fill_between(
-                    evaluations,
-                    low,
-                    high,
-                    color=PALETTE[colour % len(PALETTE)],
-                    alpha=0.25,
-                    linewidth=0,
-                )
+                if x_label == "wall seconds":
+                    x, values = aligned_in_time(members, field)
+                else:
+                    x, values = aligned(members, field)
+                keep = np.isfinite(values).all(axis=0)
+                mean, low, high = bootstrap_mean_ci(values[:, keep], samples=samples, rng=rng)
+                style = {"color": PALETTE[colour % len(PALETTE)]}
+                ax.plot(x[keep], mean, label=f"{algorithm} (n={len(members)})", **style)
+                ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
             ax.set_ylabel(label)
-            if row == len(CURVES) - 1:
-                ax.set_xlabel("evaluations")
+            ax.set_xlabel(x_label)
         axes[0, column].legend(frameon=False)
     figure.tight_layout()
     save_figure(figure, stem)
