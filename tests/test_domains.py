@@ -133,6 +133,33 @@ def test_ackley_is_maximised_as_its_negative():
     assert out["measures"].shape == (2, 0)
 
 
+def test_plain_sphere_and_rastrigin_are_unshifted_minimisation_benchmarks():
+    from evocamp.config import measure_dim, validate_config
+    from evocamp.domains import plain_rastrigin, plain_sphere, resolved_domain
+
+    points = np.array([[0.0, 0.0, 0.0], [1.0, -0.5, 2.0]])
+    seeds = np.zeros(2, dtype=np.uint64)
+    sphere = plain_sphere(points, seeds)
+    np.testing.assert_array_equal(sphere["sphere"], [0.0, 5.25])
+    np.testing.assert_array_equal(sphere["objective"], -sphere["sphere"])
+    rastrigin = plain_rastrigin(points, seeds)
+    # 10 d + sum(x^2 - 10 cos(2 pi x)): cos(2 pi) = 1, cos(-pi) = -1, cos(4 pi) = 1.
+    np.testing.assert_allclose(rastrigin["rastrigin"], [0.0, 30 + 5.25 - 10 + 10 - 10], atol=1e-12)
+    np.testing.assert_array_equal(rastrigin["objective"], -rastrigin["rastrigin"])
+    for kind, field in (("plain_sphere", "sphere"), ("plain_rastrigin", "rastrigin")):
+        spec = resolved_domain({"type": kind, "solution_dim": 3, "params": {}})
+        assert spec["bounds"] == [-5.12, 5.12] and spec["extra_fields"] == [field]
+        assert measure_dim(spec) == 0 and spec["measure_ranges"] == []
+    config = validate_config(
+        {
+            "shards": 2,
+            "algorithms": {"bo": {"type": "qucb_centralised"}},
+            "domains": {"r": {"type": "plain_rastrigin", "solution_dim": 3}},
+        }
+    )
+    assert config["domains"]["r"]["type"] == "plain_rastrigin"
+
+
 def test_random_search_samples_within_bounds_and_simulated_time_follows_the_seeds():
     from evocamp.config import run_spec, validate_config
     from evocamp.engine import evaluate_slice, initialise, simulated_seconds
