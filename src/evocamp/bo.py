@@ -122,28 +122,9 @@ def propose(
     return points, fitted - began, time.perf_counter() - fitted
 
 
-class _History:
-    """The evaluated solutions and objectives of a run, in evaluation order."""
-
-    def __init__(self, *, solution_dim: int, bounds, seed: int, **settings) -> None:
-        if bounds is None:
-            raise ValueError("Bayesian optimisation samples within bounds; the domain has none")
-        self.bounds = (float(bounds[0]), float(bounds[1]))
-        self.seed = int(seed)
-        self.x = np.empty((0, int(solution_dim)))
-        self.y = np.empty(0)
-        self.generation = 0
-        for name, value in settings.items():
-            setattr(self, name, value)
-
-    def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
-        self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
-        self.y = np.concatenate([self.y, np.asarray(objective, dtype=np.float64)])
-
-
-class CentralisedQUCB(_History):
-    """qUCB proposed centrally: ``ask`` fits one surrogate to the whole history and
-    proposes ``batch_size`` points, point ``j`` with worker ``j``'s kappa.
+class _QUCB:
+    """What both qUCB variants hold: their settings and the history (the evaluated
+    solutions and objectives of the run, in evaluation order).
 
     Parameters
     ----------
@@ -155,9 +136,16 @@ class CentralisedQUCB(_History):
         ``(low, high)`` of every parameter (required).
     seed : int
         The run's optimizer seed.
-    batch_size, kappa, initial_points, candidates, trees
-        Points per generation, mean exploration weight, size of the random initial
-        design, candidates per proposal, trees of the surrogate.
+    batch_size : int
+        Points per generation.
+    kappa : float
+        Mean of the exponential distribution of the exploration weights.
+    initial_points : int
+        Size of the random initial design.
+    candidates : int
+        Uniform candidates scored per proposal.
+    trees : int
+        Trees of the surrogate.
     """
 
     def __init__(
@@ -173,20 +161,36 @@ class CentralisedQUCB(_History):
         candidates: int,
         trees: int,
     ) -> None:
-        super().__init__(
-            solution_dim=solution_dim,
-            bounds=bounds,
-            seed=seed,
-            points=int(batch_size),
-            kappas=np.concatenate(
-                [
-                    exploration_weights(seed, kappa=kappa, worker=worker, count=1)
-                    for worker in range(int(batch_size))
-                ]
-            ),
-            initial_points=int(initial_points),
-            candidates=int(candidates),
-            trees=int(trees),
+        if bounds is None:
+            raise ValueError("Bayesian optimisation samples within bounds; the domain has none")
+        self.bounds = (float(bounds[0]), float(bounds[1]))
+        self.seed = int(seed)
+        self.points = int(batch_size)
+        self.kappa = float(kappa)
+        self.initial_points = int(initial_points)
+        self.candidates = int(candidates)
+        self.trees = int(trees)
+        self.x = np.empty((0, int(solution_dim)))
+        self.y = np.empty(0)
+        self.generation = 0
+
+    def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
+        self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
+        self.y = np.concatenate([self.y, np.asarray(objective, dtype=np.float64)])
+
+
+class CentralisedQUCB(_QUCB):
+    """qUCB proposed centrally: ``ask`` fits one surrogate to the whole history and
+    proposes ``batch_size`` points, point ``j`` with worker ``j``'s kappa. Parameters
+    as :class:`_QUCB`."""
+
+    def __init__(self, **settings) -> None:
+        super().__init__(**settings)
+        self.kappas = np.concatenate(
+            [
+                exploration_weights(self.seed, kappa=self.kappa, worker=worker, count=1)
+                for worker in range(self.points)
+            ]
         )
         self.pending = None
         self.timings = {"fit_seconds": np.nan, "propose_seconds": np.nan}
@@ -218,42 +222,20 @@ class CentralisedQUCB(_History):
         return dict(self.timings)
 
 
-class DecentralisedQUCB(_History):
+class DecentralisedQUCB(_QUCB):
     """qUCB proposed by the evaluation shards (ADBO): the batch is the history, and
     shard ``s`` fits its own surrogate and proposes its own points with its own
     kappas (worker ``s``), from the run's seed, the generation and ``s``.
 
-    Parameters are those of :class:`CentralisedQUCB` plus ``shards``: the shard count,
-    part of the algorithm (every shard is one decentralised worker).
+    Parameters are those of :class:`_QUCB` plus ``shards``: the shard count, part of
+    the algorithm (every shard is one decentralised worker).
     """
 
     proposes_in_shards = True
 
-    def __init__(
-        self,
-        *,
-        solution_dim: int,
-        x0,
-        bounds,
-        seed: int,
-        batch_size: int,
-        kappa: float,
-        initial_points: int,
-        candidates: int,
-        trees: int,
-        shards: int,
-    ) -> None:
-        super().__init__(
-            solution_dim=solution_dim,
-            bounds=bounds,
-            seed=seed,
-            points=int(batch_size),
-            kappa=float(kappa),
-            initial_points=int(initial_points),
-            candidates=int(candidates),
-            trees=int(trees),
-            shards=int(shards),
-        )
+    def __init__(self, *, shards: int, **settings) -> None:
+        super().__init__(**settings)
+        self.shards = int(shards)
 
     def ask(self) -> dict:
         """The next batch: the history and what the shards need to propose from it."""
