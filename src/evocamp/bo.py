@@ -232,6 +232,8 @@ class DecentralisedQUCB(_QUCB):
     """
 
     proposes_in_shards = True
+    #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
+    shard_modules = ("sklearn.ensemble",)
 
     def __init__(self, *, shards: int, **settings) -> None:
         super().__init__(**settings)

@@ -16,6 +16,7 @@ optimizer only through these methods::
         # optional:
         proposes_in_shards = True                     # solutions() proposes (e.g. fits a
             # model per shard): shards store what they evaluated, tell gets solutions=...
+        shard_modules = ("sklearn.ensemble",)         # modules Dask workers import up front
         def stats(self): return {"sigma": ...}        # extra metrics (known columns only)
         def result(self): return {"centre": ...}      # arrays stored in archive.h5 /result
         archive = None                                # a pyribs archive: the run's elites
