@@ -163,7 +163,7 @@ def squeue_jobs() -> list[str]:
 
 def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small_config):
     config = tiny_config(small_config, generations=1, checkpoint_every=1, shards=2)
-    config["domains"] = plugin_domain(sleep=2.0)
+    config["domains"] = plugin_domain(sleep=0.5)  # 8 calls: a shard job runs about 4 s
     reference = tmp_path / "reference"
     write_config(reference, config)
     run_snakemake(reference, "runs")
