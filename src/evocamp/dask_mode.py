@@ -91,14 +91,19 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
     of ``workers`` single-threaded worker processes (closed afterwards).
 
     The LocalCluster's workers are forked from a fork server that has imported
-    :data:`WORKER_PRELOAD` and ``preload`` once, instead of each starting a fresh interpreter:
-    measured with 8 workers on 2 cores, 1.2 s to start and 0.06 s to close against
-    2.1 s and 0.6 s, paid once per segment.
+    :data:`WORKER_PRELOAD` and ``preload`` once, instead of each starting a fresh
+    interpreter and importing them: measured with 8 workers on 2 cores (session 3),
+    1.2 s to start and 0.06 s to close against 2.1 s and 0.6 s, paid once per segment.
+    (Until session 5 distributed replaced the preload list with its own, so only the
+    fork server was in effect; with the list in effect the start takes 1.9 s against
+    1.7 s on the Intel machine, and no worker imports h5py, evocamp or a surrogate
+    library while its first task waits.)
     """
     import multiprocessing
 
     import dask
     from distributed import Client, LocalCluster
+    from distributed.utils import get_mp_context
 
     if scheduler_file:
         client = Client(scheduler_file=scheduler_file)
@@ -107,6 +112,10 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
         finally:
             client.close()
         return
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        # distributed sets its own preload list on its first use of the context (once
+        # per process); ours replaces it afterwards.
+        get_mp_context()
     multiprocessing.set_forkserver_preload([*WORKER_PRELOAD, *preload])
     with (
         dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}),
