@@ -95,15 +95,15 @@ def test_dask_mode_with_an_existing_cluster(
 
 def test_ten_thousand_generation_campaigns_plan_one_window_and_resume(tmp_path):
     """A 10,000-generation campaign plans one window at a time: fresh, it plans
-    generations 1..K; after 1,000 generations (run in Dask mode, two windows re-planned)
+    generations 1..K; after 400 generations (run in Dask mode, two windows re-planned)
     a shard-mode resume plans only the next window. Running on extends the finished run
-    without recomputing (to 1,500: the same checkpoint path as to 10,000, at a size that
+    without recomputing (to 600: the same checkpoint path as to 10,000, at a size that
     fits CI; benchmarks/dag_build.py measures planning up to 10,000)."""
     config = merged(
         TRIVIAL_RUN,
         {
-            "generations": 1_000,
-            "checkpoint_every": 500,
+            "generations": 400,
+            "checkpoint_every": 200,
             "mode": "dask",
             "dask": {"workers": 1},
             "shards": 1,
@@ -113,26 +113,26 @@ def test_ten_thousand_generation_campaigns_plan_one_window_and_resume(tmp_path):
     fresh = tmp_path / "fresh"
     write_config(fresh, merged(config, ten_thousand_in_shard_mode))
     dry = run_snakemake(fresh, "--dry-run", timeout=300)
-    assert "gen=000500" in dry.stdout + dry.stderr
-    assert "gen=000501" not in dry.stdout + dry.stderr
+    assert "gen=000200" in dry.stdout + dry.stderr
+    assert "gen=000201" not in dry.stdout + dry.stderr
 
     write_config(tmp_path, config)
     run_snakemake(tmp_path, "runs", timeout=3000)
     write_config(tmp_path, merged(config, ten_thousand_in_shard_mode))
     dry = run_snakemake(tmp_path, "--dry-run", timeout=300)
     planned = dry.stdout + dry.stderr
-    assert "gen=001001" in planned and "gen=001500" in planned
-    assert "gen=001501" not in planned and "gen=000999" not in planned
+    assert "gen=000401" in planned and "gen=000600" in planned
+    assert "gen=000601" not in planned and "gen=000399" not in planned
 
-    write_config(tmp_path, merged(config, {"generations": 1_500}))
+    write_config(tmp_path, merged(config, {"generations": 600}))
     again = run_snakemake(tmp_path, "runs", timeout=3000)
     assert "initialise" not in again.stdout + again.stderr.split("Job stats")[0]
     folder = run_folder(tmp_path, config, "me", "sphere", 0)
     metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
-    assert list(metrics["generation"]) == list(range(1_501))
-    assert metrics["evaluations"][-1] == 12_000
+    assert list(metrics["generation"]) == list(range(601))
+    assert metrics["evaluations"][-1] == 4_800
     kept = sorted(p.name for p in (folder / "checkpoints").iterdir())
-    assert kept == [f"gen_{g:06d}.h5" for g in (0, 500, 1000, 1500)]
+    assert kept == [f"gen_{g:06d}.h5" for g in (0, 200, 400, 600)]
 
 
 def test_benchmark_scripts_run(tmp_path):
