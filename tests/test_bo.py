@@ -253,8 +253,9 @@ def test_shard_count_is_part_of_the_decentralised_run(tmp_path, bo_reference):
 
 
 def test_bo_figures_show_the_best_ackley_value(tmp_path, bo_reference):
-    """The comparison table reports the best Ackley value (a minimum) and wall time; the
-    figure has no QD rows for runs without an archive."""
+    """The comparison table and `evocamp status` report the best Ackley value (a
+    minimum), the table wall time too; the figure has no QD rows for runs without an
+    archive."""
     workdir = copied(bo_reference, tmp_path)
     run_snakemake(workdir, "figures")
     folder = workdir / "results" / "bo_small"
@@ -279,6 +280,16 @@ def test_bo_figures_show_the_best_ackley_value(tmp_path, bo_reference):
     assert (folder / "figures" / "curves.png").stat().st_size > 5000
     from evocamp.comparison import load_runs
     from evocamp.plotting import _campaign_rows
+    from evocamp.status import status_report
+
+    status = status_report(folder)
+    best = -np.genfromtxt(
+        run_folder(workdir, BO_CAMPAIGN, "dec", "ackley4", 0) / "metrics.csv",
+        delimiter=",",
+        names=True,
+    )["best_objective"][-1]
+    assert f"{best:.4g} ackley" in status
+    assert "best ackley value (min.) of dec/ackley4/seed0" in status
 
     runs = load_runs(sorted(folder.rglob("metrics.csv")))
     assert {run.minimised for run in runs} == {"ackley"}

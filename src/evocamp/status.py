@@ -30,6 +30,15 @@ class RunProgress:
     rows: np.ndarray
     total: int | None
     finished: bool
+    #: What a minimisation benchmark's objective is minus (e.g. ``ackley``), else None.
+    minimised: str | None = None
+
+    def best(self) -> tuple[np.ndarray, str]:
+        """Best so far per generation and its name: a minimisation benchmark's value
+        itself (e.g. the best Ackley value), else the best objective."""
+        if self.minimised:
+            return -self.rows["best_objective"], f"best {self.minimised} value (min.)"
+        return self.rows["best_objective"], "best objective"
 
 
 def _newest_state(folder: Path):
@@ -75,7 +84,12 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
             rows = final
         finished_at = int(finished_files[-1].stem.split("_")[-1]) if finished_files else -1
         finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
-    return RunProgress(label=str(relative), rows=rows, total=total, finished=finished)
+    from evocamp.domains import MINIMISED_VALUE
+
+    minimised = MINIMISED_VALUE.get(state.spec["domain_spec"]["type"]) if state else None
+    return RunProgress(
+        label=str(relative), rows=rows, total=total, finished=finished, minimised=minimised
+    )
 
 
 def find_runs(campaign_folder: Path) -> list[Path]:
@@ -173,7 +187,7 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
                 str(int(last["evaluations"])),
                 _cell(last["qd_score"], ".4g"),
                 _cell(last["coverage"], ".3f"),
-                _cell(last["best_objective"], ".4g"),
+                _best_cell(run),
                 f"{per_generation:.2f}",
                 "0:00:00" if run.finished else format_duration(remaining),
                 "finished" if run.finished else "running",
@@ -186,8 +200,16 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
     ]
     if plots:
         for run in runs:
-            field = "qd_score" if np.isfinite(run.rows["qd_score"]).any() else "best_objective"
-            name = "QD score" if field == "qd_score" else "best objective"
+            values, name = run.best()
+            if np.isfinite(run.rows["qd_score"]).any():
+                values, name = run.rows["qd_score"], "QD score"
             lines += ["", f"{name} of {run.label}"]
-            lines += text_plot(run.rows["generation"], run.rows[field])
+            lines += text_plot(run.rows["generation"], values)
     return "\n".join(lines)
+
+
+def _best_cell(run: RunProgress) -> str:
+    """The best-so-far cell: e.g. ``99.1``, or ``5.28 ackley`` for a minimised value."""
+    values, _ = run.best()
+    cell = _cell(values[-1], ".4g")
+    return f"{cell} {run.minimised}" if run.minimised and cell != "-" else cell
