@@ -85,7 +85,6 @@ def campaign_curves(args, domain: str, workdir: Path) -> dict[str, list[dict]]:
                     "times": wall,
                     "wall_seconds": float(wall[-1]),
                     "utilisation": float(rows["eval_seconds"].sum() / (wall[-1] * args.workers)),
-                    "fit_seconds": float(np.nanmean(rows["fit_seconds"])),
                 }
             )
     return curves
@@ -119,7 +118,6 @@ def peer_curves(args, domain: str) -> list[dict]:
                 "times": np.asarray(run["times"]),
                 "wall_seconds": run["wall_seconds"],
                 "utilisation": run["utilisation"],
-                "fit_seconds": np.nan,
             }
         )
     return runs
