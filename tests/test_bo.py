@@ -278,6 +278,8 @@ def test_bo_figures_show_the_best_ackley_value(tmp_path, bo_reference):
         )
         assert rows[name]["qd_score_mean"] == "nan"
     assert (folder / "figures" / "curves.png").stat().st_size > 5000
+    markdown = (folder / "tables" / "final_metrics.md").read_text()
+    assert "best value (minimised)" in markdown and "QD score" not in markdown
     from evocamp.comparison import load_runs
     from evocamp.plotting import _campaign_rows
     from evocamp.status import status_report

@@ -193,13 +193,22 @@ def _interval(values: tuple[float, float, float]) -> str:
     return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
 
 
+def shown_metrics(table: list[dict]) -> list[tuple[str, str, str]]:
+    """The metrics of :data:`TABLE_METRICS` that some row has (e.g. no QD columns for a
+    campaign without archives); the CSV keeps every column."""
+    return [
+        metric for metric in TABLE_METRICS if any(np.isfinite(row[metric[0]][0]) for row in table)
+    ]
+
+
 def table_markdown(table: list[dict]) -> str:
-    """Markdown: mean [95% CI] per metric."""
-    header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in TABLE_METRICS]
+    """Markdown: mean [95% CI] per metric (those some row has)."""
+    metrics = shown_metrics(table)
+    header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table:
         cells = [row["domain"], row["algorithm"], str(row["seeds"])]
-        cells += [_interval(row[field]) for field, _, _ in TABLE_METRICS]
+        cells += [_interval(row[field]) for field, _, _ in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
     return caption + "\n\n" + "\n".join(lines) + "\n"
@@ -210,9 +219,11 @@ def _latex_escape(text: str) -> str:
 
 
 def table_latex(table: list[dict]) -> str:
-    """LaTeX (booktabs): mean with the 95% CI below in a smaller font."""
-    columns = "ll" + "r" * len(TABLE_METRICS)
-    header = " & ".join(["Domain", "Algorithm"] + [latex for _, _, latex in TABLE_METRICS])
+    """LaTeX (booktabs): mean with the 95% CI below in a smaller font (metrics some row
+    has)."""
+    metrics = shown_metrics(table)
+    columns = "ll" + "r" * len(metrics)
+    header = " & ".join(["Domain", "Algorithm"] + [latex for _, _, latex in metrics])
     lines = [
         "% Requires \\usepackage{booktabs}.",
         f"\\begin{{tabular}}{{{columns}}}",
@@ -222,7 +233,7 @@ def table_latex(table: list[dict]) -> str:
     ]
     for row in table:
         cells = [_latex_escape(row["domain"]), _latex_escape(row["algorithm"])]
-        for field, _, _ in TABLE_METRICS:
+        for field, _, _ in metrics:
             mean, low, high = row[field]
             cells.append(f"{_number(mean)} {{\\scriptsize [{_number(low)}, {_number(high)}]}}")
         lines.append(" & ".join(cells) + " \\\\")
