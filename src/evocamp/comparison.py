@@ -76,7 +76,7 @@ def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
 def _minimised_value(run_folder: Path) -> str | None:
     import json
 
-    from evocamp.domains import MINIMISED_VALUE
+    from evocamp.domains import minimised_value
 
     summaries = sorted(
         (run_folder / "finished").glob("gen_*.json"),
@@ -85,7 +85,7 @@ def _minimised_value(run_folder: Path) -> str | None:
     if not summaries:
         return None
     spec = json.loads(summaries[-1].read_text())["run_spec"]
-    return MINIMISED_VALUE.get(spec["domain_spec"]["type"])
+    return minimised_value(spec["domain_spec"])
 
 
 def bootstrap_mean_ci(

@@ -253,6 +253,14 @@ BUILTIN_DOMAINS: dict[str, Evaluator] = {
 #: Minimisation benchmarks (maximised as their negative): the extra field holding the
 #: value to report as a minimum.
 MINIMISED_VALUE = {"ackley": "ackley", "plain_sphere": "sphere", "plain_rastrigin": "rastrigin"}
+
+
+def minimised_value(domain_spec: dict) -> str | None:
+    """The extra field holding a minimisation benchmark's value (e.g. ``ackley``), whose
+    best is reported as a minimum; ``None`` for other domains."""
+    return MINIMISED_VALUE.get(domain_spec["type"])
+
+
 #: Objective bounds below which no solution falls: the QD score offset of a domain.
 QD_SCORE_OFFSETS = {"arm": -(float(np.pi) ** 2), "lunar_lander": -600.0}
 DEFAULT_SOLUTION_DIM = 20

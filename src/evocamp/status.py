@@ -84,9 +84,9 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
             rows = final
         finished_at = int(finished_files[-1].stem.split("_")[-1]) if finished_files else -1
         finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
-    from evocamp.domains import MINIMISED_VALUE
+    from evocamp.domains import minimised_value
 
-    minimised = MINIMISED_VALUE.get(state.spec["domain_spec"]["type"]) if state else None
+    minimised = minimised_value(state.spec["domain_spec"]) if state else None
     return RunProgress(
         label=str(relative), rows=rows, total=total, finished=finished, minimised=minimised
     )
