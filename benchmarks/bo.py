@@ -215,7 +215,7 @@ def figure(results: dict, path: Path) -> None:
 def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple[float, bool]:
     """One fit + proposal of ``batch`` points by evocamp's qUCB, and whether a second
     call with the same seed proposes the same points."""
-    from evocamp.bo import exploration_weights, propose
+    from evocamp.bo import BO_DEFAULTS, exploration_weights, propose
 
     rng = np.random.default_rng(0)
     x = rng.uniform(-32.768, 32.768, (history, dim))
@@ -230,9 +230,10 @@ def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple
             y,
             kappas=exploration_weights(1, kappa=1.96, worker=0, count=batch),
             bounds=(-32.768, 32.768),
-            candidates=10000,
+            candidates=BO_DEFAULTS["candidates"],
             trees=trees,
             initial_points=10,
+            refine_generations=BO_DEFAULTS["refine_generations"],
             rng=np.random.default_rng(1),
         )
         seconds = time.perf_counter() - began
@@ -242,19 +243,11 @@ def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple
 
 def append_seconds(dim: int, history: int, batch: int) -> float:
     """What a decentralised tell does with a generation: append it to the history."""
-    from evocamp.bo import DecentralisedQUCB
+    from evocamp.bo import BO_DEFAULTS, DecentralisedQUCB
 
+    settings = {**BO_DEFAULTS, "batch_size": batch}
     optimizer = DecentralisedQUCB(
-        solution_dim=dim,
-        x0=None,
-        bounds=(-32.768, 32.768),
-        seed=0,
-        batch_size=batch,
-        kappa=1.96,
-        initial_points=10,
-        candidates=10000,
-        trees=25,
-        shards=8,
+        solution_dim=dim, x0=None, bounds=(-32.768, 32.768), seed=0, shards=8, **settings
     )
     optimizer.tell(np.zeros(history), None, solutions=np.zeros((history, dim)))
     began = time.perf_counter()

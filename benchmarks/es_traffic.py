@@ -144,8 +144,9 @@ def main() -> None:
     parser.add_argument("--dims", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--popsizes", type=int, nargs="+", default=[100, 1000])
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="evocamp-es-"))
-    rows = [measure(dim, popsize, folder) for dim in args.dims for popsize in args.popsizes]
+    with tempfile.TemporaryDirectory(prefix="evocamp-es-") as name:
+        folder = Path(name)
+        rows = [measure(dim, popsize, folder) for dim in args.dims for popsize in args.popsizes]
     print(f"machine: {machine()}")
     header = ["M", "P", "batch + shards MB", "target MB", "within", "naive batch MB"]
     header += ["naive batch write + read s"]

@@ -2,10 +2,11 @@
 
 Two optimizers share one proposal step (:func:`propose`): fit scikit-learn's
 ``ExtraTreesRegressor`` to the history, take the spread of its trees' predictions as
-the uncertainty, and pick, for each exploration weight kappa, the candidate (uniform
-within the bounds) with the highest upper confidence bound ``mean + kappa * std``.
-Kappas are drawn from an exponential distribution with mean ``kappa`` (qUCB), one per
-worker and slot, from the run's seed: :func:`exploration_weights`.
+the uncertainty, and find, for each exploration weight kappa, a point of high upper
+confidence bound ``mean + kappa * std``: the best of many uniform candidates within the
+bounds, refined by a short genetic search (:func:`refine_by_ucb`). Kappas are drawn
+from an exponential distribution with mean ``kappa`` (qUCB), one per worker and slot,
+from the run's seed: :func:`exploration_weights`.
 
 - :class:`CentralisedQUCB`: ``tell`` fits once and proposes the whole next batch
   (point ``j`` uses worker ``j``'s kappa); shards only evaluate.
@@ -37,6 +38,7 @@ BO_DEFAULTS = {
     "initial_points": 10,
     "candidates": 10000,
     "trees": 25,
+    "refine_generations": 20,
 }
 
 
@@ -76,17 +78,79 @@ def tree_mean_std(model, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return predictions.mean(axis=0), predictions.std(axis=0)
 
 
-def select_by_ucb(mean: np.ndarray, std: np.ndarray, kappas: np.ndarray) -> np.ndarray:
-    """Indices of the candidates chosen for each kappa in turn: the highest
-    ``mean + kappa * std`` among those not chosen yet (first index on ties)."""
-    chosen = []
-    taken = np.zeros(len(mean), dtype=bool)
-    for kappa in kappas:
-        score = np.where(taken, -np.inf, mean + kappa * std)
-        index = int(np.argmax(score))
-        taken[index] = True
-        chosen.append(index)
-    return np.asarray(chosen, dtype=np.int64)
+#: The genetic search that refines each proposal's UCB maximum (:func:`refine_by_ucb`):
+#: parents kept, children per generation, mutation scale as a fraction of the bounds'
+#: width (each parameter mutates with probability 1 / solution_dim).
+PARENTS = 50
+CHILDREN = 200
+MUTATION_SCALE = 0.1
+
+
+def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
+    """The upper confidence bound ``mean + kappa * std``."""
+    return mean + kappa * std
+
+
+def best_first(score: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` highest scores, highest first (first index on ties)."""
+    return np.argsort(-score, kind="stable")[:count]
+
+
+def ranked(points: np.ndarray, score: np.ndarray, *, taken: set[bytes], count: int) -> np.ndarray:
+    """Indices of the ``count`` best ``points`` by ``score``, best first, with points in
+    ``taken`` (their bytes) and repeats of a point ranked after all others."""
+    seen = set()
+    fresh = np.ones(len(points), dtype=bool)
+    for index, point in enumerate(points):
+        key = point.tobytes()
+        fresh[index] = key not in taken and key not in seen
+        seen.add(key)
+    order = np.lexsort((np.arange(len(points)), -score, ~fresh))
+    return order[:count]
+
+
+def refine_by_ucb(
+    model,
+    population: np.ndarray,
+    *,
+    kappa: float,
+    bounds: tuple[float, float],
+    generations: int,
+    taken: set[bytes],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """A genetic search for the maximum of the UCB with weight ``kappa``.
+
+    Every generation breeds :data:`CHILDREN` children from the population by uniform
+    crossover of two random parents and Gaussian mutation, and keeps the
+    :data:`PARENTS` best of parents and children by UCB, points in ``taken`` (evaluated
+    or proposed already, as bytes) and repeats last (elitist: the best new point never
+    gets worse). Crossover recombines good values of different parameters, which
+    uniform candidates alone cannot do in many dimensions (the role of DeepHyper's
+    ``mixedga``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The final population, best first.
+    """
+    low, high = bounds
+    dim = population.shape[1]
+    mean, std = tree_mean_std(model, population)
+    for _ in range(generations):
+        first = population[rng.integers(0, len(population), CHILDREN)]
+        second = population[rng.integers(0, len(population), CHILDREN)]
+        children = np.where(rng.random((CHILDREN, dim)) < 0.5, first, second)
+        mutated = rng.random((CHILDREN, dim)) < 1.0 / dim
+        steps = rng.normal(0.0, MUTATION_SCALE * (high - low), (CHILDREN, dim))
+        children = np.clip(children + mutated * steps, low, high)
+        child_mean, child_std = tree_mean_std(model, children)
+        population = np.concatenate([population, children])
+        mean = np.concatenate([mean, child_mean])
+        std = np.concatenate([std, child_std])
+        keep = ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)
+        population, mean, std = population[keep], mean[keep], std[keep]
+    return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
 
 
 def propose(
@@ -98,9 +162,16 @@ def propose(
     candidates: int,
     trees: int,
     initial_points: int,
+    refine_generations: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
+
+    For each kappa in turn: the :data:`PARENTS` best of ``candidates`` uniform points
+    and the evaluated points by UCB start a genetic search of ``refine_generations``
+    generations (:func:`refine_by_ucb`); the proposal is its best point that is
+    neither evaluated nor proposed already (with no generations, the best such
+    candidate).
 
     Returns
     -------
@@ -116,10 +187,28 @@ def propose(
     began = time.perf_counter()
     model = fit_surrogate(x, y, trees=trees, rng=rng)
     fitted = time.perf_counter()
-    pool = rng.uniform(low, high, (max(candidates, count), dim))
-    mean, std = tree_mean_std(model, pool)
-    points = pool[select_by_ucb(mean, std, kappas)]
-    return points, fitted - began, time.perf_counter() - fitted
+    uniform = rng.uniform(low, high, (max(candidates, count), dim))
+    start = np.concatenate([uniform, x])
+    mean, std = tree_mean_std(model, start)
+    taken = {point.tobytes() for point in x}
+    points = []
+    for kappa in kappas:
+        score = ucb(mean, std, kappa)
+        population = refine_by_ucb(
+            model,
+            start[best_first(score, PARENTS)],
+            kappa=kappa,
+            bounds=bounds,
+            generations=refine_generations,
+            taken=taken,
+            rng=rng,
+        )
+        best = population[0]
+        if best.tobytes() in taken:  # all evaluated or proposed: the best new candidate
+            best = uniform[ranked(uniform, score[: len(uniform)], taken=taken, count=1)[0]]
+        taken.add(best.tobytes())
+        points.append(best)
+    return np.asarray(points), fitted - began, time.perf_counter() - fitted
 
 
 class _QUCB:
@@ -146,6 +235,9 @@ class _QUCB:
         Uniform candidates scored per proposal.
     trees : int
         Trees of the surrogate.
+    refine_generations : int
+        Generations of the genetic search that refines each proposal's UCB
+        (:func:`refine_by_ucb`); 0 proposes the best candidate itself.
     """
 
     def __init__(
@@ -160,6 +252,7 @@ class _QUCB:
         initial_points: int,
         candidates: int,
         trees: int,
+        refine_generations: int,
     ) -> None:
         if bounds is None:
             raise ValueError("Bayesian optimisation samples within bounds; the domain has none")
@@ -170,6 +263,7 @@ class _QUCB:
         self.initial_points = int(initial_points)
         self.candidates = int(candidates)
         self.trees = int(trees)
+        self.refine_generations = int(refine_generations)
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
@@ -206,6 +300,7 @@ class CentralisedQUCB(_QUCB):
             candidates=self.candidates,
             trees=self.trees,
             initial_points=self.initial_points,
+            refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
         )
         self.pending = points
@@ -247,7 +342,14 @@ class DecentralisedQUCB(_QUCB):
             "y": self.y,
             "bounds": np.asarray(self.bounds),
             "settings": np.asarray(
-                [self.points, self.shards, self.initial_points, self.candidates, self.trees],
+                [
+                    self.points,
+                    self.shards,
+                    self.initial_points,
+                    self.candidates,
+                    self.trees,
+                    self.refine_generations,
+                ],
                 dtype=np.int64,
             ),
             "kappa": np.asarray([self.kappa]),
@@ -266,7 +368,9 @@ class DecentralisedQUCB(_QUCB):
         shard whose slice is ``start..stop-1``, with that shard's kappas."""
         from evocamp.storage import shard_bounds
 
-        size, shards, initial_points, candidates, trees = (int(v) for v in batch["settings"][()])
+        size, shards, initial_points, candidates, trees, refine_generations = (
+            int(v) for v in batch["settings"][()]
+        )
         starts = {shard_bounds(size, shards, shard): shard for shard in range(shards)}
         worker = starts.get((start, stop))
         if worker is None:
@@ -285,6 +389,7 @@ class DecentralisedQUCB(_QUCB):
             candidates=candidates,
             trees=trees,
             initial_points=initial_points,
+            refine_generations=refine_generations,
             rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
         )
         return {

@@ -43,6 +43,7 @@ KEYS_OF_TYPES = {
     "initial_points": BO_TYPES,
     "candidates": BO_TYPES,
     "trees": BO_TYPES,
+    "refine_generations": BO_TYPES,
     "class": ("plugin",),
     "python_path": ("plugin",),
     "params": ("plugin",),
