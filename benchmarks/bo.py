@@ -131,9 +131,9 @@ def best_at(run: dict, evaluations: int) -> float:
 
 def best_at_time(run: dict, seconds: np.ndarray) -> np.ndarray:
     """Best value known at each of ``seconds`` (NaN before the first result)."""
-    index = np.searchsorted(run["times"], seconds, side="right") - 1
-    values = np.where(index >= 0, run["best"][np.maximum(index, 0)], np.nan)
-    return values
+    from evocamp.comparison import value_known_at
+
+    return value_known_at(run["times"], run["best"], seconds)
 
 
 def interval(values) -> str:

@@ -143,12 +143,31 @@ def aligned_in_time(runs: list[RunMetrics], field: str, *, points: int = 200):
     generation finished by then; NaN before a run's first)."""
     ends = [r.values("elapsed_seconds")[-1] for r in runs]
     grid = np.linspace(0.0, min(ends), points)
-    rows = []
-    for run in runs:
-        index = np.searchsorted(run.values("elapsed_seconds"), grid, side="right") - 1
-        values = run.values(field)
-        rows.append(np.where(index >= 0, values[np.maximum(index, 0)], np.nan))
+    rows = [value_known_at(r.values("elapsed_seconds"), r.values(field), grid) for r in runs]
     return grid, np.stack(rows)
+
+
+def value_known_at(times: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The value of the last entry of ``times`` (ascending) at or before each instant
+    of ``grid``; NaN before the first.
+
+    Parameters
+    ----------
+    times : numpy.ndarray
+        Ascending instants at which ``values`` became known.
+    values : numpy.ndarray
+        One value per instant.
+    grid : numpy.ndarray
+        Instants to look up.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float array shaped like ``grid``.
+    """
+    index = np.searchsorted(times, grid, side="right") - 1
+    known = np.asarray(values, dtype=float)[np.maximum(index, 0)]
+    return np.where(index >= 0, known, np.nan)
 
 
 def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> list[dict]:
