@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
-from common import REPO, machine, snakemake, table, write_config
+from common import REPO, machine, scratch_folder, snakemake, table, write_config
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
@@ -335,9 +334,9 @@ def main() -> None:
     if args.timing_only:
         return
     results = {}
-    with tempfile.TemporaryDirectory() as folder:
+    with scratch_folder("evocamp-bo-") as folder:
         for domain in args.domains:
-            variants = campaign_curves(args, domain, Path(folder) / domain)
+            variants = campaign_curves(args, domain, folder / domain)
             variants[PEER] = peer_curves(args, domain)
             results[domain] = variants
     print(report(results))

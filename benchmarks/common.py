@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -52,6 +55,21 @@ def measured(command: list[str]) -> tuple[float, float]:
     if code != 0:
         raise RuntimeError(f"command failed ({code}): {' '.join(command)}")
     return seconds, kilobytes / 1024
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str, *, keep: Path | None = None) -> Iterator[Path]:
+    """The folder a benchmark's campaigns run in.
+
+    ``keep`` (a benchmark's ``--workdir``) is created if needed and left in place for
+    inspection; without it, a temporary folder named ``prefix...`` is removed at the end.
+    """
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        yield Path(name)
 
 
 def write_config(workdir: Path, config: dict) -> None:

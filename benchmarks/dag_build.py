@@ -9,10 +9,9 @@ the dry run then plans the resume in shard mode (8 shards), as after an interrup
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from common import machine, measured, snakemake, table, write_config
+from common import machine, measured, scratch_folder, snakemake, table, write_config
 
 CAMPAIGN = {
     "campaign": "dag",
@@ -37,37 +36,37 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    root = args.workdir or Path(tempfile.mkdtemp(prefix="evocamp-dag-"))
-    rows = []
-    for generations in args.generations:
-        workdir = root / f"g{generations}"
-        done = 0
-        if args.resume:
-            done = generations // 2
+    with scratch_folder("evocamp-dag-", keep=args.workdir) as root:
+        rows = []
+        for generations in args.generations:
+            workdir = root / f"g{generations}"
+            done = 0
+            if args.resume:
+                done = generations // 2
+                write_config(
+                    workdir,
+                    {
+                        **CAMPAIGN,
+                        "generations": done,
+                        "mode": "dask",
+                        "shards": 1,
+                        "checkpoint_every": args.checkpoint_every,
+                        "dask": {"workers": 1},
+                    },
+                )
+                measured(snakemake(workdir))
             write_config(
                 workdir,
                 {
                     **CAMPAIGN,
-                    "generations": done,
-                    "mode": "dask",
-                    "shards": 1,
+                    "generations": generations,
                     "checkpoint_every": args.checkpoint_every,
-                    "dask": {"workers": 1},
                 },
             )
-            measured(snakemake(workdir))
-        write_config(
-            workdir,
-            {
-                **CAMPAIGN,
-                "generations": generations,
-                "checkpoint_every": args.checkpoint_every,
-            },
-        )
-        seconds, megabytes = measured(snakemake(workdir, "--dry-run"))
-        rows.append(
-            [generations, 8, args.checkpoint_every, done, f"{seconds:.2f}", f"{megabytes:.0f}"]
-        )
+            seconds, megabytes = measured(snakemake(workdir, "--dry-run"))
+            rows.append(
+                [generations, 8, args.checkpoint_every, done, f"{seconds:.2f}", f"{megabytes:.0f}"]
+            )
     print(f"machine: {machine()}")
     print(table(["generations", "shards", "K", "already run", "dry-run s", "peak MB"], rows))
 

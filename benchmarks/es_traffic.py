@@ -19,11 +19,10 @@ sequence), tell, and one noise-regeneration pass (P/2 vectors of M normals).
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
-from common import machine, table
+from common import machine, scratch_folder, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
@@ -144,8 +143,7 @@ def main() -> None:
     parser.add_argument("--dims", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--popsizes", type=int, nargs="+", default=[100, 1000])
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="evocamp-es-") as name:
-        folder = Path(name)
+    with scratch_folder("evocamp-es-") as folder:
         rows = [measure(dim, popsize, folder) for dim in args.dims for popsize in args.popsizes]
     print(f"machine: {machine()}")
     header = ["M", "P", "batch + shards MB", "target MB", "within", "naive batch MB"]

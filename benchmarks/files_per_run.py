@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, machine, snakemake, table, write_config
+from common import REPO, machine, scratch_folder, snakemake, table, write_config
 
 CAMPAIGN = {
     "campaign": "files",
@@ -41,45 +40,45 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, default=REPO, help="clone to measure")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="evocamp-files-"))
-    config = {
-        **CAMPAIGN,
-        "generations": args.generations,
-        "shards": args.shards,
-        "checkpoint_every": args.checkpoint_every,
-    }
-    write_config(workdir, config)
-    checkout = args.checkout.resolve()
-    command = snakemake(workdir, "--quiet", snakefile=checkout / "Snakefile")
-    environment = {**os.environ, "PYTHONPATH": str(checkout / "src")}
-    began = time.perf_counter()
-    subprocess.run(command, check=True, env=environment, capture_output=True)
-    seconds = time.perf_counter() - began
-    revision = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    results, snakemake_folder = workdir / "results", workdir / ".snakemake"
-    run = results / "files" / "me" / "sphere" / "seed0"
-    logs = results / "files" / "logs" / "me" / "sphere" / "seed0"
-    kept = len(list((run / "checkpoints").glob("gen_*.h5")))
-    rows = [
-        [
-            revision,
-            args.generations,
-            args.shards,
-            args.checkpoint_every,
-            kept,
-            count_files(run),
-            count_files(logs),
-            count_files(results),
-            count_files(snakemake_folder / "metadata"),
-            count_files(snakemake_folder),
-            count_files(results) + count_files(snakemake_folder),
-            f"{seconds:.0f}",
+    with scratch_folder("evocamp-files-", keep=args.workdir) as workdir:
+        config = {
+            **CAMPAIGN,
+            "generations": args.generations,
+            "shards": args.shards,
+            "checkpoint_every": args.checkpoint_every,
+        }
+        write_config(workdir, config)
+        checkout = args.checkout.resolve()
+        command = snakemake(workdir, "--quiet", snakefile=checkout / "Snakefile")
+        environment = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+        began = time.perf_counter()
+        subprocess.run(command, check=True, env=environment, capture_output=True)
+        seconds = time.perf_counter() - began
+        revision = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        results, snakemake_folder = workdir / "results", workdir / ".snakemake"
+        run = results / "files" / "me" / "sphere" / "seed0"
+        logs = results / "files" / "logs" / "me" / "sphere" / "seed0"
+        kept = len(list((run / "checkpoints").glob("gen_*.h5")))
+        rows = [
+            [
+                revision,
+                args.generations,
+                args.shards,
+                args.checkpoint_every,
+                kept,
+                count_files(run),
+                count_files(logs),
+                count_files(results),
+                count_files(snakemake_folder / "metadata"),
+                count_files(snakemake_folder),
+                count_files(results) + count_files(snakemake_folder),
+                f"{seconds:.0f}",
+            ]
         ]
-    ]
     print(f"machine: {machine()}")
     header = ["version", "generations", "shards", "K", "kept checkpoints", "run folder"]
     header += ["run logs", "results/ total", ".snakemake/metadata", ".snakemake/ total"]

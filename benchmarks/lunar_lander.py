@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
-from common import REPO, machine, measured, snakemake, table, write_config
+from common import REPO, machine, measured, scratch_folder, snakemake, table, write_config
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
@@ -113,8 +112,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=["shards", "dask"], help="default: the config's")
     parser.add_argument("--no-peer", action="store_true", help="the campaign only")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="evocamp-lunar-"))
-    runs = campaign_runs(args.seeds, args.generations, args.cores, workdir, args.mode)
+    with scratch_folder("evocamp-lunar-") as workdir:
+        runs = campaign_runs(args.seeds, args.generations, args.cores, workdir, args.mode)
     peer = [] if args.no_peer else [tutorial_loop(s, args.generations) for s in args.seeds]
     print(f"machine: {machine()}")
     print(f"{args.generations} generations x 150 evaluations, seeds {args.seeds}")

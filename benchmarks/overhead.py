@@ -16,12 +16,11 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, machine, measured, snakemake, table, write_config
+from common import REPO, machine, measured, scratch_folder, snakemake, table, write_config
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.joblogs import job_log
@@ -141,48 +140,52 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="evocamp-overhead-"))
-    rows = []
-    for cost in args.costs:
-        generations = args.generations or DEFAULT_GENERATIONS.get(cost, 10)
-        runs = {"peer": [], "dask": [], "shards": []}
-        repeats = args.repeats or (5 if cost < 1 else 3)
-        for repeat in range(repeats):  # interleaved, so drifts hit every loop alike
-            runs["peer"].append(peer_process(cost, generations=generations, workers=args.workers))
-            for mode in ("dask", "shards"):
-                workdir = root / f"{mode}-{cost}-{repeat}"
-                runs[mode].append(
-                    pipeline(
-                        cost,
-                        generations=generations,
-                        workers=args.workers,
-                        mode=mode,
-                        workdir=workdir,
-                    )
+    with scratch_folder("evocamp-overhead-") as root:
+        rows = []
+        for cost in args.costs:
+            generations = args.generations or DEFAULT_GENERATIONS.get(cost, 10)
+            runs = {"peer": [], "dask": [], "shards": []}
+            repeats = args.repeats or (5 if cost < 1 else 3)
+            for repeat in range(repeats):  # interleaved, so drifts hit every loop alike
+                runs["peer"].append(
+                    peer_process(cost, generations=generations, workers=args.workers)
                 )
-        base, base_mean = (statistics.median(values) for values in zip(*runs["peer"], strict=True))
-        rows.append(
-            [cost, generations, "peer (pyribs + Dask loop)", f"{base:.3f}", f"{base_mean:.3f}",
-             "", "1.00", "1.00", f"{base_mean - cost:.3f}"]
-        )  # fmt: skip
-        for mode in ("dask", "shards"):
-            steady, amortised, whole = (
-                statistics.median(values) for values in zip(*runs[mode], strict=True)
+                for mode in ("dask", "shards"):
+                    workdir = root / f"{mode}-{cost}-{repeat}"
+                    runs[mode].append(
+                        pipeline(
+                            cost,
+                            generations=generations,
+                            workers=args.workers,
+                            mode=mode,
+                            workdir=workdir,
+                        )
+                    )
+            base, base_mean = (
+                statistics.median(values) for values in zip(*runs["peer"], strict=True)
             )
             rows.append(
-                [
-                    cost,
-                    generations,
-                    f"evocamp {mode} mode",
-                    f"{steady:.3f}",
-                    f"{amortised:.3f}",
-                    f"{whole:.3f}",
-                    f"{steady / base:.2f}",
-                    f"{amortised / base_mean:.2f}",
-                    f"{amortised - cost:.3f}",
-                ]
-            )
-        print(f"done c={cost}", file=sys.stderr, flush=True)
+                [cost, generations, "peer (pyribs + Dask loop)", f"{base:.3f}", f"{base_mean:.3f}",
+                 "", "1.00", "1.00", f"{base_mean - cost:.3f}"]
+            )  # fmt: skip
+            for mode in ("dask", "shards"):
+                steady, amortised, whole = (
+                    statistics.median(values) for values in zip(*runs[mode], strict=True)
+                )
+                rows.append(
+                    [
+                        cost,
+                        generations,
+                        f"evocamp {mode} mode",
+                        f"{steady:.3f}",
+                        f"{amortised:.3f}",
+                        f"{whole:.3f}",
+                        f"{steady / base:.2f}",
+                        f"{amortised / base_mean:.2f}",
+                        f"{amortised - cost:.3f}",
+                    ]
+                )
+            print(f"done c={cost}", file=sys.stderr, flush=True)
     print(f"machine: {machine()}")
     print(f"workers: {args.workers}; medians over repeated runs; repo: {REPO}")
     print(

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
-from common import machine, table
+from common import machine, scratch_folder, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
@@ -43,30 +41,30 @@ def measure(emitters: int, batch_size: int, generations: int) -> list:
         }
     )
     state = initialise(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
-    folder = Path(tempfile.mkdtemp(prefix="evocamp-tell-"))
-    previous = folder / "state_0.h5"
-    write_state(previous, state)
-    tells, steps, sizes = [], [], []
-    for generation in range(1, generations + 1):
-        shard = evaluate_slice(
-            state.spec,
-            generation=generation,
-            shard=0,
-            start=0,
-            solutions=state.next_batch["solutions"],
-            seeds=state.next_seeds,
-        )
-        began = time.perf_counter()
-        state = read_state(previous)
-        told = time.perf_counter()
-        state = tell(state, [shard])
-        tells.append(time.perf_counter() - told)
-        path = folder / f"state_{generation}.h5"
-        write_state(path, state)
-        steps.append(time.perf_counter() - began)
-        sizes.append(path.stat().st_size)
-        previous.unlink()
-        previous = path
+    with scratch_folder("evocamp-tell-") as folder:
+        previous = folder / "state_0.h5"
+        write_state(previous, state)
+        tells, steps, sizes = [], [], []
+        for generation in range(1, generations + 1):
+            shard = evaluate_slice(
+                state.spec,
+                generation=generation,
+                shard=0,
+                start=0,
+                solutions=state.next_batch["solutions"],
+                seeds=state.next_seeds,
+            )
+            began = time.perf_counter()
+            state = read_state(previous)
+            told = time.perf_counter()
+            state = tell(state, [shard])
+            tells.append(time.perf_counter() - told)
+            path = folder / f"state_{generation}.h5"
+            write_state(path, state)
+            steps.append(time.perf_counter() - began)
+            sizes.append(path.stat().st_size)
+            previous.unlink()
+            previous = path
     batch = emitters * batch_size
     per_tell = statistics.median(tells[1:])
     return [
