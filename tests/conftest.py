@@ -200,3 +200,31 @@ def small_campaign_done(tmp_path_factory) -> Path:
 def reference_small(small_campaign_done) -> dict[str, str]:
     """Archive digests of one uninterrupted run of the small campaign."""
     return archive_digests(small_campaign_done)
+
+
+def shard_results(state, shards: int) -> list:
+    """Evaluate the next batch of ``state`` in ``shards`` shards in this process, as
+    the shard jobs would (solutions made from the stored batch, kept when the shards
+    propose them)."""
+    from evocamp.engine import evaluate_slice
+    from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
+    from evocamp.storage import shard_bounds
+
+    cls = optimizer_class(state.spec)
+    results = []
+    for shard in range(shards):
+        start, stop = shard_bounds(len(state.next_seeds), shards, shard)
+        solutions, stats = proposal(cls, state.next_batch, start, stop)
+        results.append(
+            evaluate_slice(
+                state.spec,
+                generation=state.generation + 1,
+                shard=shard,
+                start=start,
+                solutions=solutions,
+                seeds=state.next_seeds[start:stop],
+                stats=stats,
+                keep_solutions=proposes_in_shards(cls),
+            )
+        )
+    return results

@@ -10,7 +10,15 @@ import signal
 import h5py
 import numpy as np
 import pytest
-from conftest import archive_digests, jobs_run, merged, run_folder, run_snakemake, write_config
+from conftest import (
+    archive_digests,
+    jobs_run,
+    merged,
+    run_folder,
+    run_snakemake,
+    shard_results,
+    write_config,
+)
 from test_config import error_of
 from test_recovery import kill_tree_after
 
@@ -23,8 +31,8 @@ from evocamp.bo import (
     ucb,
 )
 from evocamp.config import run_spec, validate_config
-from evocamp.engine import evaluate_slice, initialise, tell
-from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
+from evocamp.engine import initialise, tell
+from evocamp.optimizers import optimizer_class, proposal
 from evocamp.storage import read_archive, shard_bounds
 
 #: Small BO campaign: both qUCB variants and random search on Ackley 4-d, 6 points per
@@ -64,25 +72,8 @@ def run_in_memory(config: dict, algorithm: str, domain: str, *, generations: int
     config = validate_config(config)
     spec = run_spec(config, algorithm=algorithm, domain=domain, seed=0)
     state = initialise(spec)
-    cls = optimizer_class(spec)
-    shards = config["shards"]
     for _ in range(generations):
-        results = []
-        for shard in range(shards):
-            start, stop = shard_bounds(len(state.next_seeds), shards, shard)
-            solutions, stats = proposal(cls, state.next_batch, start, stop)
-            results.append(
-                evaluate_slice(
-                    spec,
-                    generation=state.generation + 1,
-                    shard=shard,
-                    start=start,
-                    solutions=solutions,
-                    seeds=state.next_seeds[start:stop],
-                    stats=stats,
-                    keep_solutions=proposes_in_shards(cls),
-                )
-            )
+        results = shard_results(state, config["shards"])
         state = tell(state, results)
     return state
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 
@@ -12,6 +13,7 @@ import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
+    job_log_text,
     merged,
     run_folder,
     run_log,
@@ -51,6 +53,31 @@ def test_sigkill_at_several_moments_then_rerun(tmp_path, small_config, reference
     assert kills >= 2, "the campaign finished before it could be killed twice"
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
+
+
+def test_resume_without_the_node_cache_rebuilds_the_window(tmp_path, small_config, reference_small):
+    """A campaign stopped between kept checkpoints continues on a node whose state cache
+    does not hold its states (another login node, a reboot): the next tell rebuilds
+    each run's state from the kept checkpoint and the window's shard files, and the
+    archives equal an uninterrupted run's. Finished runs leave nothing in the cache."""
+    write_config(tmp_path, small_config)
+    cache = tmp_path / "node-cache"
+    env = {"EVOCAMP_STATE_CACHE": str(cache)}
+    stopped = [
+        run_folder(tmp_path, small_config, algorithm, "sphere", 0) / "work" / "state_000002.h5"
+        for algorithm in small_config["algorithms"]
+    ]
+    run_snakemake(tmp_path, *(str(state.relative_to(tmp_path)) for state in stopped), env=env)
+    for state in stopped:
+        with h5py.File(state, "r") as handle:
+            assert "optimizer" not in handle, state  # light: the full state is cached
+    shutil.rmtree(cache)
+    run_snakemake(tmp_path, "runs", env=env)
+    assert archive_digests(tmp_path) == reference_small
+    log = job_log_text(tmp_path, "small", "cmame/sphere/seed0", "gen_000003/tell.log")
+    assert "rebuilt from results/small/cmame/sphere/seed0/checkpoints/gen_000000.h5" in log
+    assert "by telling generation(s) 1..2 again" in log
+    assert list(cache.iterdir()) == []
 
 
 def plugin_config(small_config, control_file, **domain):

@@ -77,10 +77,18 @@ def cmd_tell(args) -> None:
     """Fold a generation's shards into the archive and write the next checkpoint."""
     from evocamp.engine import tell
     from evocamp.progress import generation_line
-    from evocamp.storage import read_shard, read_state, write_state
+    from evocamp.state_cache import write_told_state
+    from evocamp.storage import read_shard, read_state
 
     state = tell(read_state(args.state), [read_shard(path) for path in args.shard_files])
-    write_state(args.output, state)
+    written = write_told_state(
+        args.output,
+        state,
+        told_from=args.state,
+        shard_files=args.shard_files,
+        total=args.total,
+    )
+    _log(f"generation {state.generation}: {written}")
     _progress(generation_line(state, total=args.total))
 
 
@@ -104,10 +112,11 @@ def cmd_keep(args) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
     working files of the generations it covers and fold their job logs."""
     from evocamp.metrics import write_rows
-    from evocamp.storage import atomic_copy, read_state
+    from evocamp.state_cache import keep_whole
+    from evocamp.storage import read_state
 
     state = read_state(args.state, with_optimizer=False)
-    atomic_copy(args.state, args.checkpoint)
+    keep_whole(args.state, args.checkpoint)
     write_rows(args.segment, state.metrics_window)
     _log(f"generation {state.generation}: kept {args.checkpoint}")
     from evocamp.joblogs import KEEP_LOG
@@ -135,12 +144,13 @@ def _tidy_window(*, work: Path, logs: str, up_to: int, own_log: Path | None = No
 def cmd_finalise(args) -> None:
     """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
     from evocamp.metrics import merge_history, write_rows
-    from evocamp.storage import atomic_copy, atomic_write_text, read_state, write_final_archive
+    from evocamp.state_cache import forget_run, keep_whole
+    from evocamp.storage import atomic_write_text, read_state, write_final_archive
 
     state = read_state(args.state)
     checkpoint = Path(args.checkpoint)
     if Path(args.state).resolve() != checkpoint.resolve():
-        atomic_copy(args.state, checkpoint)
+        keep_whole(args.state, checkpoint)
     rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")), state.metrics_window)
     write_rows(args.metrics, rows)
     write_final_archive(
@@ -157,6 +167,7 @@ def cmd_finalise(args) -> None:
     atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     _log(f"generation {state.generation}: final archive {args.archive}")
     _tidy_window(work=Path(args.work), logs=args.logs, up_to=state.generation)
+    forget_run(args.work)
 
 
 def cmd_plot_run(args) -> None:

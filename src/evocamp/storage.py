@@ -126,11 +126,16 @@ def atomic_h5(path: str | Path):
 
 
 def atomic_copy(source: str | Path, destination: str | Path) -> None:
-    """Copy a file so that ``destination`` is either absent/old or complete."""
+    """Copy a file so that ``destination`` is either absent/old or complete: a hard
+    link where the filesystem allows one (no bytes written; files are never modified in
+    place, only replaced), else a copy."""
     import shutil
 
     with replaced_atomically(destination) as temporary:
-        shutil.copyfile(source, temporary)
+        try:
+            os.link(source, temporary)
+        except OSError:
+            shutil.copyfile(source, temporary)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -354,47 +359,75 @@ def _shared_batch(batch: dict) -> dict[str, np.ndarray]:
     return {f"next_batch/{name}": np.asarray(values) for name, values in batch.items()}
 
 
-def write_state(path: str | Path, state: RunState) -> None:
+def write_state(
+    path: str | Path, state: RunState, *, light: bool = False, attrs: dict | None = None
+) -> None:
     """Write a run state (checkpoint) atomically.
 
     The optimizer and archive are stored as one compact pickle plus the rows of their
     archives that are read: those of the run's archive are the elites in ``/archive``
     (not stored twice), those of another archive (CMA-MAE's) go to ``/optimizer/rows``.
-    """
-    from evocamp.optimizers import family_of
 
-    compact, indices = _compact_optimizer(state)
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    state : RunState
+        The state.
+    light : bool
+        Write a *light* state: everything but ``/archive`` and ``/optimizer``
+        (:mod:`evocamp.state_cache` finds or rebuilds them).
+    attrs : dict, optional
+        More file attributes (what :mod:`evocamp.state_cache` needs for that).
+    """
     with atomic_h5(path) as handle:
         _write_identity(handle, state.spec, kind="state", generation=state.generation)
         handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
         handle.attrs["finished_at"] = state.finished_at
-        if state.archive is not None:
+        for name, value in (attrs or {}).items():
+            handle.attrs[name] = value
+        if not light and state.archive is not None:
             write_archive_group(handle, state.archive, state.spec)
         write_best_group(handle, state.best)
-        optimizer = handle.create_group("optimizer")
-        optimizer.attrs["family"] = family_of(state.spec["algorithm_spec"])
-        optimizer.attrs["class"] = (
-            f"{type(state.optimizer).__module__}:{type(state.optimizer).__qualname__}"
-        )
-        write_dataset(optimizer, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
-        rows = optimizer.create_group("rows")
-        for key in sorted(compact.rows):
-            store, field = key.split("/", 1)
-            if store == "result" and field != "occupied_list":
-                # The elites in /archive, sorted by cell index: the same rows.
-                if not np.array_equal(handle["archive/index"][()], indices[key]):
-                    raise RuntimeError(f"/archive does not hold the rows of {key}")
-                continue
-            write_dataset(rows, key, compact.rows[key])
-            write_dataset(rows, f"{key}.rows", indices[key])
-        optimizer.attrs["row_keys"] = json.dumps(sorted(compact.rows))
-        optimizer.attrs["sha256"] = _optimizer_digest(compact.blob, compact.rows)
+        if not light:
+            _write_optimizer_group(handle, state)
         batch = handle.create_group("next_batch")
         batch.attrs["size"] = len(state.next_seeds)
         for name in sorted(state.next_batch):
             write_dataset(batch, name, state.next_batch[name])
         write_dataset(handle, "next_seeds", state.next_seeds)
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
+
+
+def state_is_light(path: str | Path) -> bool:
+    """Whether a state file is a light state (no ``/optimizer`` and ``/archive``: see
+    :mod:`evocamp.state_cache`)."""
+    with open_for_reading(path, what="checkpoint") as handle:
+        return "optimizer" not in handle
+
+
+def _write_optimizer_group(handle: h5py.File, state: RunState) -> None:
+    from evocamp.optimizers import family_of
+
+    compact, indices = _compact_optimizer(state)
+    optimizer = handle.create_group("optimizer")
+    optimizer.attrs["family"] = family_of(state.spec["algorithm_spec"])
+    optimizer.attrs["class"] = (
+        f"{type(state.optimizer).__module__}:{type(state.optimizer).__qualname__}"
+    )
+    write_dataset(optimizer, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
+    rows = optimizer.create_group("rows")
+    for key in sorted(compact.rows):
+        store, field = key.split("/", 1)
+        if store == "result" and field != "occupied_list":
+            # The elites in /archive, sorted by cell index: the same rows.
+            if not np.array_equal(handle["archive/index"][()], indices[key]):
+                raise RuntimeError(f"/archive does not hold the rows of {key}")
+            continue
+        write_dataset(rows, key, compact.rows[key])
+        write_dataset(rows, f"{key}.rows", indices[key])
+    optimizer.attrs["row_keys"] = json.dumps(sorted(compact.rows))
+    optimizer.attrs["sha256"] = _optimizer_digest(compact.blob, compact.rows)
 
 
 def _next_seeds(handle: h5py.File) -> h5py.Dataset:
@@ -411,7 +444,15 @@ def _stored_batch(handle: h5py.File) -> dict[str, np.ndarray]:
 
 
 def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
-    """Read a run state; raise :class:`CorruptFileError` naming the file if broken."""
+    """Read a run state; raise :class:`CorruptFileError` naming the file if broken.
+
+    The optimizer of a light state comes from the node-local cache or is rebuilt
+    (:func:`evocamp.state_cache.restore`).
+    """
+    if with_optimizer and state_is_light(path):
+        from evocamp.state_cache import restore
+
+        return restore(path)
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"])

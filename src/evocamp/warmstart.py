@@ -61,9 +61,13 @@ def enabled(argv: list[str]) -> bool:
 def server_folder() -> Path | None:
     """The private folder of this user's servers (``None`` if it is not private)."""
     base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
-    folder = Path(base) / f"evocamp-warm-{os.getuid()}"
+    return private_folder(Path(base) / f"evocamp-warm-{os.getuid()}")
+
+
+def private_folder(folder: Path) -> Path | None:
+    """``folder``, created if needed, when only this user can use it (else ``None``)."""
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = folder.stat()
     except OSError:
         return None

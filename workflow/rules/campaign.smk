@@ -28,7 +28,9 @@ if config["mode"] == "shards":
         input:
             state=previous_state,
         output:
-            temp(in_run("work/gen_{gen}/shard_{shard}.h5")),
+            # Not temp(): a tell rebuilding a state replays its window's shards
+            # (evocamp.state_cache); `keep` and `finalise` remove them.
+            in_run("work/gen_{gen}/shard_{shard}.h5"),
         log:
             in_run_logs("gen_{gen}/evaluate_{shard}.log"),
         group:
@@ -50,7 +52,9 @@ if config["mode"] == "shards":
             state=previous_state,
             shards=shard_files,
         output:
-            temp(in_run("work/state_{gen}.h5")),
+            # Light between kept generations (evocamp.state_cache); not temp() for the
+            # same reason as the shards.
+            in_run("work/state_{gen}.h5"),
         log:
             in_run_logs("gen_{gen}/tell.log"),
         conda:
