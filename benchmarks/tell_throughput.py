@@ -1,13 +1,20 @@
-"""Tell throughput (solutions folded per second) and checkpoint bytes per generation.
+"""Tell throughput, the tell job's step time and the bytes a shard-mode generation
+writes to the shared filesystem.
 
-    python benchmarks/tell_throughput.py [--generations 30]
+    python benchmarks/tell_throughput.py [--generations 30] [--keep-every 10]
 
 CMA-ME on the 100-d sphere (100x100 grid), batches of 540 (15 emitters x 36) and
-10,000 (20 x 500); times evocamp.engine.tell (fold shards, update archive and
-emitters, ask the next batch, derive seeds), the whole step of a shard-mode tell job
-(read the previous checkpoint, tell, write the next one) and the checkpoint's size
-(shard mode writes one per generation). Run it with PYTHONPATH=<other clone>/src to
-measure another version.
+10,000 (20 x 500), one shard. "tell" is evocamp.engine.tell (fold shards, update
+archive and emitters, ask the next batch, derive seeds); "step" is what a shard-mode
+tell job does besides starting: read the previous state, tell, write the next one
+(evocamp.state_cache: light between kept generations, the full state in the node-local
+cache). "shared MB / gen" is what the run's folder receives per generation, averaged
+over the run: the state written by the tell, the shard file, and kept checkpoints
+(every --keep-every generations; hard links, so no bytes). "cache MB / gen" goes to
+node-local memory instead. "rebuild" is reading the state at the end of a window when
+the cache no longer holds it (telling the window again). Run it with
+PYTHONPATH=<other clone>/src to measure another version (one without
+evocamp.state_cache writes every state whole).
 """
 
 from __future__ import annotations
@@ -15,16 +22,49 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 from common import machine, scratch_folder, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
 
-def measure(emitters: int, batch_size: int, generations: int) -> list:
+def written_state(output: Path, state, *, told_from: Path, shard: Path, total: int) -> None:
+    """Write the state after a tell as this version's tell job does."""
+    try:
+        from evocamp.state_cache import write_told_state
+    except ImportError:  # before light states: always whole
+        from evocamp.storage import write_state
+
+        write_state(output, state)
+        return
+    write_told_state(output, state, told_from=told_from, shard_files=[shard], total=total)
+
+
+def run_cache_of(work: Path) -> Path | None:
+    """The run's node-local cache folder (``None`` for a version without one)."""
+    try:
+        from evocamp.state_cache import run_cache
+    except ImportError:
+        return None
+    return run_cache(work)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the distinct files below ``folder`` (hard links counted once)."""
+    seen, total = set(), 0
+    for path in folder.rglob("*"):
+        info = path.stat()
+        if path.is_file() and info.st_ino not in seen:
+            seen.add(info.st_ino)
+            total += info.st_size
+    return total
+
+
+def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -> list:
     from evocamp.config import run_spec, validate_config
     from evocamp.engine import evaluate_slice, initialise, tell
-    from evocamp.storage import read_state, write_state
+    from evocamp.storage import atomic_copy, read_shard, read_state, write_shard, write_state
 
     config = validate_config(
         {
@@ -38,54 +78,83 @@ def measure(emitters: int, batch_size: int, generations: int) -> list:
             },
             "domains": {"sphere": {"type": "sphere", "solution_dim": 100}},
             "shards": 1,
+            "checkpoint_every": keep_every,
+            "generations": generations,
         }
     )
     state = initialise(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
     with scratch_folder("evocamp-tell-") as folder:
-        previous = folder / "state_0.h5"
+        run = folder / "run"
+        cache = run_cache_of(run / "work")
+        previous = run / "checkpoints" / "gen_000000.h5"
         write_state(previous, state)
-        tells, steps, sizes = [], [], []
+        shared = folder_bytes(run)
+        tells, steps, shared_bytes, cache_bytes, whole = [], [], [], [], 0
         for generation in range(1, generations + 1):
-            shard = evaluate_slice(
-                state.spec,
-                generation=generation,
-                shard=0,
-                start=0,
-                solutions=state.next_batch["solutions"],
-                seeds=state.next_seeds,
+            shard_path = run / "work" / f"gen_{generation:06d}" / "shard_000.h5"
+            write_shard(
+                shard_path,
+                evaluate_slice(
+                    state.spec,
+                    generation=generation,
+                    shard=0,
+                    start=0,
+                    solutions=state.next_batch["solutions"],
+                    seeds=state.next_seeds,
+                ),
             )
             began = time.perf_counter()
             state = read_state(previous)
             told = time.perf_counter()
-            state = tell(state, [shard])
+            state = tell(state, [read_shard(shard_path)])
             tells.append(time.perf_counter() - told)
-            path = folder / f"state_{generation}.h5"
-            write_state(path, state)
+            path = run / "work" / f"state_{generation:06d}.h5"
+            written_state(path, state, told_from=previous, shard=shard_path, total=generations)
             steps.append(time.perf_counter() - began)
-            sizes.append(path.stat().st_size)
-            previous.unlink()
+            if generation % keep_every == 0:
+                atomic_copy(path, run / "checkpoints" / f"gen_{generation:06d}.h5")
+            now = folder_bytes(run)
+            shared_bytes.append(now - shared)
+            shared = now
+            cache_bytes.append(folder_bytes(cache) if cache and cache.exists() else 0)
             previous = path
+        whole = path.stat().st_size  # the last generation is written whole
+        rebuild = "-"
+        window = (generations - 1) % keep_every
+        if cache is not None and window:
+            # The last tell wrote a whole state and emptied the run's cache.
+            began = time.perf_counter()
+            read_state(run / "work" / f"state_{generations - 1:06d}.h5")
+            rebuild = f"{(time.perf_counter() - began) * 1000:.0f} ({window})"
     batch = emitters * batch_size
     per_tell = statistics.median(tells[1:])
     return [
         batch,
-        generations,
         f"{per_tell * 1000:.1f}",
         f"{batch / per_tell:,.0f}",
         f"{statistics.median(steps[1:]) * 1000:.1f}",
-        f"{sizes[0] / 1e6:.2f}",
-        f"{sizes[-1] / 1e6:.2f}",
+        f"{statistics.mean(shared_bytes) / 1e6:.2f}",
+        f"{max(shared_bytes) / 1e6:.2f}",
+        f"{statistics.mean(cache_bytes) / 1e6:.2f}",
+        f"{whole / 1e6:.2f}",
+        rebuild,
     ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=30)
+    parser.add_argument("--keep-every", type=int, default=10)
     args = parser.parse_args()
-    rows = [measure(15, 36, args.generations), measure(20, 500, args.generations)]
+    rows = [
+        measure(15, 36, args.generations, args.keep_every),
+        measure(20, 500, args.generations, args.keep_every),
+    ]
     print(f"machine: {machine()}")
-    header = ["batch", "generations", "tell ms (median)", "solutions/s"]
-    header += ["read + tell + write ms (median)", "checkpoint MB (gen 1)", "checkpoint MB (last)"]
+    print(f"{args.generations} generations, a kept checkpoint every {args.keep_every}")
+    header = ["batch", "tell ms (median)", "solutions/s", "step ms (median)"]
+    header += ["shared MB / gen (mean)", "shared MB (max gen)", "cache MB"]
+    header += ["whole state MB (last)", "rebuild ms (generations)"]
     print(table(header, rows))
 
 

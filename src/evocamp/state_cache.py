@@ -8,9 +8,10 @@ on the shared filesystem every generation (CMA-ME with 15 emitters in 100 dimens
 writes a *light* state there instead: the run spec, the next batch and its seeds,
 the metrics window and the best solution (what shards and the next tell read), plus
 a random token, the state it was told from and its shard files. The full state goes
-to a node-local cache under the same token (memory: ``$XDG_RUNTIME_DIR`` or
-``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names another folder, ``0`` turns it off),
-where the next tell job finds it; each run keeps one cached state.
+to a node-local cache with the same token (a pickle of the whole state, in a private
+folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
+another folder, ``0`` turns it off), where the next tell job finds it; each run keeps
+one cached state.
 
 When the cache does not hold a light state's full state (another node, a reboot, a
 cleared cache), it is rebuilt from the last full state before it (the window's kept
@@ -29,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import secrets
 import sys
 from pathlib import Path
@@ -42,6 +44,7 @@ from evocamp.storage import (
     atomic_copy,
     read_shard,
     read_state,
+    replaced_atomically,
     run_label,
     state_is_light,
     write_state,
@@ -132,15 +135,16 @@ def write_told_state(
         forget_run(output.parent)
         return f"full state -> {output}"
     token = secrets.token_hex(8)
-    cached = cache / f"state_{state.generation:06d}.h5"
+    cached = _cache_file(cache, state.generation)
     try:
         cache.mkdir(exist_ok=True)
-        write_state(cached, state, attrs={"light_token": token})
+        with replaced_atomically(cached) as temporary, open(temporary, "wb") as stream:
+            pickle.dump((token, state), stream, protocol=pickle.HIGHEST_PROTOCOL)
     except OSError as error:  # e.g. a full /dev/shm: the shared filesystem takes it
         write_state(output, state)
         forget_run(output.parent)
         return f"full state -> {output} (cache {cache}: {error})"
-    for other in cache.glob("state_*.h5"):
+    for other in cache.iterdir():
         if other != cached:
             other.unlink(missing_ok=True)
     write_state(
@@ -199,32 +203,45 @@ def restore(path: str | Path) -> RunState:
 
 
 def _light_attrs(path: Path, *, wanted_by) -> dict | None:
-    """The ``light_*`` attributes of a state file (``None`` for a full state)."""
+    """The ``light_*`` attributes, ``generation`` and ``run_spec`` of a state file
+    (``None`` for a full state)."""
     try:
         with h5py.File(path, "r") as handle:
             if "optimizer" in handle:
                 return None
-            return {k: v for k, v in handle.attrs.items() if k.startswith("light_")}
+            return {
+                name: value
+                for name, value in handle.attrs.items()
+                if name.startswith("light_") or name in ("generation", "run_spec")
+            }
     except FileNotFoundError:
         raise _unrebuildable(wanted_by, f"{path} is missing") from None
     except (OSError, KeyError) as error:
         raise _unrebuildable(wanted_by, f"{path} cannot be read ({error})") from None
 
 
+def _cache_file(cache: Path, generation: int) -> Path:
+    return cache / f"state_{generation:06d}.pickle"
+
+
 def _cached_state(path: Path, attrs: dict) -> RunState | None:
-    """The cached full state of the light state ``path``, if the cache holds it."""
+    """The cached full state of the light state ``path``, if the cache holds it.
+
+    The cache is a private folder in memory, written by this user's tell jobs (a
+    temporary file renamed when complete), so a plain pickle is safe and fast there.
+    """
+    from evocamp.optimizers import optimizer_class
+
     cache = run_cache(path.parent)
     if cache is None:
         return None
-    generation = int(path.name.removeprefix("state_").removesuffix(".h5"))
-    cached = cache / f"state_{generation:06d}.h5"
     try:
-        with h5py.File(cached, "r") as handle:
-            if handle.attrs.get("light_token") != attrs["light_token"]:
-                return None
-        return read_state(cached)
-    except (OSError, KeyError, CorruptFileError):
+        with open(_cache_file(cache, int(attrs["generation"])), "rb") as stream:
+            optimizer_class(json.loads(attrs["run_spec"]))  # imports a plugin's module
+            token, state = pickle.load(stream)
+    except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return None
+    return state if token == attrs["light_token"] else None
 
 
 def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunState:

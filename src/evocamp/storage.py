@@ -449,30 +449,33 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
     The optimizer of a light state comes from the node-local cache or is rebuilt
     (:func:`evocamp.state_cache.restore`).
     """
-    if with_optimizer and state_is_light(path):
-        from evocamp.state_cache import restore
-
-        return restore(path)
     with open_for_reading(path, what="checkpoint") as handle:
-        spec = json.loads(handle.attrs["run_spec"])
-        generation = int(handle.attrs["generation"])
-        next_batch = _stored_batch(handle)
-        optimizer = archive = None
-        if with_optimizer:
-            optimizer, archive = _read_optimizer(handle, next_batch, path=path, spec=spec)
-        return RunState(
-            spec=spec,
-            generation=generation,
-            optimizer=optimizer,
-            archive=archive,
-            next_batch=next_batch,
-            next_seeds=_next_seeds(handle)[()],
-            metrics_window=as_metric_rows(handle["metrics_window"][()]),
-            finished_at=float(handle.attrs["finished_at"]),
-            best={name: data[()] for name, data in handle["best"].items()}
-            if "best" in handle
-            else None,
-        )
+        if not with_optimizer or "optimizer" in handle:
+            return _state_of(handle, path=path, with_optimizer=with_optimizer)
+    from evocamp.state_cache import restore
+
+    return restore(path)
+
+
+def _state_of(handle: h5py.File, *, path, with_optimizer: bool) -> RunState:
+    spec = json.loads(handle.attrs["run_spec"])
+    next_batch = _stored_batch(handle)
+    optimizer = archive = None
+    if with_optimizer:
+        optimizer, archive = _read_optimizer(handle, next_batch, path=path, spec=spec)
+    return RunState(
+        spec=spec,
+        generation=int(handle.attrs["generation"]),
+        optimizer=optimizer,
+        archive=archive,
+        next_batch=next_batch,
+        next_seeds=_next_seeds(handle)[()],
+        metrics_window=as_metric_rows(handle["metrics_window"][()]),
+        finished_at=float(handle.attrs["finished_at"]),
+        best={name: data[()] for name, data in handle["best"].items()}
+        if "best" in handle
+        else None,
+    )
 
 
 def _read_optimizer(handle: h5py.File, batch: dict, *, path, spec: dict):
