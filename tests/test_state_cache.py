@@ -180,3 +180,22 @@ def test_a_missing_shard_file_is_named(tmp_path, cache):
         "and work/gen_* after its last kept checkpoint and rerun to recompute them"
     )
     assert np.all([p.exists() for p in (tmp_path / "run" / "work").glob("state_*.h5")])
+
+
+def test_a_light_state_is_kept_whole(tmp_path, cache):
+    """Keeping a light state as a checkpoint (a run whose `generations` was lowered ends
+    on one) writes it whole; a whole state is kept as a hard link, not a copy."""
+    from evocamp.state_cache import keep_whole
+
+    spec = spec_of("cmame")
+    last = run_shard_mode(tmp_path / "run", spec, 3)
+    kept = tmp_path / "run" / "checkpoints" / "gen_000003.h5"
+    keep_whole(last, kept)
+    with h5py.File(kept, "r") as handle:
+        assert "optimizer" in handle and "archive" in handle
+    forget_run(last.parent)
+    expected = final_bytes(tmp_path, in_memory(spec, 3), "memory")
+    assert final_bytes(tmp_path, read_state(kept), "kept") == expected
+    again = tmp_path / "again.h5"
+    keep_whole(kept, again)
+    assert again.stat().st_ino == kept.stat().st_ino

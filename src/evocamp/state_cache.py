@@ -42,11 +42,11 @@ from evocamp.storage import (
     CorruptFileError,
     RunState,
     atomic_copy,
+    is_light,
     read_shard,
     read_state,
     replaced_atomically,
     run_label,
-    state_is_light,
     write_state,
 )
 
@@ -92,7 +92,7 @@ def forget_run(work: str | Path) -> None:
         folder.rmdir()
 
 
-def must_be_whole(state: RunState, total: int | None) -> bool:
+def _must_be_whole(state: RunState, total: int | None) -> bool:
     """Whether the state after a tell is written whole: kept generations, the last
     one, and any when the run's length is unknown."""
     generation = state.generation
@@ -129,7 +129,7 @@ def write_told_state(
         What was written, for the job's log.
     """
     output = Path(output)
-    cache = None if must_be_whole(state, total) else run_cache(output.parent)
+    cache = None if _must_be_whole(state, total) else run_cache(output.parent)
     if cache is None:
         write_state(output, state)
         forget_run(output.parent)
@@ -162,7 +162,7 @@ def write_told_state(
 
 def keep_whole(source: str | Path, destination: str | Path) -> None:
     """Keep a state file as a checkpoint; a light one is written whole."""
-    if state_is_light(source):
+    if _light_attrs(Path(source), wanted_by=source) is not None:
         write_state(destination, read_state(source))
     else:
         atomic_copy(source, destination)
@@ -207,7 +207,7 @@ def _light_attrs(path: Path, *, wanted_by) -> dict | None:
     (``None`` for a full state)."""
     try:
         with h5py.File(path, "r") as handle:
-            if "optimizer" in handle:
+            if not is_light(handle):
                 return None
             return {
                 name: value

@@ -399,11 +399,10 @@ def write_state(
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
 
 
-def state_is_light(path: str | Path) -> bool:
-    """Whether a state file is a light state (no ``/optimizer`` and ``/archive``: see
-    :mod:`evocamp.state_cache`)."""
-    with open_for_reading(path, what="checkpoint") as handle:
-        return "optimizer" not in handle
+def is_light(handle: h5py.File) -> bool:
+    """Whether an open state file is a light state (no ``/optimizer`` and ``/archive``:
+    see :mod:`evocamp.state_cache`)."""
+    return "optimizer" not in handle
 
 
 def _write_optimizer_group(handle: h5py.File, state: RunState) -> None:
@@ -450,7 +449,7 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
     (:func:`evocamp.state_cache.restore`).
     """
     with open_for_reading(path, what="checkpoint") as handle:
-        if not with_optimizer or "optimizer" in handle:
+        if not with_optimizer or not is_light(handle):
             return _state_of(handle, path=path, with_optimizer=with_optimizer)
     from evocamp.state_cache import restore
 
