@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from conftest import shard_results
 
+from evocamp.cli import main
 from evocamp.config import run_spec, validate_config
 from evocamp.engine import initialise, tell
 from evocamp.state_cache import forget_run, run_cache, write_told_state
 from evocamp.storage import (
     CorruptFileError,
-    read_shard,
     read_state,
     write_final_archive,
     write_shard,
@@ -56,7 +56,7 @@ def spec_of(algorithm: str) -> dict:
 
 def run_shard_mode(folder, spec, generations: int):
     """Tell ``generations`` generations as shard-mode jobs do: the kept checkpoint of
-    generation 0, shard files, the tell step's read and write of states."""
+    generation 0, shard files, and the tell step itself (``evocamp tell``)."""
     checkpoint = folder / "checkpoints" / "gen_000000.h5"
     write_state(checkpoint, initialise(spec))
     previous = checkpoint
@@ -67,9 +67,9 @@ def run_shard_mode(folder, spec, generations: int):
             path = folder / "work" / f"gen_{generation:06d}" / f"shard_{result.shard:03d}.h5"
             write_shard(path, result)
             paths.append(path)
-        told = tell(state, [read_shard(path) for path in paths])
         output = folder / "work" / f"state_{generation:06d}.h5"
-        write_told_state(output, told, told_from=previous, shard_files=paths, total=TOTAL)
+        arguments = ["tell", "--state", str(previous), "--shard-files", *map(str, paths)]
+        assert main([*arguments, "--output", str(output), "--total", str(TOTAL)]) == 0
         previous = output
     return previous
 

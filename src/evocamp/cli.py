@@ -150,7 +150,7 @@ def cmd_finalise(args) -> None:
     state = read_state(args.state)
     checkpoint = Path(args.checkpoint)
     if Path(args.state).resolve() != checkpoint.resolve():
-        keep_whole(args.state, checkpoint)
+        keep_whole(args.state, checkpoint, state=state)
     rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")), state.metrics_window)
     write_rows(args.metrics, rows)
     write_final_archive(

@@ -160,10 +160,13 @@ def write_told_state(
     return f"light state -> {output}, full state cached in {cached}"
 
 
-def keep_whole(source: str | Path, destination: str | Path) -> None:
-    """Keep a state file as a checkpoint; a light one is written whole."""
+def keep_whole(
+    source: str | Path, destination: str | Path, *, state: RunState | None = None
+) -> None:
+    """Keep a state file as a checkpoint; a light one is written whole (from ``state``,
+    its full state when the caller has already read it, else read or rebuilt here)."""
     if _light_attrs(Path(source), wanted_by=source) is not None:
-        write_state(destination, read_state(source))
+        write_state(destination, state if state is not None else read_state(source))
     else:
         atomic_copy(source, destination)
 
