@@ -46,7 +46,7 @@ PEER = "deephyper_cbo"
 def campaign_curves(args, domain: str, workdir: Path) -> dict[str, list[dict]]:
     """Run the campaign of one domain; per variant and seed, the best Ackley value
     after each evaluation's generation, the cumulative wall time and utilisation."""
-    from evocamp.metrics import read_metrics_csv
+    from evocamp.model.metrics import read_metrics_csv
 
     config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
     dim, budget = BUDGETS[domain]
@@ -130,13 +130,13 @@ def best_at(run: dict, evaluations: int) -> float:
 
 def best_at_time(run: dict, seconds: np.ndarray) -> np.ndarray:
     """Best value known at each of ``seconds`` (NaN before the first result)."""
-    from evocamp.comparison import value_known_at
+    from evocamp.reporting.comparison import value_known_at
 
     return value_known_at(run["times"], run["best"], seconds)
 
 
 def interval(values) -> str:
-    from evocamp.comparison import bootstrap_mean_ci
+    from evocamp.reporting.comparison import bootstrap_mean_ci
 
     mean, low, high = bootstrap_mean_ci(
         np.asarray(values), samples=2000, rng=np.random.default_rng(0)
@@ -179,8 +179,8 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
 
 
 def figure(results: dict, path: Path) -> None:
-    from evocamp.comparison import bootstrap_mean_ci
-    from evocamp.plotting import PALETTE, pyplot
+    from evocamp.reporting.comparison import bootstrap_mean_ci
+    from evocamp.reporting.plotting import PALETTE, pyplot
 
     plt = pyplot()
     fig, axes = plt.subplots(2, len(results), squeeze=False, figsize=(7.0, 4.4))
@@ -211,15 +211,23 @@ def figure(results: dict, path: Path) -> None:
     fig.savefig(path)
 
 
+def bo_defaults() -> dict:
+    """The defaults of the BO family's settings (batch size, kappa, initial points,
+    candidates, trees, refine generations), as the registry fills them in."""
+    from evocamp.registry import ALGORITHMS
+
+    return dict(ALGORITHMS["qucb_decentralised"].defaults)
+
+
 def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple[float, bool]:
     """One fit + proposal of ``batch`` points by evocamp's qUCB, and whether a second
     call with the same seed proposes the same points."""
-    from evocamp.bo import BO_DEFAULTS, exploration_weights, propose
+    from evocamp.domains import ackley_value
+    from evocamp.families.bo import exploration_weights, propose
 
+    defaults = bo_defaults()
     rng = np.random.default_rng(0)
     x = rng.uniform(-32.768, 32.768, (history, dim))
-    from evocamp.domains import ackley_value
-
     y = -ackley_value(x)
     made = []
     for _ in range(2):
@@ -229,10 +237,10 @@ def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple
             y,
             kappas=exploration_weights(1, kappa=1.96, worker=0, count=batch),
             bounds=(-32.768, 32.768),
-            candidates=BO_DEFAULTS["candidates"],
+            candidates=defaults["candidates"],
             trees=trees,
             initial_points=10,
-            refine_generations=BO_DEFAULTS["refine_generations"],
+            refine_generations=defaults["refine_generations"],
             rng=np.random.default_rng(1),
         )
         seconds = time.perf_counter() - began
@@ -242,9 +250,9 @@ def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple
 
 def append_seconds(dim: int, history: int, batch: int) -> float:
     """What a decentralised tell does with a generation: append it to the history."""
-    from evocamp.bo import BO_DEFAULTS, DecentralisedQUCB
+    from evocamp.families.bo import DecentralisedQUCB
 
-    settings = {**BO_DEFAULTS, "batch_size": batch}
+    settings = {**bo_defaults(), "batch_size": batch}
     optimizer = DecentralisedQUCB(
         solution_dim=dim, x0=None, bounds=(-32.768, 32.768), seed=0, shards=8, **settings
     )

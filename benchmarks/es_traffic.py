@@ -48,11 +48,12 @@ def stored_bytes(path: Path, names: list[str]) -> int:
 def naive_io_seconds(state, folder: Path) -> float:
     """Seconds to write a batch as P x M offspring and read it back shard by shard (the
     naive design's extra I/O; its offspring are drawn here once, not timed)."""
-    from evocamp.optimizers import materialise
-    from evocamp.storage import atomic_h5, shard_bounds, write_dataset
+    from evocamp.base.sharding import shard_bounds
+    from evocamp.files.hdf5 import atomic_h5, write_dataset
+    from evocamp.registry import batch_format
 
     size = len(state.next_seeds)
-    offspring = materialise(type(state.optimizer), state.next_batch, 0, size)
+    offspring, _ = batch_format(state.spec).materialise(state.next_batch, 0, size)
     path = folder / "naive.h5"
     began = time.perf_counter()
     with atomic_h5(path) as handle:
@@ -69,10 +70,12 @@ def naive_io_seconds(state, folder: Path) -> float:
 def measure(dim: int, popsize: int, folder: Path) -> list:
     import numpy as np
 
-    from evocamp import es
     from evocamp.config import run_spec, validate_config
-    from evocamp.engine import evaluate_slice, initialise, tell
-    from evocamp.storage import read_shard_input, read_state, write_shard, write_state
+    from evocamp.families import es
+    from evocamp.files.checkpoint import open_batch, read_state, write_state
+    from evocamp.files.shard import read_shard, write_shard
+    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.evaluation import evaluate_shard
 
     config = validate_config(
         {
@@ -91,19 +94,17 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         write_state(state_path, state)
         shard_paths = []
         for shard in range(SHARDS):
-            part = read_shard_input(state_path, shard=shard, shards=SHARDS)
-            result = evaluate_slice(
-                part.spec,
-                generation=part.generation,
-                shard=shard,
-                start=part.start,
-                solutions=part.solutions,
-                seeds=part.seeds,
-            )
+            with open_batch(state_path) as (spec, batch_generation, batch, seeds):
+                result = evaluate_shard(
+                    spec,
+                    batch=batch,
+                    seeds=seeds,
+                    generation=batch_generation,
+                    shard=shard,
+                    shards=SHARDS,
+                )
             shard_paths.append(folder / f"shard_{generation}_{shard}.h5")
             write_shard(shard_paths[-1], result)
-        from evocamp.storage import read_shard
-
         told = time.perf_counter()
         state = tell(read_state(state_path), [read_shard(path) for path in shard_paths])
         tell_seconds = time.perf_counter() - told

@@ -23,7 +23,7 @@ import numpy as np
 from common import REPO, machine, measured, scratch_folder, snakemake, table, write_config
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
-from evocamp.joblogs import job_log
+from evocamp.executors.housekeeping import job_log
 
 HERE = Path(__file__).resolve().parent
 ALGORITHM = {
@@ -74,11 +74,12 @@ def peer(cost: float, *, generations: int, workers: int) -> tuple[float, float]:
     from distributed import Client, LocalCluster
     from sleepy import sleepy_sphere
 
-    from evocamp.algorithms import build_scheduler
     from evocamp.config import run_spec, validate_config
+    from evocamp.registry import build_optimizer
 
     config = validate_config(campaign(cost, generations=generations, workers=workers, mode="dask"))
-    scheduler = build_scheduler(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
+    spec = run_spec(config, algorithm="cmame", domain="sphere", seed=0)
+    scheduler = build_optimizer(spec).scheduler
     times = []
     with (
         LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster,

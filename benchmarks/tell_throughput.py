@@ -3,18 +3,20 @@ writes to the shared filesystem.
 
     python benchmarks/tell_throughput.py [--generations 30] [--keep-every 10]
 
-CMA-ME on the 100-d sphere (100x100 grid), batches of 540 (15 emitters x 36) and
-10,000 (20 x 500), one shard. "tell" is evocamp.engine.tell (fold shards, update
-archive and emitters, ask the next batch, derive seeds); "step" is what a shard-mode
-tell job does besides starting: read the previous state, tell, write the next one
-(evocamp.state_cache: light between kept generations, the full state in the node-local
-cache). "shared MB / gen" is what the run's folder receives per generation, averaged
-over the run: the state written by the tell, the shard file, and kept checkpoints
-(every --keep-every generations; hard links, so no bytes). "cache MB / gen" goes to
-node-local memory instead. "rebuild" is reading the state at the end of a window when
-the cache no longer holds it (telling the window again). Run it with
-PYTHONPATH=<other clone>/src to measure another version (one without
-evocamp.state_cache writes every state whole).
+CMA-ME on the 100-d sphere (100x100 grid), batches of 540 (15 emitters x 36) and 10,000
+(20 x 500), one shard. "tell" is evocamp.loop.engine.tell (fold shards, update archive
+and emitters, ask the next batch, derive seeds); "step" is what a shard-mode tell job
+does besides starting: read the previous state, tell, write the next one
+(evocamp.loop.state_cache: light between kept generations, the full state in the
+node-local cache). "shared MB / gen" is what the run's folder receives per generation,
+averaged over the run: the state written by the tell, the shard file, and kept
+checkpoints (every --keep-every generations; hard links, so no bytes). "cache MB / gen"
+goes to node-local memory instead. "rebuild" is reading the state at the end of a window
+when the cache no longer holds it (telling the window again). Run it with
+PYTHONPATH=<other clone>/src to measure another version of the layered package, and with
+EVOCAMP_STATE_CACHE=0 to write every state whole (no cache); for a version from before
+the layers (flat modules: evocamp.engine, evocamp.storage, ...), run that clone's own
+copy of this script.
 """
 
 from __future__ import annotations
@@ -29,27 +31,6 @@ from common import machine, scratch_folder, table
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 
 
-def written_state(output: Path, state, *, told_from: Path, shard: Path, total: int) -> None:
-    """Write the state after a tell as this version's tell job does."""
-    try:
-        from evocamp.state_cache import write_told_state
-    except ImportError:  # before light states: always whole
-        from evocamp.storage import write_state
-
-        write_state(output, state)
-        return
-    write_told_state(output, state, told_from=told_from, shard_files=[shard], total=total)
-
-
-def run_cache_of(work: Path) -> Path | None:
-    """The run's node-local cache folder (``None`` for a version without one)."""
-    try:
-        from evocamp.state_cache import run_cache
-    except ImportError:
-        return None
-    return run_cache(work)
-
-
 def folder_bytes(folder: Path) -> int:
     """Bytes of the distinct files below ``folder`` (hard links counted once)."""
     seen, total = set(), 0
@@ -62,9 +43,13 @@ def folder_bytes(folder: Path) -> int:
 
 
 def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -> list:
+    from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
-    from evocamp.engine import evaluate_slice, initialise, tell
-    from evocamp.storage import atomic_copy, read_shard, read_state, write_shard, write_state
+    from evocamp.files.checkpoint import write_state
+    from evocamp.files.shard import read_shard, write_shard
+    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.evaluation import evaluate_shard
+    from evocamp.loop.state_cache import read_full_state, run_cache, write_told_state
 
     config = validate_config(
         {
@@ -85,7 +70,7 @@ def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -
     state = initialise(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
     with scratch_folder("evocamp-tell-") as folder:
         run = folder / "run"
-        cache = run_cache_of(run / "work")
+        cache = run_cache(run / "work")  # None without a node-local cache
         previous = run / "checkpoints" / "gen_000000.h5"
         write_state(previous, state)
         shared = folder_bytes(run)
@@ -94,22 +79,24 @@ def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -
             shard_path = run / "work" / f"gen_{generation:06d}" / "shard_000.h5"
             write_shard(
                 shard_path,
-                evaluate_slice(
+                evaluate_shard(
                     state.spec,
+                    batch=state.next_batch,
+                    seeds=state.next_seeds,
                     generation=generation,
                     shard=0,
-                    start=0,
-                    solutions=state.next_batch["solutions"],
-                    seeds=state.next_seeds,
+                    shards=1,
                 ),
             )
             began = time.perf_counter()
-            state = read_state(previous)
+            state = read_full_state(previous)  # light: from the cache
             told = time.perf_counter()
             state = tell(state, [read_shard(shard_path)])
             tells.append(time.perf_counter() - told)
             path = run / "work" / f"state_{generation:06d}.h5"
-            written_state(path, state, told_from=previous, shard=shard_path, total=generations)
+            write_told_state(
+                path, state, told_from=previous, shard_files=[shard_path], total=generations
+            )
             steps.append(time.perf_counter() - began)
             if generation % keep_every == 0:
                 atomic_copy(path, run / "checkpoints" / f"gen_{generation:06d}.h5")
@@ -124,7 +111,7 @@ def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -
         if cache is not None and window:
             # The last tell wrote a whole state and emptied the run's cache.
             began = time.perf_counter()
-            read_state(run / "work" / f"state_{generations - 1:06d}.h5")
+            read_full_state(run / "work" / f"state_{generations - 1:06d}.h5")
             rebuild = f"{(time.perf_counter() - began) * 1000:.0f} ({window})"
     batch = emitters * batch_size
     per_tell = statistics.median(tells[1:])

@@ -1,16 +1,27 @@
-"""Shared helpers: small campaigns run with the real Snakemake in temporary folders."""
+"""Shared helpers: small campaigns run with the real Snakemake in temporary folders.
+
+The suite has three parts: ``unit/`` (one file per module or concern, in process),
+``workflow/`` (real Snakemake campaigns) and ``cluster/`` (the real local Slurm
+cluster). Tests under ``workflow/`` and ``cluster/`` are marked ``slow``:
+``python -m pytest -m "not slow"`` runs the unit tests only.
+"""
 
 from __future__ import annotations
 
 import copy
 import hashlib
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from evocamp.base.errors import ConfigError
+from evocamp.config import validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "tests" / "plugins"
@@ -57,6 +68,38 @@ SMALL_CAMPAIGN = {
         },
     },
     "domains": {"sphere": {"type": "sphere", "solution_dim": 6}},
+}
+
+
+#: Small BO campaign: both qUCB variants and random search on Ackley 4-d, 6 points per
+#: generation on 3 shards, 6 generations (the surrogate takes over at generation 2).
+BO_CAMPAIGN = {
+    "campaign": "bo_small",
+    "master_seed": 3,
+    "generations": 6,
+    "shards": 3,
+    "checkpoint_every": 3,
+    "seeds": 1,
+    "algorithms": {
+        "dec": {
+            "type": "qucb_decentralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+            "refine_generations": 5,
+        },
+        "cen": {
+            "type": "qucb_centralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+            "refine_generations": 5,
+        },
+        "rs": {"type": "random_search", "batch_size": 6},
+    },
+    "domains": {"ackley4": {"type": "ackley", "solution_dim": 4}},
 }
 
 
@@ -123,6 +166,44 @@ def run_snakemake(
     return completed
 
 
+def kill_tree_after(workdir, seconds: float) -> int:
+    """Start the campaign in its own process group and SIGKILL the whole group."""
+    process = subprocess.Popen(
+        snakemake_command(workdir),
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return process.returncode
+
+
+def executed(completed, rule: str) -> list[str]:
+    """Generations (``gen`` wildcard) of the jobs of ``rule`` that Snakemake started."""
+    found, current = [], None
+    for line in (completed.stdout + completed.stderr).splitlines():
+        header = re.match(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):$", line)
+        if header:
+            current = header.group(1)
+            continue
+        if current == rule and line.strip().startswith("wildcards:"):
+            match = re.search(r"gen=(\d+)", line)
+            found.append(match.group(1) if match else "")
+            current = None
+    return found
+
+
+def error_of(config: dict) -> str:
+    with pytest.raises(ConfigError) as caught:
+        validate_config(config)
+    return str(caught.value)
+
+
 def run_folder(workdir: Path, config: dict, algorithm: str, domain: str, seed: int) -> Path:
     return workdir / "results" / config["campaign"] / algorithm / domain / f"seed{seed}"
 
@@ -133,8 +214,9 @@ def run_log(workdir: Path, campaign: str, run: str, tail: str) -> Path:
 
 
 def job_log_text(workdir: Path, campaign: str, run: str, tail: str) -> str:
-    """A job's log text, on its own or folded into its window log (``evocamp.joblogs``)."""
-    from evocamp.joblogs import job_log
+    """A job's log text, on its own or folded into its window log
+    (:func:`evocamp.executors.housekeeping.job_log`)."""
+    from evocamp.executors.housekeeping import job_log
 
     return job_log(workdir / "results" / campaign / "logs" / run, tail)
 
@@ -203,28 +285,44 @@ def reference_small(small_campaign_done) -> dict[str, str]:
 
 
 def shard_results(state, shards: int) -> list:
-    """Evaluate the next batch of ``state`` in ``shards`` shards in this process, as
-    the shard jobs would (solutions made from the stored batch, kept when the shards
-    propose them)."""
-    from evocamp.engine import evaluate_slice
-    from evocamp.optimizers import optimizer_class, proposal, proposes_in_shards
-    from evocamp.storage import shard_bounds
+    """Evaluate the next batch of ``state`` in ``shards`` shards in this process, with
+    the one shard step the shard jobs and Dask tasks use."""
+    from evocamp.loop.evaluation import evaluate_shard
 
-    cls = optimizer_class(state.spec)
-    results = []
-    for shard in range(shards):
-        start, stop = shard_bounds(len(state.next_seeds), shards, shard)
-        solutions, stats = proposal(cls, state.next_batch, start, stop)
-        results.append(
-            evaluate_slice(
-                state.spec,
-                generation=state.generation + 1,
-                shard=shard,
-                start=start,
-                solutions=solutions,
-                seeds=state.next_seeds[start:stop],
-                stats=stats,
-                keep_solutions=proposes_in_shards(cls),
-            )
+    return [
+        evaluate_shard(
+            state.spec,
+            batch=state.next_batch,
+            seeds=state.next_seeds,
+            generation=state.generation + 1,
+            shard=shard,
+            shards=shards,
         )
-    return results
+        for shard in range(shards)
+    ]
+
+
+def write_final(path: Path, state, *, evaluations: int = 0) -> bytes:
+    """Write a state's final ``archive.h5`` as the finalise step does; return its bytes."""
+    from evocamp.files.archive import write_final_archive
+    from evocamp.loop.engine import optimizer_result
+
+    write_final_archive(
+        path,
+        spec=state.spec,
+        archive=state.archive,
+        result=optimizer_result(state.spec, state.generation, state.optimizer),
+        best=state.best,
+        generation=state.generation,
+        evaluations=evaluations,
+    )
+    return Path(path).read_bytes()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of real Snakemake campaigns and of the Slurm cluster are ``slow``."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        part = Path(str(item.fspath)).resolve().relative_to(here).parts[0]
+        if part in ("workflow", "cluster"):
+            item.add_marker(pytest.mark.slow)

@@ -1,8 +1,10 @@
-"""Command-line entry point ``evocamp``: one sub-command per pipeline step.
+"""Command-line entry point ``evocamp``: argument parsing, one sub-command per step.
 
-The Snakemake rules call these (``shell:``), and every one can be run by hand.
-Heavy imports (pyribs, matplotlib, dask) happen inside the sub-commands that
-need them, so an evaluation shard starts in a fraction of a second.
+The Snakemake rules call these (``shell:``), and every one can be run by hand. The
+steps themselves live in :mod:`evocamp.executors.steps` (the generation loop) and
+:mod:`evocamp.reporting` (figures, tables, status). Heavy libraries (pyribs,
+matplotlib, dask) are imported only by the steps that use them, so an evaluation
+shard starts in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -14,22 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _progress(line: str) -> None:
-    """A per-generation line: into the job's log (stderr) and onto Snakemake's terminal
-    (stdout), so long local work is never silent."""
-    _log(line)
-    print(line, flush=True)
+from evocamp.base.errors import ConfigError, EvocampError
+from evocamp.config import experiments_of, load_config_file, seeds_of
+from evocamp.executors import steps
 
 
 def cmd_check_config(args) -> None:
-    """Validate a configuration file and print the runs it defines."""
-    from evocamp.config import experiments_of, load_config_file, seeds_of
-
+    """Validate a campaign file (plugins imported) and print the runs it defines."""
     config = load_config_file(args.config)
     for algorithm, domain in experiments_of(config):
         for seed in seeds_of(config):
@@ -38,63 +31,24 @@ def cmd_check_config(args) -> None:
 
 def cmd_init(args) -> None:
     """Create a run's optimizer and write its generation-0 checkpoint."""
-    from evocamp.engine import initialise
-    from evocamp.storage import run_label, write_state
-
-    spec = json.loads(args.spec)
-    state = initialise(spec)
-    write_state(args.output, state)
-    _log(
-        f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
-        f"for generation 1 -> {args.output}"
-    )
+    steps.init_step(spec=json.loads(args.spec), output=args.output)
 
 
 def cmd_evaluate(args) -> None:
     """Evaluate one shard of the batch stored in a checkpoint."""
-    from evocamp.engine import evaluate_slice
-    from evocamp.storage import read_shard_input, write_shard
-
-    shard = read_shard_input(args.state, shard=args.shard, shards=args.shards)
-    result = evaluate_slice(
-        shard.spec,
-        generation=shard.generation,
-        shard=args.shard,
-        start=shard.start,
-        solutions=shard.solutions,
-        seeds=shard.seeds,
-        stats=shard.stats,
-        keep_solutions=shard.proposed,
-    )
-    write_shard(args.output, result)
-    _log(
-        f"generation {result.generation} shard {args.shard}/{args.shards}: solutions "
-        f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
-    )
+    steps.evaluate_step(state=args.state, shard=args.shard, shards=args.shards, output=args.output)
 
 
 def cmd_tell(args) -> None:
     """Fold a generation's shards into the archive and write the next checkpoint."""
-    from evocamp.engine import tell
-    from evocamp.progress import generation_line
-    from evocamp.state_cache import write_told_state
-    from evocamp.storage import read_shard, read_state
-
-    state = tell(read_state(args.state), [read_shard(path) for path in args.shard_files])
-    written = write_told_state(
-        args.output,
-        state,
-        told_from=args.state,
-        shard_files=args.shard_files,
-        total=args.total,
+    steps.tell_step(
+        state=args.state, shard_files=args.shard_files, output=args.output, total=args.total
     )
-    _log(f"generation {state.generation}: {written}")
-    _progress(generation_line(state, total=args.total))
 
 
 def cmd_segment(args) -> None:
     """Dask mode: run generations after a checkpoint up to --until in one process."""
-    from evocamp.dask_mode import run_segment
+    from evocamp.executors.dask_mode import run_segment
 
     run_segment(
         state_path=args.state,
@@ -104,75 +58,35 @@ def cmd_segment(args) -> None:
         scheduler_file=args.scheduler_file or None,
         workers=args.workers,
         total=args.total,
-        log=_progress,
+        log=steps.progress,
     )
 
 
 def cmd_keep(args) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
     working files of the generations it covers and fold their job logs."""
-    from evocamp.metrics import write_rows
-    from evocamp.state_cache import keep_whole
-    from evocamp.storage import read_state
-
-    state = read_state(args.state, with_optimizer=False)
-    keep_whole(args.state, args.checkpoint)
-    write_rows(args.segment, state.metrics_window)
-    _log(f"generation {state.generation}: kept {args.checkpoint}")
-    from evocamp.joblogs import KEEP_LOG
-
-    own_log = Path(args.logs) / KEEP_LOG.format(generation=state.generation)
-    _tidy_window(
-        work=Path(args.state).parent, logs=args.logs, up_to=state.generation, own_log=own_log
+    steps.keep_step(
+        state=args.state, checkpoint=args.checkpoint, segment=args.segment, logs=args.logs
     )
-
-
-def _tidy_window(*, work: Path, logs: str, up_to: int, own_log: Path | None = None) -> None:
-    """Remove the working files of generations ``<= up_to`` and fold their job logs
-    into one window log (the calling job's own log, still open, is left for the next
-    fold)."""
-    from evocamp.joblogs import fold_logs
-    from evocamp.storage import prune_work_files
-
-    removed = prune_work_files(work, up_to=up_to)
-    _log(f"generation {up_to}: removed {removed} working files")
-    folded = fold_logs(logs, up_to=up_to, own=own_log)
-    if folded is not None:
-        _log(f"generation {up_to}: job logs folded into {folded}")
 
 
 def cmd_finalise(args) -> None:
     """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
-    from evocamp.metrics import merge_history, write_rows
-    from evocamp.state_cache import forget_run, keep_whole
-    from evocamp.storage import atomic_write_text, read_state, write_final_archive
-
-    state = read_state(args.state)
-    checkpoint = Path(args.checkpoint)
-    if Path(args.state).resolve() != checkpoint.resolve():
-        keep_whole(args.state, checkpoint, state=state)
-    rows = merge_history(sorted(Path(args.segments).glob("segment_*.csv")), state.metrics_window)
-    write_rows(args.metrics, rows)
-    write_final_archive(
-        args.archive,
-        spec=state.spec,
-        archive=state.archive,
-        optimizer=state.optimizer,
-        best=state.best,
-        generation=state.generation,
-        evaluations=int(rows["evaluations"][-1]),
+    steps.finalise_step(
+        state=args.state,
+        checkpoint=args.checkpoint,
+        segments=args.segments,
+        metrics=args.metrics,
+        archive=args.archive,
+        summary=args.summary,
+        work=args.work,
+        logs=args.logs,
     )
-    final = {name: rows[-1][name].item() for name in rows.dtype.names}
-    summary = {"run_spec": state.spec, "final": final}
-    atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    _log(f"generation {state.generation}: final archive {args.archive}")
-    _tidy_window(work=Path(args.work), logs=args.logs, up_to=state.generation)
-    forget_run(args.work)
 
 
 def cmd_plot_run(args) -> None:
     """Draw a run's archive heatmap and metric curves (PNG and PDF)."""
-    from evocamp.plotting import plot_run
+    from evocamp.reporting.plotting import plot_run
 
     plot_run(archive=args.archive, metrics=args.metrics, outdir=args.outdir, workers=args.workers)
 
@@ -181,31 +95,22 @@ def cmd_compare(args) -> None:
     """Campaign comparison: metric curves with 95% bootstrap bands, side-by-side
     heatmaps on a shared colour scale, and the final-metrics table (CSV, Markdown,
     LaTeX)."""
-    from evocamp.comparison import (
-        final_metrics_table,
-        load_runs,
-        table_csv,
-        table_latex,
-        table_markdown,
-    )
-    from evocamp.plotting import plot_campaign_curves, plot_campaign_heatmaps
-    from evocamp.storage import atomic_write_text
+    from evocamp.reporting.plotting import compare_campaign
 
-    runs = load_runs(args.metrics)
-    figures, tables = Path(args.figures), Path(args.tables)
-    plot_campaign_curves(runs, samples=args.bootstrap, seed=args.seed, stem=figures / "curves")
-    plot_campaign_heatmaps(args.archives, stem=figures / "heatmaps")
-    table = final_metrics_table(runs, samples=args.bootstrap, seed=args.seed)
-    atomic_write_text(tables / "final_metrics.csv", table_csv(table))
-    atomic_write_text(tables / "final_metrics.md", table_markdown(table))
-    atomic_write_text(tables / "final_metrics.tex", table_latex(table))
+    compare_campaign(
+        metrics=args.metrics,
+        archives=args.archives,
+        figures=Path(args.figures),
+        tables=Path(args.tables),
+        samples=args.bootstrap,
+        seed=args.seed,
+    )
 
 
 def cmd_status(args) -> None:
     """Progress of every run of a campaign (also while it runs), with a text plot of QD
     score against generations per run."""
-    from evocamp.config import ConfigError, load_config_file
-    from evocamp.status import status_report
+    from evocamp.reporting.status import status_report
 
     folder = args.folder
     if folder is None:
@@ -215,7 +120,7 @@ def cmd_status(args) -> None:
                 f"no campaign folder given and no {configfile} here: run `evocamp status` "
                 "where you run snakemake, or name a folder (e.g. results/default)"
             )
-        config = load_config_file(configfile)
+        config = load_config_file(configfile, check_plugins=False)
         folder = Path(config["results_dir"]) / config["campaign"]
     print(status_report(folder, plots=not args.no_plots))
 
@@ -326,28 +231,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
-    """Run one sub-command; known failures print one ``evocamp: error:`` message.
+    """Run one sub-command; every :class:`~evocamp.base.errors.EvocampError` prints one
+    ``evocamp: error:`` line (after its details, e.g. a user function's traceback).
 
     ``warm`` says the process is a warm-start child (:mod:`evocamp.warmstart`); the
     closing log line says so.
     """
-    from evocamp.config import ConfigError
-    from evocamp.engine import EvaluationError
-    from evocamp.optimizers import OptimizerError
-    from evocamp.storage import CorruptFileError
-
     args = build_parser().parse_args(argv)
     began = time.perf_counter()
     try:
         args.func(args)
-    except (ConfigError, EvaluationError, OptimizerError, CorruptFileError) as error:
-        if getattr(error, "details", ""):
+    except EvocampError as error:
+        if error.details:
             print(error.details, file=sys.stderr, end="", flush=True)
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
         return 1
     if args.command != "status":
         how = ", warm start" if warm else ""
-        _log(f"[{args.command} took {time.perf_counter() - began:.2f} s{how}]")
+        steps.log(f"[{args.command} took {time.perf_counter() - began:.2f} s{how}]")
     return 0
 
 

@@ -1,67 +1,54 @@
-"""Campaign configuration: validation against the JSON schema, defaults, run specs.
+"""Campaign configuration: validation, defaults, run specs.
 
-The schema lives in ``workflow/schemas/config.schema.yaml``; this module adds the
-checks a schema cannot express (shards against batch sizes, ``low < high`` ranges,
-names that must refer to each other) and expands a campaign into run specs.
+A campaign file is checked, before any job runs, in this order: YAML syntax (file,
+line, column), finite numbers, the JSON schema shipped with the package
+(``evocamp/schemas/config.schema.yaml``, checked against the registry by a test),
+then what a schema cannot express (keys a type does not use, shards against batch
+sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
+imported). Every problem is reported with its key. Defaults come from the schema
+(campaign-wide keys, ``archive.*``, domain keys) and from :mod:`evocamp.registry`
+(everything particular to an algorithm type or a built-in domain).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from evocamp.optimizers import BASELINE_TYPES, BO_TYPES, ES_TYPES, QD_TYPES
+from evocamp.base.errors import ConfigError, OptimizerError
+from evocamp.base.plugins import describe_import_failure, import_plugin
+from evocamp.registry import (
+    ALGORITHMS,
+    DEFAULT_GRID_CELLS_PER_MEASURE,
+    DEFAULT_SOLUTION_DIM,
+    DOMAINS,
+    PLUGIN_DOMAIN,
+    AlgorithmType,
+    Derived,
+    plugin_class,
+)
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-GRID_ALGORITHMS = {"map_elites", "map_elites_line", "cma_me", "cma_mae"}
-#: QD algorithms whose emitters are evolution strategies (they have a ranker).
-ES_EMITTER_ALGORITHMS = {"cma_me", "cma_mae"}
-DEFAULT_GRID_CELLS_PER_MEASURE = 20
-#: Built-in domains whose solution_dim is fixed by the task.
-FIXED_DIM_DOMAINS = ("lunar_lander", "digits")
-#: Defaults of algorithm keys by family, filled into the run spec.
-QD_DEFAULTS = {"emitters": 1, "batch_size": 32, "sigma": 0.5, "iso_sigma": 0.01, "line_sigma": 0.2}
-OPENAI_ES_DEFAULTS = {"popsize": 100, "sigma": 0.02, "learning_rate": 0.01, "weight_decay": 0.005}
-SNES_DEFAULTS = {"sigma": 1.0, "eta_mu": 1.0}
-#: Keys that only some algorithm types use.
-KEYS_OF_TYPES = {
-    "emitters": QD_TYPES,
-    "batch_size": QD_TYPES + BASELINE_TYPES + BO_TYPES,
-    "iso_sigma": QD_TYPES,
-    "line_sigma": QD_TYPES,
-    "ranker": tuple(ES_EMITTER_ALGORITHMS),
-    "popsize": ES_TYPES,
-    "sigma": QD_TYPES + ES_TYPES,
-    "learning_rate": ("openai_es",),
-    "weight_decay": ("openai_es",),
-    "eta_mu": ("snes",),
-    "eta_sigma": ("snes",),
-    "kappa": BO_TYPES,
-    "initial_points": BO_TYPES,
-    "candidates": BO_TYPES,
-    "trees": BO_TYPES,
-    "refine_generations": BO_TYPES,
-    "class": ("plugin",),
-    "python_path": ("plugin",),
-    "params": ("plugin",),
-}
+#: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
+SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 
-class ConfigError(ValueError):
-    """A campaign configuration is invalid; the message names the key."""
-
-
-def load_schema(path: Path = SCHEMA_PATH) -> dict:
-    """Read the configuration JSON schema (YAML)."""
-    with open(path) as handle:
-        return yaml.safe_load(handle)
+def load_schema() -> dict:
+    """The configuration JSON schema (a test checks it against the registry: the
+    ``type`` lists and the keys of every algorithm type)."""
+    package, name = SCHEMA_RESOURCE
+    return yaml.safe_load(resources.files(package).joinpath(name).read_text())
 
 
 def _key_name(path) -> str:
-    return ".".join(str(p) for p in path) or "(top level)"
+    key = ""
+    for part in path:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return key.lstrip(".") or "(top level)"
 
 
 def _describe(error) -> str:
@@ -99,15 +86,33 @@ def _fill_defaults(instance, schema: dict, root: dict) -> None:
                 _fill_defaults(value, extra, root)
 
 
-def validate_config(config: dict, *, schema: dict | None = None) -> dict:
+def _non_finite(value, path=()) -> list[str]:
+    """Problems for every NaN or infinity in a loaded configuration (YAML's ``.nan``,
+    ``.inf``): JSON schema bounds do not catch them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"key '{_key_name(path)}': {value} is not a finite number"]
+    if isinstance(value, dict):
+        return [p for name, item in value.items() for p in _non_finite(item, (*path, name))]
+    if isinstance(value, list):
+        return [p for index, item in enumerate(value) for p in _non_finite(item, (*path, index))]
+    return []
+
+
+def _raise_problems(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
     """Validate a campaign configuration and return it with defaults filled in.
 
     Parameters
     ----------
     config : dict
         The configuration as loaded from YAML (plus command-line overrides).
-    schema : dict, optional
-        The JSON schema; read from ``workflow/schemas`` when not given.
+    check_plugins : bool
+        Import every plugin domain function and optimizer class named, so that a
+        misspelt module is reported here and not in every job's log.
 
     Raises
     ------
@@ -116,18 +121,16 @@ def validate_config(config: dict, *, schema: dict | None = None) -> dict:
     """
     import jsonschema
 
-    schema = schema or load_schema()
+    _raise_problems(_non_finite(config))
+    schema = load_schema()
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
-    if errors:
-        raise ConfigError(
-            "invalid configuration:\n" + "\n".join(f"  {_describe(e)}" for e in errors)
-        )
+    _raise_problems([_describe(error) for error in errors])
     resolved = copy.deepcopy(config)
     _fill_defaults(resolved, schema, schema)
-    problems = _semantic_problems(resolved)
-    if problems:
-        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
+    _raise_problems(_semantic_problems(resolved))
+    if check_plugins:
+        _raise_problems(plugin_problems(resolved))
     return resolved
 
 
@@ -145,39 +148,10 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
 
 
 def measure_dim(domain: dict) -> int:
-    """Number of measures of a domain (given ranges, else the built-in's: digits none,
-    the others two)."""
+    """Number of measures of a domain entry (given ranges, else the built-in's)."""
     if "measure_ranges" in domain:
         return len(domain["measure_ranges"])
-    from evocamp.domains import MINIMISED_VALUE
-
-    return 0 if domain["type"] == "digits" or domain["type"] in MINIMISED_VALUE else 2
-
-
-def batch_size_of(algorithm: dict, domain: dict) -> int | None:
-    """Solutions asked per generation (``None`` for a plugin: its class decides).
-
-    QD: emitters x batch size; ES: the population (SNES's default depends on the
-    domain's dimension).
-    """
-    from evocamp.domains import solution_dim_of
-
-    kind = algorithm["type"]
-    if kind in QD_TYPES:
-        return algorithm.get("emitters", 1) * algorithm.get("batch_size", 32)
-    if kind == "openai_es":
-        return algorithm.get("popsize", OPENAI_ES_DEFAULTS["popsize"])
-    if kind in BASELINE_TYPES:
-        return algorithm.get("batch_size", QD_DEFAULTS["batch_size"])
-    if kind in BO_TYPES:
-        from evocamp.bo import BO_DEFAULTS
-
-        return algorithm.get("batch_size", BO_DEFAULTS["batch_size"])
-    if kind == "snes":
-        from evocamp.es import snes_popsize
-
-        return algorithm.get("popsize") or snes_popsize(solution_dim_of(domain))
-    return None
+    return DOMAINS[domain["type"]].measure_count
 
 
 def _semantic_problems(config: dict) -> list[str]:
@@ -201,33 +175,29 @@ def _semantic_problems(config: dict) -> list[str]:
     return problems
 
 
-def _builtin_measures(domain: dict) -> int:
-    return measure_dim({"type": domain["type"]})
-
-
 def _domain_problems(name: str, domain: dict) -> list[str]:
     key = f"domains.{name}"
+    kind = domain["type"]
     problems = []
-    if domain["type"] == "plugin":
+    if kind == PLUGIN_DOMAIN:
         for required in ("function", "measure_ranges"):
             if required not in domain:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
-        problems.append(f"key '{key}.function': only allowed for type plugin, not {domain['type']}")
-    elif "measure_ranges" in domain and len(domain["measure_ranges"]) != _builtin_measures(domain):
+        problems.append(f"key '{key}.function': only allowed for type plugin, not {kind}")
+    elif (
+        "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_count
+    ):
         problems.append(
-            f"key '{key}.measure_ranges': domain {domain['type']} has "
-            f"{_builtin_measures(domain)} measures, got {len(domain['measure_ranges'])} ranges"
+            f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_count} "
+            f"measures, got {len(domain['measure_ranges'])} ranges"
         )
-    if domain["type"] in FIXED_DIM_DOMAINS and "solution_dim" in domain:
-        from evocamp.domains import solution_dim_of
-
-        fixed = solution_dim_of(
-            {key: value for key, value in domain.items() if key != "solution_dim"}
-        )
+    entry = DOMAINS.get(kind)
+    if entry is not None and entry.fixed_dim is not None and "solution_dim" in domain:
+        fixed = entry.fixed_dim(domain.get("params") or {})
         if domain["solution_dim"] != fixed:
             problems.append(
-                f"key '{key}.solution_dim': domain {domain['type']} has {fixed} parameters "
+                f"key '{key}.solution_dim': domain {kind} has {fixed} parameters "
                 f"(leave solution_dim out), not {domain['solution_dim']}"
             )
     for index, (low, high) in enumerate(domain.get("measure_ranges") or []):
@@ -243,44 +213,42 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
 
 def _algorithm_problems(name: str, algorithm: dict, config: dict) -> list[str]:
     key = f"algorithms.{name}"
-    kind = algorithm["type"]
-    problems = []
-    for option, types in KEYS_OF_TYPES.items():
-        if option in algorithm and kind not in types:
-            problems.append(f"key '{key}.{option}': not used by type {kind}")
-    if kind == "plugin" and "class" not in algorithm:
-        problems.append(f"key '{key}.class': required for type plugin (module:Class)")
-    if kind == "openai_es" and algorithm.get("popsize", 2) % 2:
+    entry = ALGORITHMS[algorithm["type"]]
+    accepted = {"type", "archive", *entry.keys}
+    problems = [
+        f"key '{key}.{option}': not used by type {entry.name}"
+        for option in algorithm
+        if option not in accepted
+    ]
+    problems += [
+        f"key '{key}.{required}': required for type {entry.name} (module:Class)"
+        for required in entry.required
+        if required not in algorithm
+    ]
+    if entry.name == "openai_es" and algorithm.get("popsize", 2) % 2:
         problems.append(
             f"key '{key}.popsize': openai_es samples antithetic pairs; "
             f"{algorithm['popsize']} is odd"
         )
-    dims = algorithm["archive"].get("dims")
-    if dims is not None and kind == "cvt_map_elites":
-        problems.append(f"key '{key}.archive.dims': not used by cvt_map_elites (use cells)")
+    if algorithm["archive"].get("dims") is not None and not entry.grid_archive:
+        problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
     for algorithm_name, domain_name in experiments_of(config):
         domain = config["domains"].get(domain_name)
-        if algorithm_name != name or domain is None:
+        if algorithm_name != name or domain is None or _domain_problems(domain_name, domain):
             continue
         problems += _pair_problems(name, algorithm, domain_name, domain, config["shards"])
     return problems
 
 
-def resolved_domain_of(domain: dict) -> dict:
-    """A domain entry with its built-in defaults (for checks before run specs exist)."""
-    from evocamp.domains import resolved_domain
-
-    return resolved_domain(domain)
-
-
 def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, shards: int):
     """Problems of running algorithm ``name`` on ``domain_name``."""
     key = f"algorithms.{name}"
+    entry = ALGORITHMS[algorithm["type"]]
     problems = []
     measures = measure_dim(domain)
-    if algorithm["type"] in QD_TYPES and measures == 0:
+    if entry.needs_measures and measures == 0:
         problems.append(
-            f"key '{key}.type': {algorithm['type']} needs measures, but domain "
+            f"key '{key}.type': {entry.name} needs measures, but domain "
             f"'{domain_name}' has none; use an ES (openai_es, snes) or a plugin"
         )
     dims = algorithm["archive"].get("dims")
@@ -289,37 +257,119 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
-    if algorithm["type"] in BASELINE_TYPES + BO_TYPES and "bounds" not in resolved_domain_of(
-        domain
-    ):
+    domain_spec = resolved_domain(domain)
+    if entry.needs_bounds and "bounds" not in domain_spec:
         problems.append(
-            f"key '{key}.type': {algorithm['type']} samples within bounds, but domain "
+            f"key '{key}.type': {entry.name} samples within bounds, but domain "
             f"'{domain_name}' has none; give domains.{domain_name}.bounds"
         )
-    solutions = batch_size_of(algorithm, domain)
-    if solutions is not None and shards > solutions:
-        problems.append(
-            f"key 'shards': {shards} shards is more than the {solutions} solutions per "
-            f"generation of algorithm '{name}' on domain '{domain_name}'; allowed is "
-            f"1..{solutions}"
-        )
+    if entry.batch_size is not None:
+        solutions = entry.batch_size(resolved_algorithm(algorithm, domain_spec))
+        if shards > solutions:
+            problems.append(
+                f"key 'shards': {shards} shards is more than the {solutions} solutions per "
+                f"generation of algorithm '{name}' on domain '{domain_name}'; allowed is "
+                f"1..{solutions}"
+            )
     return problems
 
 
+def plugin_problems(config: dict) -> list[str]:
+    """Plugin domain functions and optimizer classes that cannot be imported (or lack
+    ``ask``/``tell``), each named with its key, module and ``python_path``."""
+    problems = []
+    for name, domain in config["domains"].items():
+        if domain["type"] != PLUGIN_DOMAIN or "function" not in domain:
+            continue
+        key = f"domains.{name}.function"
+        try:
+            function = import_plugin(domain["function"], domain.get("python_path"))
+        except (ImportError, AttributeError) as error:
+            failure = describe_import_failure(domain["function"], domain.get("python_path"), error)
+            problems.append(f"key '{key}': {failure}")
+            continue
+        except Exception as error:  # noqa: BLE001 - a user's module may raise anything
+            problems.append(
+                f"key '{key}': importing {domain['function']} raised "
+                f"{type(error).__name__}: {error}"
+            )
+            continue
+        if not callable(function):
+            problems.append(f"key '{key}': {domain['function']} is not a function")
+    for name, algorithm in config["algorithms"].items():
+        if ALGORITHMS[algorithm["type"]].cls is not None or "class" not in algorithm:
+            continue
+        try:
+            plugin_class(algorithm, where=f"key 'algorithms.{name}.class'")
+        except OptimizerError as error:
+            problems.append(str(error))
+        except Exception as error:  # noqa: BLE001 - a user's module may raise anything
+            problems.append(
+                f"key 'algorithms.{name}.class': importing {algorithm['class']} raised "
+                f"{type(error).__name__}: {error}"
+            )
+    return problems
+
+
+def resolved_domain(domain: dict) -> dict:
+    """A domain entry with the built-in's defaults filled in (solution_dim, measure
+    ranges, bounds, parameters, extra fields)."""
+    spec = copy.deepcopy(domain)
+    entry = DOMAINS.get(spec["type"])
+    params = spec.setdefault("params", {})
+    if entry is not None and entry.fixed_dim is not None:
+        spec["solution_dim"] = entry.fixed_dim(params)
+    else:
+        spec["solution_dim"] = spec.get("solution_dim", DEFAULT_SOLUTION_DIM)
+    if entry is None:
+        return spec
+    spec.setdefault("measure_ranges", entry.measure_ranges(spec["solution_dim"], params))
+    if entry.bounds is not None:
+        spec.setdefault("bounds", list(entry.bounds))
+    for name, value in entry.params.items():
+        params.setdefault(name, value)
+    if entry.extra_fields and not spec.get("extra_fields"):
+        spec["extra_fields"] = list(entry.extra_fields)
+    return spec
+
+
+def _default_value(value, domain_spec: dict):
+    return value.compute(domain_spec) if isinstance(value, Derived) else copy.deepcopy(value)
+
+
+def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
+    """An algorithm entry with its type's defaults filled in for a resolved domain."""
+    spec = copy.deepcopy(algorithm)
+    entry: AlgorithmType = ALGORITHMS[spec["type"]]
+    for name, value in entry.defaults.items():
+        if name not in spec:
+            spec[name] = _default_value(value, domain_spec)
+    archive = spec.setdefault("archive", {})
+    if entry.grid_archive:
+        archive.setdefault(
+            "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
+        )
+    for name, value in entry.archive_defaults.items():
+        archive.setdefault(name, value)
+    if entry.recipe is not None:
+        archive.pop("passive", None)  # the run's archive is the optimizer's own
+    return spec
+
+
 def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
-    """The resolved, self-contained description of one run.
+    """The resolved, self-contained description of one run (:mod:`evocamp.model.runspec`).
 
     It holds everything that fixes the run's results and nothing that may change
-    during its life (``generations`` and ``shards`` are left out on purpose).
+    during its life (``generations`` and ``shards`` are left out on purpose, but for
+    types whose shards are workers of the algorithm).
     """
-    from evocamp.domains import default_qd_score_offset, resolved_domain
-
     domain_spec = resolved_domain(config["domains"][domain])
     algorithm_spec = resolved_algorithm(config["algorithms"][algorithm], domain_spec)
-    if algorithm_spec["type"] == "qucb_decentralised":
-        # Every shard is one decentralised worker: the shard count is part of the algorithm.
+    entry = ALGORITHMS[algorithm_spec["type"]]
+    if entry.shards_in_spec:
         algorithm_spec["shards"] = config["shards"]
-    offset = default_qd_score_offset(domain_spec)
+    domain_entry = DOMAINS.get(domain_spec["type"])
+    offset = domain_entry.qd_score_offset if domain_entry else 0.0
     if offset:
         algorithm_spec["archive"].setdefault("qd_score_offset", offset)
     return {
@@ -334,52 +384,40 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     }
 
 
-def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
-    """An algorithm entry with its family's defaults filled in for a domain."""
-    algorithm_spec = copy.deepcopy(algorithm)
-    kind = algorithm_spec["type"]
-    archive = algorithm_spec["archive"]
-    if kind in QD_TYPES:
-        for name, value in QD_DEFAULTS.items():
-            algorithm_spec.setdefault(name, value)
-    elif kind == "openai_es":
-        for name, value in OPENAI_ES_DEFAULTS.items():
-            algorithm_spec.setdefault(name, value)
-    elif kind in BASELINE_TYPES:
-        algorithm_spec.setdefault("batch_size", QD_DEFAULTS["batch_size"])
-    elif kind in BO_TYPES:
-        from evocamp.bo import BO_DEFAULTS
-
-        for name, value in BO_DEFAULTS.items():
-            algorithm_spec.setdefault(name, value)
-    elif kind == "snes":
-        from evocamp.es import snes_eta_sigma, snes_popsize
-
-        dim = domain_spec["solution_dim"]
-        for name, value in SNES_DEFAULTS.items():
-            algorithm_spec.setdefault(name, value)
-        algorithm_spec.setdefault("popsize", snes_popsize(dim))
-        algorithm_spec.setdefault("eta_sigma", snes_eta_sigma(dim))
-    if kind in GRID_ALGORITHMS or kind not in QD_TYPES:
-        archive.setdefault(
-            "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
-        )
-    if kind in ES_EMITTER_ALGORITHMS:
-        algorithm_spec.setdefault("ranker", "imp" if kind == "cma_mae" else "2imp")
-    if kind == "cma_mae":
-        archive.setdefault("learning_rate", 0.01)
-        archive.setdefault("threshold_min", 0.0)
-    if kind in QD_TYPES:
-        archive.pop("passive", None)
-    return algorithm_spec
-
-
 def run_spec_json(spec: dict) -> str:
     """Canonical JSON of a run spec (sorted keys, no spaces)."""
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-def load_config_file(path: str | Path) -> dict:
-    """Read and validate a configuration file."""
-    with open(path) as handle:
-        return validate_config(yaml.safe_load(handle) or {})
+def load_config_file(path: str | Path, *, check_plugins: bool = True) -> dict:
+    """Read and validate a campaign file.
+
+    Raises
+    ------
+    ConfigError
+        For a missing file, a YAML syntax error (file, line and column) or an invalid
+        configuration.
+    """
+    return validate_config(read_yaml(path), check_plugins=check_plugins)
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A campaign file's content; a syntax error names the file, line and column."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise ConfigError(f"campaign file {path} cannot be read: {error.strerror}") from None
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = error.problem or error.context or "syntax error"
+        raise ConfigError(f"campaign file {path} is not valid YAML{where}: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"campaign file {path} is not valid YAML: {error}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(
+            f"campaign file {path} holds a {type(loaded).__name__}, not a mapping of keys"
+        )
+    return loaded or {}

@@ -1,4 +1,5 @@
-"""Evaluation domains: built-in benchmarks and users' own evaluation functions.
+"""Built-in evaluation domains (each registered in :mod:`evocamp.registry`, with its
+solution dimension, measure ranges, bounds, QD score offset and parameters).
 
 Every domain is a function with the signature of a user plugin::
 
@@ -15,10 +16,6 @@ with noise or randomised simulations.
 from __future__ import annotations
 
 import functools
-import importlib
-import sys
-from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -26,8 +23,6 @@ import numpy as np
 PROJECTION_BOUND = 5.12
 #: Optimum shift of the sphere and Rastrigin functions (``0.4 * 5.12``).
 PROJECTION_SHIFT = 0.4 * PROJECTION_BOUND
-
-Evaluator = Callable[..., object]
 
 
 def _projection_measures(solutions: np.ndarray) -> np.ndarray:
@@ -74,7 +69,7 @@ def arm(
     solutions: np.ndarray, seeds: np.ndarray, *, link_lengths: list[float] | None = None
 ) -> dict[str, np.ndarray]:
     """Planar robotic arm: objective -Var(theta), measures = end-effector (x, y)."""
-    lengths = _link_lengths(solutions.shape[1], link_lengths)
+    lengths = arm_link_lengths(solutions.shape[1], link_lengths)
     cumulative = np.cumsum(solutions, axis=1)
     return {
         "objective": -np.var(solutions, axis=1),
@@ -88,10 +83,11 @@ def arm(
     }
 
 
-def _link_lengths(joints: int, link_lengths: list[float] | None) -> np.ndarray:
-    if link_lengths is None:
+def arm_link_lengths(joints: int, lengths: list[float] | None) -> np.ndarray:
+    """The arm's link lengths: those given, else 1 per joint."""
+    if lengths is None:
         return np.ones(joints)
-    return np.asarray(link_lengths, dtype=np.float64)
+    return np.asarray(lengths, dtype=np.float64)
 
 
 #: Lunar Lander's linear policy: action = argmax(W obs), W of shape (actions, observations).
@@ -238,125 +234,3 @@ def plain_rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.nd
     extra field ``rastrigin`` (the value itself). No measures, no shift or projection."""
     value = _rastrigin_raw(solutions)
     return {"objective": -value, "measures": np.empty((len(solutions), 0)), "rastrigin": value}
-
-
-BUILTIN_DOMAINS: dict[str, Evaluator] = {
-    "sphere": sphere,
-    "rastrigin": rastrigin,
-    "arm": arm,
-    "lunar_lander": lunar_lander,
-    "digits": digits,
-    "ackley": ackley,
-    "plain_sphere": plain_sphere,
-    "plain_rastrigin": plain_rastrigin,
-}
-#: Minimisation benchmarks (maximised as their negative): the extra field holding the
-#: value to report as a minimum.
-MINIMISED_VALUE = {"ackley": "ackley", "plain_sphere": "sphere", "plain_rastrigin": "rastrigin"}
-
-
-def minimised_value(domain_spec: dict) -> str | None:
-    """The extra field holding a minimisation benchmark's value (e.g. ``ackley``), whose
-    best is reported as a minimum; ``None`` for other domains."""
-    return MINIMISED_VALUE.get(domain_spec["type"])
-
-
-#: Objective bounds below which no solution falls: the QD score offset of a domain.
-QD_SCORE_OFFSETS = {"arm": -(float(np.pi) ** 2), "lunar_lander": -600.0}
-DEFAULT_SOLUTION_DIM = 20
-
-
-def solution_dim_of(spec: dict) -> int:
-    """Parameters of a domain's solutions (fixed by lunar_lander and digits)."""
-    if spec["type"] == "lunar_lander":
-        return int(np.prod(LUNAR_LANDER_SHAPE))
-    if spec["type"] == "digits":
-        return digits_solution_dim((spec.get("params") or {}).get("hidden", 32))
-    return spec.get("solution_dim", DEFAULT_SOLUTION_DIM)
-
-
-def resolved_domain(domain: dict) -> dict:
-    """A domain entry with the built-in's defaults filled in (solution_dim, measure
-    ranges, bounds, parameters, extra fields)."""
-    import copy
-
-    spec = copy.deepcopy(domain)
-    spec["solution_dim"] = solution_dim_of(spec)
-    if spec["type"] == "plugin":
-        return spec
-    spec.setdefault("measure_ranges", default_measure_ranges(spec))
-    bounds = default_bounds(spec)
-    if bounds is not None:
-        spec.setdefault("bounds", bounds)
-    if spec["type"] == "lunar_lander":
-        spec["params"].setdefault("env_seed", LUNAR_LANDER_ENV_SEED)
-    if spec["type"] in MINIMISED_VALUE and not spec.get("extra_fields"):
-        spec["extra_fields"] = [MINIMISED_VALUE[spec["type"]]]
-    if spec["type"] == "digits":
-        spec["params"].setdefault("hidden", 32)
-        spec["params"].setdefault("minibatch", 256)
-        if not spec.get("extra_fields"):
-            spec["extra_fields"] = ["test_accuracy"]
-    return spec
-
-
-def default_qd_score_offset(spec: dict) -> float:
-    """QD score offset of a built-in domain: at or below its worst objective (0 for
-    domains whose objective is never negative, and for plugins)."""
-    return QD_SCORE_OFFSETS.get(spec["type"], 0.0)
-
-
-def default_measure_ranges(spec: dict) -> list[list[float]]:
-    """Measure ranges of a built-in domain: the reachable measure space."""
-    kind = spec["type"]
-    dim = spec["solution_dim"]
-    if kind in ("sphere", "rastrigin"):
-        half_span = dim / 2 * PROJECTION_BOUND
-        return [[-half_span, half_span], [-half_span, half_span]]
-    if kind == "arm":
-        reach = float(_link_lengths(dim, spec.get("params", {}).get("link_lengths")).sum())
-        return [[-reach, reach], [-reach, reach]]
-    if kind == "lunar_lander":
-        return [[-1.0, 1.0], [-3.0, 0.0]]
-    if kind == "digits" or kind in MINIMISED_VALUE:
-        return []
-    raise KeyError(kind)
-
-
-def default_bounds(spec: dict) -> list[float] | None:
-    """Solution bounds of a built-in domain (``None``: unbounded)."""
-    if spec["type"] == "arm":
-        return [-float(np.pi), float(np.pi)]
-    if spec["type"] == "ackley":
-        return [-ACKLEY_BOUND, ACKLEY_BOUND]
-    if spec["type"] in ("plain_sphere", "plain_rastrigin"):
-        return [-PROJECTION_BOUND, PROJECTION_BOUND]
-    return None
-
-
-def load_evaluator(spec: dict) -> Evaluator:
-    """Return the evaluation function of a resolved domain spec.
-
-    Parameters
-    ----------
-    spec : dict
-        A domain entry of the resolved run spec: ``type`` is a built-in name or
-        ``plugin``; plugins give ``function`` as ``"module:function"`` and may
-        give ``python_path``, a folder put in front of ``sys.path``.
-    """
-    if spec["type"] != "plugin":
-        return BUILTIN_DOMAINS[spec["type"]]
-    return import_plugin(spec["function"], spec.get("python_path"))
-
-
-@functools.cache
-def import_plugin(target: str, python_path: str | None):
-    """Import ``module:name`` (a user's function or class) once per process (Dask
-    workers evaluate many slices); ``python_path`` is put in front of ``sys.path``."""
-    module_name, _, function_name = target.partition(":")
-    if python_path:
-        folder = str(Path(python_path).resolve())
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    module = importlib.import_module(module_name)
-    return getattr(module, function_name)

@@ -19,14 +19,23 @@ jobs (``SLURM_JOB_ID`` set) steps always run cold, within the job's allocation.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import importlib
 import json
 import os
+import signal
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
+import traceback
+from importlib.util import find_spec
 from pathlib import Path
+
+from evocamp.base.files import private_folder
 
 #: Sub-commands that run warm: the steps of the generation loop.
 WARM_COMMANDS = frozenset({"init", "evaluate", "tell", "keep", "finalise", "segment"})
@@ -41,7 +50,7 @@ IMPORT_TIME_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "NUMBA_", "VECLIB_", "HDF5_
 #: files) changes the key.
 PRELOADED_PACKAGES = ("numpy", "h5py", "ribs", "scipy", "sklearn", "pandas")
 #: evocamp's own modules a server imports: what the loop's steps use.
-PRELOADED_MODULES = ("evocamp.cli", "evocamp.engine", "evocamp.metrics", "evocamp.progress")
+PRELOADED_MODULES = ("evocamp.cli", "evocamp.executors.steps")
 
 _STARTED = b"S"
 _HEADER = struct.Struct("!Q")
@@ -64,24 +73,10 @@ def server_folder() -> Path | None:
     return private_folder(Path(base) / f"evocamp-warm-{os.getuid()}")
 
 
-def private_folder(folder: Path) -> Path | None:
-    """``folder``, created if needed, when only this user can use it (else ``None``)."""
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
-    except OSError:
-        return None
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return folder
-
-
 def code_key() -> str:
     """A key of everything a server's imports depend on: interpreter, ``sys.path``,
     import-time environment, evocamp's source files (names, sizes, mtimes) and the
     installed files of the libraries it preloads."""
-    from importlib.util import find_spec
-
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for name in PRELOADED_PACKAGES:
@@ -94,9 +89,10 @@ def code_key() -> str:
     for name in sorted(os.environ):
         if name.startswith(IMPORT_TIME_PREFIXES):
             digest.update(f"{name}={os.environ[name]}\0".encode())
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         info = path.stat()
-        digest.update(f"{path.name}:{info.st_size}:{info.st_mtime_ns}\0".encode())
+        name = path.relative_to(package).as_posix()
+        digest.update(f"{name}:{info.st_size}:{info.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:20]
 
 
@@ -174,8 +170,6 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
 def _spawn_server(address: Path) -> None:
     """Start a server for ``address`` in its own session (at most one per
     :data:`SPAWN_INTERVAL`), without waiting for it."""
-    import subprocess
-
     marker = address.with_suffix(".spawned")
     try:
         if time.time() - marker.stat().st_mtime < SPAWN_INTERVAL:
@@ -199,9 +193,6 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
 
     One server per address: a second one exits at once (file lock).
     """
-    import fcntl
-    import signal
-
     lock = open(address.with_suffix(".lock"), "a+")  # noqa: SIM115 - held until exit
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -235,18 +226,12 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
 def _preload() -> None:
     """Import what the steps of the generation loop need (not dask: it starts threads,
     and a process must not fork with threads running)."""
-    import importlib
-
     for name in (*PRELOADED_PACKAGES, *PRELOADED_MODULES):
         importlib.import_module(name)
 
 
 def _run_child(connection: socket.socket) -> int:
     """In the forked child: become the caller's process, run the step, report."""
-    import signal
-    import threading
-    import traceback
-
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(number, signal.SIG_DFL)
     connection.settimeout(None)
@@ -282,8 +267,6 @@ def _run_child(connection: socket.socket) -> int:
 
 def _die_with_client(connection: socket.socket) -> None:
     """Kill this child when its client goes away (a cancelled job)."""
-    import signal
-
     try:
         connection.recv(1)
     finally:
@@ -292,9 +275,6 @@ def _die_with_client(connection: socket.socket) -> None:
 
 def stop_servers() -> int:
     """Stop this user's warm servers (SIGTERM); returns how many were running."""
-    import fcntl
-    import signal
-
     folder = server_folder()
     stopped = 0
     for lock_path in sorted(folder.glob("*.lock")) if folder else []:

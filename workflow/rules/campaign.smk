@@ -29,7 +29,7 @@ if config["mode"] == "shards":
             state=previous_state,
         output:
             # Not temp(): a tell rebuilding a state replays its window's shards
-            # (evocamp.state_cache); `keep` and `finalise` remove them.
+            # (evocamp.loop.state_cache); `keep` and `finalise` remove them.
             in_run("work/gen_{gen}/shard_{shard}.h5"),
         log:
             in_run_logs("gen_{gen}/evaluate_{shard}.log"),
@@ -52,7 +52,7 @@ if config["mode"] == "shards":
             state=previous_state,
             shards=shard_files,
         output:
-            # Light between kept generations (evocamp.state_cache); not temp() for the
+            # Light between kept generations (evocamp.loop.state_cache); not temp() for the
             # same reason as the shards.
             in_run("work/state_{gen}.h5"),
         log:

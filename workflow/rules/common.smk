@@ -5,16 +5,16 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
+from evocamp.base.errors import ConfigError
 from evocamp.config import (
-    ConfigError,
     experiments_of,
     run_spec,
     run_spec_json,
     seeds_of,
     validate_config,
 )
-from evocamp.snakemake_folder import release_stale_locks
-from evocamp.storage import kept_for_spec
+from evocamp.executors.housekeeping import release_stale_locks
+from evocamp.files.checkpoint import kept_for_spec
 
 min_version("9.0")
 
@@ -22,8 +22,12 @@ min_version("9.0")
 # generations needs more than Python's default recursion limit.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
+# The schema is evocamp's own (src/evocamp/schemas, linked from workflow/schemas).
+# Plugins are imported by the main process only: a misspelt module is reported here,
+# before any job runs (jobs that Snakemake runs as processes of their own, e.g. on
+# Slurm, parse this file again and need not import them again).
 try:
-    _validated = validate_config(dict(config))
+    _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()
@@ -44,8 +48,8 @@ RUN_LOGS = f"{RESULTS}/logs/{{algorithm}}/{{domain}}/seed{{seed}}"
 CONDA_ENV = "../../envs/evocamp.yaml"
 # Figure rules depend on their code: editing it reruns figures only.
 FIGURE_CODE = [
-    f"{workflow.basedir}/src/evocamp/plotting.py",
-    f"{workflow.basedir}/src/evocamp/comparison.py",
+    f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
+    f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] == "dask" else SHARDS

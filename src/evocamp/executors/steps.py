@@ -1,0 +1,129 @@
+"""The pipeline's step commands: what each Snakemake job of the generation loop does.
+
+Each function is one ``python -m evocamp <step>`` (:mod:`evocamp.cli` parses the
+arguments); every one can be run by hand. Messages go to standard error, which the
+rules send to the job's log; per-generation progress lines also go to standard output
+(Snakemake's terminal).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from evocamp.base.files import atomic_write_text
+from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
+from evocamp.files.archive import write_final_archive
+from evocamp.files.checkpoint import open_batch, read_state, write_state
+from evocamp.files.shard import read_shard, write_shard
+from evocamp.loop.engine import initialise, optimizer_result, tell
+from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.progress import generation_line
+from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
+from evocamp.model.metrics import merge_history, write_rows
+from evocamp.model.runspec import run_label
+
+
+def log(message: str) -> None:
+    """A line for the job's log (standard error)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def progress(line: str) -> None:
+    """A per-generation line: into the job's log (stderr) and onto Snakemake's terminal
+    (stdout), so long local work is never silent."""
+    log(line)
+    print(line, flush=True)
+
+
+def init_step(*, spec: dict, output: str | Path) -> None:
+    """Create a run's optimizer and write its generation-0 checkpoint."""
+    state = initialise(spec)
+    write_state(output, state)
+    log(
+        f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
+        f"for generation 1 -> {output}"
+    )
+
+
+def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
+    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice)."""
+    with open_batch(state) as (spec, generation, batch, seeds):
+        result = evaluate_shard(
+            spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
+        )
+    write_shard(output, result)
+    log(
+        f"generation {result.generation} shard {shard}/{shards}: solutions "
+        f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
+    )
+
+
+def tell_step(
+    *, state: str | Path, shard_files: list[str], output: str | Path, total: int | None
+) -> None:
+    """Fold a generation's shards into the archive and write the next state (light,
+    with the full state in the node-local cache, between kept generations)."""
+    told = tell(read_full_state(state), [read_shard(path) for path in shard_files])
+    written = write_told_state(output, told, told_from=state, shard_files=shard_files, total=total)
+    log(f"generation {told.generation}: {written}")
+    progress(generation_line(told, total=total))
+
+
+def keep_step(
+    *, state: str | Path, checkpoint: str | Path, segment: str | Path, logs: str | Path
+) -> None:
+    """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
+    working files of the generations it covers and fold their job logs."""
+    kept = read_state(state, with_optimizer=False)
+    keep_whole(state, checkpoint)
+    write_rows(segment, kept.metrics_window)
+    log(f"generation {kept.generation}: kept {checkpoint}")
+    own_log = Path(logs) / KEEP_LOG.format(generation=kept.generation)
+    tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
+
+
+def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
+    """Remove the working files of generations ``<= up_to`` and fold their job logs
+    into one window log (the calling job's own log, still open, is left for the next
+    fold)."""
+    removed = prune_work_files(work, up_to=up_to)
+    log(f"generation {up_to}: removed {removed} working files")
+    folded = fold_logs(logs, up_to=up_to, own=own_log)
+    if folded is not None:
+        log(f"generation {up_to}: job logs folded into {folded}")
+
+
+def finalise_step(
+    *,
+    state: str | Path,
+    checkpoint: str | Path,
+    segments: str | Path,
+    metrics: str | Path,
+    archive: str | Path,
+    summary: str | Path,
+    work: str | Path,
+    logs: str | Path,
+) -> None:
+    """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
+    final_state = read_full_state(state)
+    if Path(state).resolve() != Path(checkpoint).resolve():
+        keep_whole(state, checkpoint, state=final_state)
+    rows = merge_history(sorted(Path(segments).glob("segment_*.csv")), final_state.metrics_window)
+    write_rows(metrics, rows)
+    write_final_archive(
+        archive,
+        spec=final_state.spec,
+        archive=final_state.archive,
+        result=optimizer_result(final_state.spec, final_state.generation, final_state.optimizer),
+        best=final_state.best,
+        generation=final_state.generation,
+        evaluations=int(rows["evaluations"][-1]),
+    )
+    final = {name: rows[-1][name].item() for name in rows.dtype.names}
+    text = json.dumps({"run_spec": final_state.spec, "final": final}, indent=1, sort_keys=True)
+    atomic_write_text(summary, text + "\n")
+    log(f"generation {final_state.generation}: final archive {archive}")
+    tidy_window(work=Path(work), logs=logs, up_to=final_state.generation)
+    forget_run(work)

@@ -1,0 +1,399 @@
+"""Bayesian optimisation: batch UCB (qUCB) with a tree-ensemble surrogate.
+
+Two optimizers share one proposal step (:func:`propose`): fit scikit-learn's
+``ExtraTreesRegressor`` to the history, take the spread of its trees' predictions as
+the uncertainty, and find, for each exploration weight kappa, a point of high upper
+confidence bound ``mean + kappa * std``: the best of many uniform candidates within the
+bounds, refined by a short genetic search (:func:`refine_by_ucb`). Kappas are drawn
+from an exponential distribution with mean ``kappa`` (qUCB), one per worker and slot,
+from the run's seed: :func:`exploration_weights`.
+
+- :class:`CentralisedQUCB`: ``tell`` fits once and proposes the whole next batch
+  (point ``j`` uses worker ``j``'s kappa); shards only evaluate.
+- :class:`DecentralisedQUCB` (asynchronous decentralised BO, DeepHyper's ADBO, arXiv
+  2207.00479, run in synchronous generations): the batch is the history; every
+  evaluation shard fits its own surrogate and proposes its own points with its own
+  kappa (shard ``s`` is worker ``s``), so no process proposes for all. The shard
+  count is part of the algorithm: results are identical for the same configuration,
+  seed and shard count, on any executor and after any resume.
+
+Until the history holds ``initial_points`` solutions, proposals are uniform within
+the bounds (the initial design). scikit-learn is imported only when a surrogate is
+fitted.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from evocamp.base.sharding import shard_of_slice
+from evocamp.model.protocol import CompactBatch
+
+#: Streams of the optimizer seed (SeedSequence spawn keys).
+KAPPA_STREAM = 1
+PROPOSAL_STREAM = 2
+
+
+def exploration_weights(seed: int, *, kappa: float, worker: int, count: int) -> np.ndarray:
+    """The exploration weights of ``count`` proposal slots of one worker: exponential
+    with mean ``kappa``, fixed by the run's seed and the worker for the whole run."""
+    stream = np.random.SeedSequence(seed, spawn_key=(KAPPA_STREAM, worker))
+    return np.random.default_rng(stream).exponential(kappa, count)
+
+
+def proposal_rng(seed: int, *, generation: int, worker: int) -> np.random.Generator:
+    """The random numbers of one worker's proposal in one generation (initial design,
+    candidates and the surrogate's own seed)."""
+    stream = np.random.SeedSequence(seed, spawn_key=(PROPOSAL_STREAM, generation, worker))
+    return np.random.default_rng(stream)
+
+
+def fit_surrogate(x: np.ndarray, y: np.ndarray, *, trees: int, rng: np.random.Generator):
+    """An ``ExtraTreesRegressor`` of ``trees`` trees fitted to the history (one thread)."""
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    model = ExtraTreesRegressor(n_estimators=trees, random_state=int(rng.integers(2**31)))
+    return model.fit(x, y)
+
+
+def tree_mean_std(model, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation over the ensemble's trees at ``points``.
+
+    The points are converted to float32 once and the trees skip their input checks, as
+    the forest's own ``predict`` does (the checks cost more than the trees themselves
+    on the genetic search's small batches)."""
+    checked = np.ascontiguousarray(points, dtype=np.float32)
+    predictions = np.stack([tree.predict(checked, check_input=False) for tree in model.estimators_])
+    return predictions.mean(axis=0), predictions.std(axis=0)
+
+
+#: The genetic search that refines each proposal's UCB maximum (:func:`refine_by_ucb`):
+#: parents kept, children per generation, mutation scale as a fraction of the bounds'
+#: width (each parameter mutates with probability 1 / solution_dim).
+PARENTS = 50
+CHILDREN = 200
+MUTATION_SCALE = 0.1
+
+
+def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
+    """The upper confidence bound ``mean + kappa * std``."""
+    return mean + kappa * std
+
+
+def best_first(score: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` highest scores, highest first (first index on ties)."""
+    return np.argsort(-score, kind="stable")[:count]
+
+
+def ranked(points: np.ndarray, score: np.ndarray, *, taken: set[bytes], count: int) -> np.ndarray:
+    """Indices of the ``count`` best ``points`` by ``score``, best first, with points in
+    ``taken`` (their bytes) and repeats of a point ranked after all others."""
+    seen = set()
+    fresh = np.ones(len(points), dtype=bool)
+    for index, point in enumerate(points):
+        key = point.tobytes()
+        fresh[index] = key not in taken and key not in seen
+        seen.add(key)
+    order = np.lexsort((np.arange(len(points)), -score, ~fresh))
+    return order[:count]
+
+
+def refine_by_ucb(
+    model,
+    population: np.ndarray,
+    *,
+    kappa: float,
+    bounds: tuple[float, float],
+    generations: int,
+    taken: set[bytes],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """A genetic search for the maximum of the UCB with weight ``kappa``.
+
+    Every generation breeds :data:`CHILDREN` children from the population by uniform
+    crossover of two random parents and Gaussian mutation, and keeps the
+    :data:`PARENTS` best of parents and children by UCB, points in ``taken`` (evaluated
+    or proposed already, as bytes) and repeats last (elitist: the best new point never
+    gets worse). Crossover recombines good values of different parameters, which
+    uniform candidates alone cannot do in many dimensions (the role of DeepHyper's
+    ``mixedga``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The final population, best first.
+    """
+    low, high = bounds
+    dim = population.shape[1]
+    mean, std = tree_mean_std(model, population)
+    for _ in range(generations):
+        first = population[rng.integers(0, len(population), CHILDREN)]
+        second = population[rng.integers(0, len(population), CHILDREN)]
+        children = np.where(rng.random((CHILDREN, dim)) < 0.5, first, second)
+        mutated = rng.random((CHILDREN, dim)) < 1.0 / dim
+        steps = rng.normal(0.0, MUTATION_SCALE * (high - low), (CHILDREN, dim))
+        children = np.clip(children + mutated * steps, low, high)
+        child_mean, child_std = tree_mean_std(model, children)
+        population = np.concatenate([population, children])
+        mean = np.concatenate([mean, child_mean])
+        std = np.concatenate([std, child_std])
+        keep = ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)
+        population, mean, std = population[keep], mean[keep], std[keep]
+    return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
+
+
+def propose(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    kappas: np.ndarray,
+    bounds: tuple[float, float],
+    candidates: int,
+    trees: int,
+    initial_points: int,
+    refine_generations: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, float]:
+    """Propose one point per kappa from the history ``(x, y)`` (maximisation).
+
+    For each kappa in turn: the :data:`PARENTS` best of ``candidates`` uniform points
+    and the evaluated points by UCB start a genetic search of ``refine_generations``
+    generations (:func:`refine_by_ucb`); the proposal is its best point that is
+    neither evaluated nor proposed already (with no generations, the best such
+    candidate).
+
+    Returns
+    -------
+    tuple
+        ``(points, fit_seconds, propose_seconds)``; both times are 0 while the history
+        is smaller than ``initial_points`` (uniform samples: the initial design).
+    """
+    low, high = bounds
+    count = len(kappas)
+    dim = x.shape[1]
+    if len(y) < initial_points:
+        return rng.uniform(low, high, (count, dim)), 0.0, 0.0
+    began = time.perf_counter()
+    model = fit_surrogate(x, y, trees=trees, rng=rng)
+    fitted = time.perf_counter()
+    uniform = rng.uniform(low, high, (max(candidates, count), dim))
+    start = np.concatenate([uniform, x])
+    mean, std = tree_mean_std(model, start)
+    taken = {point.tobytes() for point in x}
+    points = []
+    for kappa in kappas:
+        score = ucb(mean, std, kappa)
+        population = refine_by_ucb(
+            model,
+            start[best_first(score, PARENTS)],
+            kappa=kappa,
+            bounds=bounds,
+            generations=refine_generations,
+            taken=taken,
+            rng=rng,
+        )
+        best = population[0]
+        if best.tobytes() in taken:  # all evaluated or proposed: the best new candidate
+            best = uniform[ranked(uniform, score[: len(uniform)], taken=taken, count=1)[0]]
+        taken.add(best.tobytes())
+        points.append(best)
+    return np.asarray(points), fitted - began, time.perf_counter() - fitted
+
+
+class _QUCB:
+    """What both qUCB variants hold: their settings and the history (the evaluated
+    solutions and objectives of the run, in evaluation order).
+
+    Parameters
+    ----------
+    solution_dim : int
+        Parameters of a solution.
+    x0 : numpy.ndarray
+        Unused (the initial design is random).
+    bounds : tuple
+        ``(low, high)`` of every parameter (required).
+    seed : int
+        The run's optimizer seed.
+    batch_size : int
+        Points per generation.
+    kappa : float
+        Mean of the exponential distribution of the exploration weights.
+    initial_points : int
+        Size of the random initial design.
+    candidates : int
+        Uniform candidates scored per proposal.
+    trees : int
+        Trees of the surrogate.
+    refine_generations : int
+        Generations of the genetic search that refines each proposal's UCB
+        (:func:`refine_by_ucb`); 0 proposes the best candidate itself.
+    """
+
+    def __init__(
+        self,
+        *,
+        solution_dim: int,
+        x0,
+        bounds,
+        seed: int,
+        batch_size: int,
+        kappa: float,
+        initial_points: int,
+        candidates: int,
+        trees: int,
+        refine_generations: int,
+    ) -> None:
+        if bounds is None:
+            raise ValueError("Bayesian optimisation samples within bounds; the domain has none")
+        self.bounds = (float(bounds[0]), float(bounds[1]))
+        self.seed = int(seed)
+        self.points = int(batch_size)
+        self.kappa = float(kappa)
+        self.initial_points = int(initial_points)
+        self.candidates = int(candidates)
+        self.trees = int(trees)
+        self.refine_generations = int(refine_generations)
+        self.x = np.empty((0, int(solution_dim)))
+        self.y = np.empty(0)
+        self.generation = 0
+
+    def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
+        self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
+        self.y = np.concatenate([self.y, np.asarray(objective, dtype=np.float64)])
+
+
+class CentralisedQUCB(_QUCB):
+    """qUCB proposed centrally: ``ask`` fits one surrogate to the whole history and
+    proposes ``batch_size`` points, point ``j`` with worker ``j``'s kappa. Parameters
+    as :class:`_QUCB`."""
+
+    def __init__(self, **settings) -> None:
+        super().__init__(**settings)
+        self.kappas = np.concatenate(
+            [
+                exploration_weights(self.seed, kappa=self.kappa, worker=worker, count=1)
+                for worker in range(self.points)
+            ]
+        )
+        self.pending = None
+        self.timings = {"fit_seconds": np.nan, "propose_seconds": np.nan}
+
+    def ask(self) -> np.ndarray:
+        """Fit the surrogate and propose the next batch."""
+        self.generation += 1
+        points, fit_seconds, propose_seconds = propose(
+            self.x,
+            self.y,
+            kappas=self.kappas,
+            bounds=self.bounds,
+            candidates=self.candidates,
+            trees=self.trees,
+            initial_points=self.initial_points,
+            refine_generations=self.refine_generations,
+            rng=proposal_rng(self.seed, generation=self.generation, worker=0),
+        )
+        self.pending = points
+        self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
+        return points
+
+    def tell(self, objective, measures, **extra) -> None:
+        """Add the evaluated batch to the history."""
+        self._record(self.pending, objective)
+        self.pending = None
+
+    def stats(self) -> dict:
+        """Seconds the last ``ask`` spent fitting and proposing."""
+        return dict(self.timings)
+
+
+class DecentralisedBatch(CompactBatch):
+    """A decentralised qUCB batch: the history (``x``, ``y``) and what a shard needs to
+    propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
+    batch size, shards, initial points, candidates, trees, refine generations)."""
+
+    proposes_in_shards = True
+    #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
+    shard_modules = ("sklearn.ensemble",)
+
+    @staticmethod
+    def size(batch) -> int:
+        """Points of the generation (``batch_size``)."""
+        return int(batch["settings"][0])
+
+    @staticmethod
+    def solutions(batch, start: int, stop: int) -> dict:
+        """Shard proposal: fit a surrogate to the history and propose the points of the
+        shard whose slice is ``start..stop-1``, with that shard's kappas."""
+        size, shards, initial_points, candidates, trees, refine_generations = (
+            int(v) for v in batch["settings"][()]
+        )
+        worker = shard_of_slice(size, shards, start, stop)
+        if worker is None:
+            raise ValueError(
+                f"solutions {start}..{stop - 1} are not one shard's slice of a batch of "
+                f"{size} in {shards} shards: decentralised proposals are made per shard"
+            )
+        seed = int(batch["seed"][0])
+        points, fit_seconds, propose_seconds = propose(
+            batch["x"][()],
+            batch["y"][()],
+            kappas=exploration_weights(
+                seed, kappa=float(batch["kappa"][0]), worker=worker, count=stop - start
+            ),
+            bounds=tuple(float(b) for b in batch["bounds"][()]),
+            candidates=candidates,
+            trees=trees,
+            initial_points=initial_points,
+            refine_generations=refine_generations,
+            rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
+        )
+        return {
+            "solutions": points,
+            "fit_seconds": fit_seconds,
+            "propose_seconds": propose_seconds,
+        }
+
+
+class DecentralisedQUCB(_QUCB):
+    """qUCB proposed by the evaluation shards (ADBO): the batch is the history, and
+    shard ``s`` fits its own surrogate and proposes its own points with its own
+    kappas (worker ``s``), from the run's seed, the generation and ``s``.
+
+    Parameters are those of :class:`_QUCB` plus ``shards``: the shard count, part of
+    the algorithm (every shard is one decentralised worker).
+    """
+
+    batch_format = DecentralisedBatch
+
+    def __init__(self, *, shards: int, **settings) -> None:
+        super().__init__(**settings)
+        self.shards = int(shards)
+
+    def ask(self) -> dict:
+        """The next batch: the history and what the shards need to propose from it."""
+        self.generation += 1
+        return {
+            "x": self.x,
+            "y": self.y,
+            "bounds": np.asarray(self.bounds),
+            "settings": np.asarray(
+                [
+                    self.points,
+                    self.shards,
+                    self.initial_points,
+                    self.candidates,
+                    self.trees,
+                    self.refine_generations,
+                ],
+                dtype=np.int64,
+            ),
+            "kappa": np.asarray([self.kappa]),
+            "seed": np.asarray([self.seed], dtype=np.uint64),
+            "generation": np.asarray([self.generation], dtype=np.int64),
+        }
+
+    def tell(self, objective, measures, *, solutions, **extra) -> None:
+        """Add the solutions the shards proposed and their objectives to the history."""
+        self._record(solutions, objective)

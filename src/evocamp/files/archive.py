@@ -1,0 +1,87 @@
+"""``archive.h5`` and the ``/archive``, ``/best`` and ``/result`` groups: a run's elites,
+its best solution and its optimizer's result, readable with h5py alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+
+
+def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
+    """Store an archive's elites as plain datasets in ``/archive`` (readable by h5py alone).
+
+    Elites are sorted by cell index so the layout does not depend on insertion order.
+    """
+    group = handle.create_group("archive")
+    data = archive.data()
+    order = np.argsort(data["index"], kind="stable")
+    for field in sorted(data):
+        write_dataset(group, field, np.asarray(data[field])[order])
+    algorithm = spec["algorithm_spec"]
+    group.attrs["algorithm_type"] = algorithm["type"]
+    group.attrs["cells"] = archive.cells
+    group.attrs["measure_ranges"] = np.asarray(spec["domain_spec"]["measure_ranges"])
+    group.attrs["learning_rate"] = float(algorithm["archive"].get("learning_rate", 1.0))
+    if hasattr(archive, "centroids"):
+        group.attrs["kind"] = "cvt"
+        write_dataset(group, "centroids", archive.centroids)
+    else:
+        group.attrs["kind"] = "grid"
+        group.attrs["dims"] = np.asarray(archive.dims)
+
+
+def write_result_group(handle: h5py.File, result: dict | None) -> None:
+    """Store the arrays of an optimizer's ``result()`` (e.g. an ES centre) in ``/result``."""
+    if result is None:
+        return
+    group = handle.create_group("result")
+    for name, values in sorted(result.items()):
+        write_dataset(group, name, values)
+
+
+def write_best_group(handle: h5py.File, best: dict | None) -> None:
+    """Store the best solution of a run without an archive in ``/best``."""
+    if best is None:
+        return
+    group = handle.create_group("best")
+    for name, values in sorted(best.items()):
+        write_dataset(group, name, values)
+
+
+def write_final_archive(
+    path: str | Path,
+    *,
+    spec: dict,
+    archive,
+    result: dict | None,
+    best: dict | None,
+    generation: int,
+    evaluations: int,
+) -> None:
+    """Write ``archive.h5``: the final elites of a run (``/archive``, when the run has an
+    archive, else its best solution in ``/best``) and the optimizer's ``result()``
+    arrays (``/result``; ``None``: the optimizer has none), with no wall-clock content."""
+    with atomic_h5(path) as handle:
+        write_identity(handle, spec, kind="archive", generation=generation)
+        handle.attrs["evaluations"] = evaluations
+        if archive is not None:
+            write_archive_group(handle, archive, spec)
+        write_best_group(handle, best)
+        write_result_group(handle, result)
+
+
+def read_archive(path: str | Path) -> dict:
+    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays (only
+    ``attrs`` and ``file_attrs`` when the run has no archive)."""
+    with open_for_reading(path, what="archive") as handle:
+        data = {"attrs": {}}
+        if "archive" in handle:  # runs on domains without measures have none
+            group = handle["archive"]
+            data = {name: group[name][()] for name in group}
+            data["attrs"] = dict(group.attrs)
+        data["file_attrs"] = dict(handle.attrs)
+    return data

@@ -1,0 +1,194 @@
+"""Run states (checkpoints): everything a run needs to continue after a generation.
+
+Kept checkpoints (``checkpoints/gen_<g>.h5``) and working states (``work/state_<g>.h5``)
+share one format. A *light* working state (shard mode, between kept generations)
+leaves out ``/archive`` and ``/optimizer``: :mod:`evocamp.loop.state_cache` finds
+them in a node-local cache or rebuilds them. This module reads and writes files only;
+it calls nothing above the files layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from evocamp.files.archive import write_archive_group, write_best_group
+from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
+from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
+from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
+from evocamp.registry import family_of, optimizer_class
+
+
+@dataclass
+class RunState:
+    """Everything a run needs to continue after a generation.
+
+    Attributes
+    ----------
+    spec : dict
+        The run spec.
+    generation : int
+        The last generation told (0: freshly initialised).
+    optimizer : object or None
+        The optimizer; ``None`` when read with ``with_optimizer=False`` (or light).
+    archive : ribs archive or None
+        The run's elites: a QD optimizer's result archive, or the passive archive of
+        another family; ``None`` without measures (or when read without the optimizer).
+    next_batch : dict of str to numpy.ndarray
+        The batch of generation ``generation + 1``, as the optimizer describes it.
+    next_seeds : numpy.ndarray
+        Its evaluation seeds, one per solution.
+    metrics_window : numpy.ndarray
+        Metric rows (``METRIC_DTYPE``) since the last kept checkpoint.
+    finished_at : float
+        Unix time at which this state was written.
+    best : dict or None
+        Runs without an archive: the best solution evaluated so far, with its
+        ``objective`` and extra fields (empty before generation 1); ``None`` otherwise.
+    """
+
+    spec: dict
+    generation: int
+    optimizer: object
+    archive: object
+    next_batch: dict
+    next_seeds: np.ndarray
+    metrics_window: np.ndarray
+    finished_at: float
+    best: dict | None = None
+
+
+def write_state(
+    path: str | Path, state: RunState, *, light: bool = False, attrs: dict | None = None
+) -> None:
+    """Write a run state (checkpoint) atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    state : RunState
+        The state.
+    light : bool
+        Write a *light* state: everything but ``/archive`` and ``/optimizer``.
+    attrs : dict, optional
+        More file attributes (what the state cache needs to find or rebuild them).
+    """
+    with atomic_h5(path) as handle:
+        write_identity(handle, state.spec, kind="state", generation=state.generation)
+        handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
+        handle.attrs["finished_at"] = state.finished_at
+        for name, value in (attrs or {}).items():
+            handle.attrs[name] = value
+        if not light and state.archive is not None:
+            write_archive_group(handle, state.archive, state.spec)
+        write_best_group(handle, state.best)
+        if not light:
+            write_optimizer_group(
+                handle,
+                optimizer=state.optimizer,
+                archive=state.archive,
+                next_batch=state.next_batch,
+                family=family_of(state.spec["algorithm_spec"]),
+            )
+        batch = handle.create_group("next_batch")
+        batch.attrs["size"] = len(state.next_seeds)
+        for name in sorted(state.next_batch):
+            write_dataset(batch, name, state.next_batch[name])
+        write_dataset(handle, "next_seeds", state.next_seeds)
+        write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
+
+
+def is_light(handle: h5py.File) -> bool:
+    """Whether an open state file is a light state (no ``/optimizer`` and ``/archive``)."""
+    return "optimizer" not in handle
+
+
+def light_attrs(path: str | Path) -> dict | None:
+    """The ``light_*`` attributes, ``generation`` and ``run_spec`` of a light state file
+    (``None`` for a whole one).
+
+    Raises
+    ------
+    FileNotFoundError, OSError, KeyError
+        When the file is missing or unreadable (the state cache names it).
+    """
+    with h5py.File(path, "r") as handle:
+        if not is_light(handle):
+            return None
+        return {
+            name: value
+            for name, value in handle.attrs.items()
+            if name.startswith("light_") or name in ("generation", "run_spec")
+        }
+
+
+def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
+    """Read a run state; raise :class:`~evocamp.base.errors.CorruptFileError` naming the
+    file if it is broken.
+
+    A light state (or ``with_optimizer=False``) comes back with ``optimizer`` and
+    ``archive`` set to ``None``: :func:`evocamp.loop.state_cache.read_full_state` reads
+    a state whole, whatever its kind.
+    """
+    with open_for_reading(path, what="checkpoint") as handle:
+        spec = json.loads(handle.attrs["run_spec"])
+        next_batch = stored_batch(handle)
+        optimizer = archive = None
+        if with_optimizer and not is_light(handle):
+            optimizer_class(spec)  # imports a plugin's module (python_path) for unpickling
+            optimizer, archive = read_optimizer_group(handle, next_batch, path=path, spec=spec)
+        return RunState(
+            spec=spec,
+            generation=int(handle.attrs["generation"]),
+            optimizer=optimizer,
+            archive=archive,
+            next_batch=next_batch,
+            next_seeds=next_seeds(handle)[()],
+            metrics_window=as_metric_rows(handle["metrics_window"][()]),
+            finished_at=float(handle.attrs["finished_at"]),
+            best={name: data[()] for name, data in handle["best"].items()}
+            if "best" in handle
+            else None,
+        )
+
+
+def next_seeds(handle: h5py.File) -> h5py.Dataset:
+    """The evaluation seeds of the next batch (read lazily)."""
+    return handle[next_seeds_path(handle.attrs["schema_version"])]
+
+
+def stored_batch(handle: h5py.File, *, lazy: bool = False) -> dict:
+    """The next batch of an open state file: arrays, or h5py datasets when ``lazy``
+    (a shard reads only its rows)."""
+    if is_plain_solutions_batch(handle.attrs["schema_version"]):
+        group = {"solutions": handle["next_batch/solutions"]}
+    else:
+        group = dict(handle["next_batch"].items())
+    return group if lazy else {name: dataset[()] for name, dataset in group.items()}
+
+
+@contextlib.contextmanager
+def open_batch(path: str | Path):
+    """Open a state file's next batch for a shard: yields ``(spec, generation, batch,
+    seeds)``, where ``generation`` is the batch's (one after the state's) and ``batch``
+    and ``seeds`` are h5py datasets, read only where indexed."""
+    with open_for_reading(path, what="checkpoint") as handle:
+        spec = json.loads(handle.attrs["run_spec"])
+        generation = int(handle.attrs["generation"]) + 1
+        yield spec, generation, stored_batch(handle, lazy=True), next_seeds(handle)
+
+
+def kept_for_spec(path: str | Path, spec: dict) -> bool:
+    """Whether ``path`` is a readable checkpoint written for exactly this run spec."""
+    try:
+        with h5py.File(path, "r") as handle:
+            return json.loads(handle.attrs["run_spec"]) == spec
+    except (OSError, KeyError, ValueError):
+        return False

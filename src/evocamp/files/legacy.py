@@ -1,0 +1,39 @@
+"""Reading what earlier versions of evocamp wrote.
+
+- Checkpoints of schema versions 1 and 2 (QD runs only) hold the pyribs scheduler
+  alone, as a plain (1) or compact (2) pickle; :func:`wrapped_scheduler` puts it
+  behind today's optimizer protocol.
+- Pickles name classes by module; :data:`MOVED_MODULES` maps the modules of version
+  0.1's flat package to where their classes live now, so checkpoints written before
+  the package was layered still resume.
+"""
+
+from __future__ import annotations
+
+from evocamp.families.qd import QDOptimizer
+
+#: Module of a pickled class in evocamp 0.1 -> its module now.
+MOVED_MODULES = {
+    "evocamp.algorithms": "evocamp.families.qd",
+    "evocamp.es": "evocamp.families.es",
+    "evocamp.bo": "evocamp.families.bo",
+    "evocamp.baselines": "evocamp.families.baselines",
+    "evocamp.storage": "evocamp.files.checkpoint",
+}
+
+
+def wrapped_scheduler(scheduler) -> tuple[QDOptimizer, object]:
+    """A version-1/2 checkpoint's scheduler behind the optimizer protocol, and its
+    result archive."""
+    optimizer = QDOptimizer(scheduler)
+    return optimizer, optimizer.archive
+
+
+def next_seeds_path(schema_version: int) -> str:
+    """Where a state file keeps the next batch's evaluation seeds."""
+    return "next_batch/seeds" if schema_version < 3 else "next_seeds"
+
+
+def is_plain_solutions_batch(schema_version: int) -> bool:
+    """Before version 3 the batch was always ``/next_batch/solutions`` (QD)."""
+    return schema_version < 3

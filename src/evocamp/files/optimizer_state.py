@@ -1,0 +1,141 @@
+"""The ``/optimizer`` group of a checkpoint: the optimizer and the run's archive as one
+compact pickle, plus the rows of archives' per-cell arrays that are read.
+
+With :mod:`evocamp.files.compact_pickle` this is the one place that knows pyribs'
+internals: an archive's ``_store`` (per-cell arrays allocated for every cell, of which
+only occupied cells are ever read) and its ``occupied``/``occupied_list`` bookkeeping.
+The rows of the run's archive are the elites in ``/archive`` (not stored twice); those
+of another archive (CMA-MAE's learning archive) go to ``/optimizer/rows``. A sha256
+over the pickle and every row set detects a damaged file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+
+import h5py
+import numpy as np
+
+from evocamp.base.errors import CorruptFileError
+from evocamp.families.qd import QDOptimizer
+from evocamp.files import compact_pickle
+from evocamp.files.hdf5 import write_dataset
+from evocamp.files.legacy import wrapped_scheduler
+from evocamp.model.runspec import run_label
+
+
+def store_rows(store) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{field: (array, rows that are read)}`` of one pyribs array store: every field at
+    the occupied cells, and the used prefix of the list of occupied cells."""
+    occupied = np.flatnonzero(store._props["occupied"])
+    rows = {name: (array, occupied) for name, array in store._fields.items()}
+    used = np.arange(store._props["n_occupied"])
+    rows["occupied_list"] = (store._props["occupied_list"], used)
+    return rows
+
+
+def array_stores(optimizer, archive) -> dict:
+    """Per-cell array stores to store compactly: ``result`` (the run's archive, whose
+    elites ``/archive`` holds) and, when a QD scheduler learns on another archive
+    (CMA-MAE), ``archive``."""
+    stores = {}
+    if isinstance(optimizer, QDOptimizer):
+        scheduler = optimizer.scheduler
+        if scheduler.archive is not scheduler.result_archive:
+            stores["archive"] = scheduler.archive._store
+    if archive is not None:
+        stores["result"] = archive._store
+    return stores
+
+
+def shared_batch(batch: dict) -> dict[str, np.ndarray]:
+    """The batch's arrays as the compact pickle refers to them (``next_batch``: a plain
+    batch's solutions, as in version 2; ``next_batch/<name>``: a compact batch's arrays,
+    e.g. an ES centre that equals the optimizer's own, stored once)."""
+    if set(batch) == {"solutions"}:
+        return {"next_batch": batch["solutions"]}
+    return {f"next_batch/{name}": np.asarray(values) for name, values in batch.items()}
+
+
+def _digest(blob: bytes, rows: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256(blob)
+    for key in sorted(rows):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(rows[key]).tobytes())
+    return digest.hexdigest()
+
+
+def write_optimizer_group(
+    handle: h5py.File, *, optimizer, archive, next_batch: dict, family: str
+) -> None:
+    """Write ``/optimizer`` (after ``/archive``, whose elites it refers to)."""
+    rows = {}
+    for name, store in array_stores(optimizer, archive).items():
+        for field, (array, indices) in store_rows(store).items():
+            rows[id(array)] = (f"{name}/{field}", indices)
+    compact = compact_pickle.dump((optimizer, archive), rows=rows, shared=shared_batch(next_batch))
+    indices = dict(rows.values())
+    group = handle.create_group("optimizer")
+    group.attrs["family"] = family
+    group.attrs["class"] = f"{type(optimizer).__module__}:{type(optimizer).__qualname__}"
+    write_dataset(group, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
+    stored = group.create_group("rows")
+    for key in sorted(compact.rows):
+        store, field = key.split("/", 1)
+        if store == "result" and field != "occupied_list":
+            # The elites in /archive, sorted by cell index: the same rows.
+            if not np.array_equal(handle["archive/index"][()], indices[key]):
+                raise RuntimeError(f"/archive does not hold the rows of {key}")
+            continue
+        write_dataset(stored, key, compact.rows[key])
+        write_dataset(stored, f"{key}.rows", indices[key])
+    group.attrs["row_keys"] = json.dumps(sorted(compact.rows))
+    group.attrs["sha256"] = _digest(compact.blob, compact.rows)
+
+
+def read_optimizer_group(handle: h5py.File, batch: dict, *, path, spec: dict):
+    """Unpickle the optimizer and archive of a checkpoint, checking the digest.
+
+    Checkpoints before version 3 (QD only) hold the pyribs scheduler alone. A plugin's
+    module must be importable (the caller imports it first).
+    """
+    group = handle["optimizer"]
+    version = handle.attrs["schema_version"]
+    blob = group["pickle" if version >= 3 else "scheduler"][()].tobytes()
+    if version == 1:  # a plain pickle
+        _check_digest(hashlib.sha256(blob).hexdigest(), handle, path=path, spec=spec)
+        return wrapped_scheduler(pickle.loads(blob))
+    stored = {key: _stored_rows(handle, key) for key in json.loads(group.attrs["row_keys"])}
+    _check_digest(
+        _digest(blob, {key: rows for key, (rows, _) in stored.items()}),
+        handle,
+        path=path,
+        spec=spec,
+    )
+    loaded = compact_pickle.load(
+        blob,
+        rows=lambda key: stored[key][0],
+        row_indices=lambda key: stored[key][1],
+        shared=shared_batch(batch),
+    )
+    return loaded if version >= 3 else wrapped_scheduler(loaded)
+
+
+def _check_digest(digest: str, handle: h5py.File, *, path, spec: dict) -> None:
+    if digest != handle["optimizer"].attrs["sha256"]:
+        raise CorruptFileError(
+            f"checkpoint {path} (run {run_label(spec)}, generation "
+            f"{int(handle.attrs['generation'])}): the optimizer state does not match its "
+            "checksum; delete the file and rerun to recompute it"
+        )
+
+
+def _stored_rows(handle: h5py.File, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """The stored rows of ``key`` (``store/field``) and the row indices they belong to."""
+    rows = handle["optimizer/rows"]
+    if key in rows:
+        return rows[key][()], rows[f"{key}.rows"][()]
+    field = key.split("/", 1)[1]
+    return handle["archive"][field][()], handle["archive/index"][()]

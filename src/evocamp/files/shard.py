@@ -1,0 +1,69 @@
+"""Shard files (``work/gen_<g>/shard_<s>.h5``): one shard's evaluation results."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.files.hdf5 import SCHEMA_VERSION, atomic_h5, open_for_reading, write_dataset
+
+
+@dataclass
+class ShardResult:
+    """Evaluation results of one shard (a contiguous slice of a generation's batch)."""
+
+    generation: int
+    shard: int
+    start: int
+    stop: int
+    objective: np.ndarray
+    measures: np.ndarray
+    eval_seconds: np.ndarray
+    extra: dict
+    #: The evaluated solutions, when the shard proposed them (``proposes_in_shards``).
+    solutions: np.ndarray | None = None
+    #: Seconds the shard spent proposing (``evocamp.model.metrics.SHARD_STATS``).
+    stats: dict = dataclasses.field(default_factory=dict)
+
+
+def write_shard(path: str | Path, result: ShardResult) -> None:
+    """Write a shard's results atomically."""
+    with atomic_h5(path) as handle:
+        handle.attrs["schema_version"] = SCHEMA_VERSION
+        handle.attrs["kind"] = "shard"
+        for key in ("generation", "shard", "start", "stop"):
+            handle.attrs[key] = getattr(result, key)
+        write_dataset(handle, "objective", result.objective)
+        write_dataset(handle, "measures", result.measures)
+        write_dataset(handle, "eval_seconds", result.eval_seconds)
+        extra = handle.create_group("extra")
+        for name in sorted(result.extra):
+            write_dataset(extra, name, result.extra[name])
+        if result.solutions is not None:
+            write_dataset(handle, "solutions", result.solutions)
+        for name, value in sorted(result.stats.items()):
+            handle.attrs[f"stat_{name}"] = value
+
+
+def read_shard(path: str | Path) -> ShardResult:
+    """Read a shard file."""
+    with open_for_reading(path, what="shard") as handle:
+        return ShardResult(
+            generation=int(handle.attrs["generation"]),
+            shard=int(handle.attrs["shard"]),
+            start=int(handle.attrs["start"]),
+            stop=int(handle.attrs["stop"]),
+            objective=handle["objective"][()],
+            measures=handle["measures"][()],
+            eval_seconds=handle["eval_seconds"][()],
+            extra={name: handle["extra"][name][()] for name in handle["extra"]},
+            solutions=handle["solutions"][()] if "solutions" in handle else None,
+            stats={
+                name.removeprefix("stat_"): float(value)
+                for name, value in handle.attrs.items()
+                if name.startswith("stat_")
+            },
+        )

@@ -1,0 +1,178 @@
+"""The generation loop's steps: initialise a run, tell a generation's results.
+
+These functions hold no I/O policy of their own; the pipeline step commands (one step
+per Snakemake job) and Dask mode (many generations in one process) both call them,
+which is why both modes give bitwise-identical results.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from evocamp.base.seeding import evaluation_seeds
+from evocamp.families.qd import add_to_passive_archive, build_passive_archive
+from evocamp.files.checkpoint import RunState
+from evocamp.files.shard import ShardResult
+from evocamp.loop.evaluation import combine_shards
+from evocamp.model.metrics import metrics_row
+from evocamp.model.protocol import call_method, call_optimizer, checked_batch
+from evocamp.model.runspec import spec_run_key
+from evocamp.registry import batch_format, build_optimizer, owns_archive
+
+
+def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
+    """Ask the batch of ``generation`` and derive its evaluation seeds."""
+    asked = call_method(spec, generation, optimizer, "ask")
+    batch, size = checked_batch(spec, generation, batch_format(spec), asked)
+    seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, size)
+    return batch, seeds
+
+
+def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:
+    """The optimizer's ``stats()`` (metrics columns such as ``sigma``), if it has any."""
+    if not callable(getattr(optimizer, "stats", None)):
+        return {}
+    return dict(call_method(spec, generation, optimizer, "stats"))
+
+
+def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
+    """The optimizer's ``result()`` (arrays stored in ``/result``), if it has one."""
+    if not callable(getattr(optimizer, "result", None)):
+        return None
+    return dict(call_method(spec, generation, optimizer, "result"))
+
+
+def initialise(spec: dict) -> RunState:
+    """Create a run's optimizer (and passive archive) and ask the batch of generation 1."""
+    started = time.time()
+    optimizer = build_optimizer(spec)
+    if owns_archive(spec):
+        archive = optimizer.archive
+    else:
+        archive = build_passive_archive(spec)
+    batch, seeds = _next_batch(spec, optimizer, 1)
+    finished = time.time()
+    row = metrics_row(
+        archive=archive,
+        optimizer_stats=optimizer_stats(spec, 0, optimizer),
+        generation=0,
+        evaluations=0,
+        objective=np.empty(0),
+        best_objective=np.nan,
+        wall_seconds=finished - started,
+        eval_seconds=0.0,
+    )
+    return RunState(
+        spec=spec,
+        generation=0,
+        optimizer=optimizer,
+        archive=archive,
+        next_batch=batch,
+        next_seeds=seeds,
+        metrics_window=row,
+        finished_at=finished,
+        best=None if archive is not None else {},
+    )
+
+
+def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = None) -> RunState:
+    """Fold a generation's shard results into the optimizer (and the passive archive)
+    and ask the next batch.
+
+    Parameters
+    ----------
+    state : RunState
+        The state after the previous generation (its ``next_batch`` was evaluated).
+    shards : list of ShardResult
+        All shards of the generation, in any order.
+    workers : int, optional
+        Evaluations that could run at once, for the ``utilisation`` column (Dask
+        mode: its workers); the number of shards when not given (shard mode).
+
+    The metrics window restarts after every kept checkpoint (a generation that is
+    a positive multiple of ``checkpoint_every``), whose rows were already saved.
+    """
+    generation = state.generation + 1
+    results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
+    objective, extra = results.objective, results.extra
+    optimizer = state.optimizer
+    batch_kind = batch_format(state.spec)
+
+    def solution(row: int) -> np.ndarray:
+        made, _ = call_optimizer(
+            state.spec,
+            generation,
+            f"{batch_kind.name}.solutions",
+            batch_kind.materialise,
+            state.next_batch,
+            row,
+            row + 1,
+        )
+        return made[0]
+
+    def solutions_of(rows) -> np.ndarray:
+        if results.solutions is not None:
+            return results.solutions[np.asarray(rows, dtype=np.int64)]
+        return np.stack([solution(int(row)) for row in rows])
+
+    if state.archive is not None and not owns_archive(state.spec):
+        add_to_passive_archive(
+            state.archive,
+            objective=objective,
+            measures=results.measures,
+            extra=extra,
+            solutions=solutions_of,
+        )
+    best = state.best
+    if state.archive is None:
+        best = _improved_best(
+            state.best, objective=objective, extra=extra, solutions_of=solutions_of
+        )
+    told = dict(extra)
+    if batch_kind.proposes_in_shards:
+        told["solutions"] = results.solutions
+    call_method(state.spec, generation, optimizer, "tell", objective, results.measures, **told)
+    previous_row = state.metrics_window[-1]
+    evaluations = int(previous_row["evaluations"]) + len(objective)
+    batch, seeds = _next_batch(state.spec, optimizer, generation + 1)
+    finished = time.time()
+    row = metrics_row(
+        archive=state.archive,
+        optimizer_stats=optimizer_stats(state.spec, generation, optimizer),
+        generation=generation,
+        evaluations=evaluations,
+        objective=objective,
+        best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
+        wall_seconds=finished - state.finished_at,
+        eval_seconds=results.eval_seconds,
+        shard_stats=results.shard_stats,
+        workers=workers or results.shards,
+    )
+    previous = state.generation
+    window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0
+    window = row if window_start else np.concatenate([state.metrics_window, row])
+    return RunState(
+        spec=state.spec,
+        generation=generation,
+        optimizer=optimizer,
+        archive=state.archive,
+        next_batch=batch,
+        next_seeds=seeds,
+        metrics_window=window,
+        finished_at=finished,
+        best=best,
+    )
+
+
+def _improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
+    """The best evaluated solution so far (runs without an archive): its solution,
+    objective and extra fields; the first of equal objectives wins. ``solutions_of(rows)``
+    gives the solutions of rows of the generation's batch."""
+    index = int(np.argmax(objective))
+    if best and objective[index] <= best["objective"]:
+        return best
+    improved = {"solution": solutions_of([index])[0], "objective": np.float64(objective[index])}
+    improved.update({name: np.float64(values[index]) for name, values in extra.items()})
+    return improved

@@ -1,0 +1,38 @@
+"""Progress lines for the log: one per generation, with an ETA."""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+
+from evocamp.files.checkpoint import RunState
+from evocamp.model.runspec import run_label
+
+#: Generations averaged for the seconds-per-generation estimate.
+RATE_WINDOW = 10
+
+
+def format_duration(seconds: float) -> str:
+    """``H:MM:SS`` for a number of seconds (``?`` when unknown)."""
+    if not np.isfinite(seconds):
+        return "?"
+    return str(datetime.timedelta(seconds=round(max(seconds, 0.0))))
+
+
+def generation_line(state: RunState, *, total: int | None) -> str:
+    """One log line: run, generation/total, evaluations, QD score and coverage (runs with
+    an archive), best objective so far, seconds per generation and the ETA."""
+    row = state.metrics_window[-1]
+    recent = state.metrics_window["wall_seconds"][-RATE_WINDOW:]
+    per_generation = float(np.mean(recent)) if len(recent) else float("nan")
+    progress = f"{state.generation}/{total}" if total else f"{state.generation}"
+    remaining = (total - state.generation) * per_generation if total else float("nan")
+    quality = f"best {row['best_objective']:.4g}"
+    if np.isfinite(row["qd_score"]):
+        quality = f"qd_score {row['qd_score']:.4g} | coverage {row['coverage']:.3f} | {quality}"
+    return (
+        f"{run_label(state.spec)}: generation {progress} | evaluations "
+        f"{int(row['evaluations'])} | {quality} | "
+        f"{per_generation:.2f} s/gen | ETA {format_duration(remaining)}"
+    )

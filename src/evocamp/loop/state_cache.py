@@ -1,0 +1,280 @@
+"""Shard-mode states between kept checkpoints: light files on the shared filesystem,
+full states in a node-local cache, rebuilt by telling again when the cache is gone.
+
+A shard-mode tell job writes the state after its generation, which the next
+generation's shards and tell read. Written whole, that is the optimizer's full state
+on the shared filesystem every generation (CMA-ME with 15 emitters in 100 dimensions:
+4-15 MB, mostly covariance matrices and elites). Between kept checkpoints the job
+writes a *light* state there instead: the run spec, the next batch and its seeds,
+the metrics window and the best solution (what shards and the next tell read), plus
+a random token, the state it was told from and its shard files. The full state goes
+to a node-local cache with the same token (a pickle of the whole state, in a private
+folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
+another folder, ``0`` turns it off), where the next tell job finds it; each run keeps
+one cached state.
+
+When the cache does not hold a light state's full state (another node, a reboot, a
+cleared cache), it is rebuilt from the last full state before it (the window's kept
+checkpoint) by telling the window's stored shard results again. Tells are
+deterministic, so the rebuilt state equals the lost one bit for bit; each rebuilt
+generation is checked against the batch its light state stores.
+
+States of kept generations (every ``checkpoint_every``-th) and of the last
+generation are always written whole, so kept checkpoints and final states never
+depend on the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pickle
+import secrets
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.base.errors import CorruptFileError, DiskFullError
+from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
+from evocamp.files.checkpoint import RunState, light_attrs, read_state, write_state
+from evocamp.files.shard import read_shard
+from evocamp.loop.engine import tell
+from evocamp.model.runspec import run_label
+from evocamp.registry import optimizer_class
+
+#: Environment variable naming the cache folder (``0``: no cache, states written whole).
+CACHE_VARIABLE = "EVOCAMP_STATE_CACHE"
+
+
+def cache_folder() -> Path | None:
+    """This user's node-local cache folder, or ``None`` without one.
+
+    ``$EVOCAMP_STATE_CACHE`` when set (``0`` for none), else a private folder in
+    ``$XDG_RUNTIME_DIR`` or ``/dev/shm`` (both memory on Linux).
+    """
+    setting = os.environ.get(CACHE_VARIABLE, "")
+    if setting == "0":
+        return None
+    if setting:
+        return private_folder(Path(setting))
+    for base in (os.environ.get("XDG_RUNTIME_DIR", ""), "/dev/shm"):
+        if base and os.path.isdir(base):
+            return private_folder(Path(base) / f"evocamp-states-{os.getuid()}")
+    return None
+
+
+def run_cache(work: str | Path) -> Path | None:
+    """The cache folder of the run whose working folder is ``work`` (``None``
+    without a cache)."""
+    folder = cache_folder()
+    if folder is None:
+        return None
+    key = hashlib.sha256(str(Path(work).resolve()).encode()).hexdigest()[:24]
+    return folder / key
+
+
+def forget_run(work: str | Path) -> None:
+    """Remove the cached states of the run whose working folder is ``work``."""
+    folder = run_cache(work)
+    if folder is not None and folder.is_dir():
+        for path in folder.glob("*"):
+            path.unlink(missing_ok=True)
+        folder.rmdir()
+
+
+def _must_be_whole(state: RunState, total: int | None) -> bool:
+    """Whether the state after a tell is written whole: kept generations, the last
+    one, and any when the run's length is unknown."""
+    generation = state.generation
+    return total is None or generation >= total or generation % state.spec["checkpoint_every"] == 0
+
+
+def write_told_state(
+    output: str | Path,
+    state: RunState,
+    *,
+    told_from: str | Path,
+    shard_files: list,
+    total: int | None,
+) -> str:
+    """Write the state after a shard-mode tell: light, with the full state cached,
+    or whole (see the module's description).
+
+    Parameters
+    ----------
+    output : str or Path
+        The state file (in the run's working folder).
+    state : RunState
+        The state after the tell.
+    told_from : str or Path
+        The state file the tell read.
+    shard_files : list of str or Path
+        The shard files it folded in.
+    total : int or None
+        The run's generations (``None``: unknown; the state is written whole).
+
+    Returns
+    -------
+    str
+        What was written, for the job's log.
+    """
+    output = Path(output)
+    cache = None if _must_be_whole(state, total) else run_cache(output.parent)
+    if cache is None:
+        write_state(output, state)
+        forget_run(output.parent)
+        return f"full state -> {output}"
+    token = secrets.token_hex(8)
+    cached = _cache_file(cache, state.generation)
+    try:
+        cache.mkdir(exist_ok=True)
+        with replaced_atomically(cached) as temporary, open(temporary, "wb") as stream:
+            pickle.dump((token, state), stream, protocol=pickle.HIGHEST_PROTOCOL)
+    except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
+        write_state(output, state)
+        forget_run(output.parent)
+        return f"full state -> {output} (cache {cache}: {error})"
+    for other in cache.iterdir():
+        if other != cached:
+            other.unlink(missing_ok=True)
+    write_state(
+        output,
+        state,
+        light=True,
+        attrs={
+            "light_token": token,
+            "light_previous": os.path.relpath(told_from, output.parent),
+            "light_shards": json.dumps([os.path.relpath(p, output.parent) for p in shard_files]),
+        },
+    )
+    return f"light state -> {output}, full state cached in {cached}"
+
+
+def read_full_state(path: str | Path) -> RunState:
+    """Read a state whole: a whole state file as it is, a light one with its full state
+    from the cache or rebuilt (:func:`restore`)."""
+    state = read_state(path)
+    if state.optimizer is not None:
+        return state
+    return restore(path)
+
+
+def keep_whole(
+    source: str | Path, destination: str | Path, *, state: RunState | None = None
+) -> None:
+    """Keep a state file as a checkpoint; a light one is written whole (from ``state``,
+    its full state when the caller has already read it, else read or rebuilt here)."""
+    if _light_attrs(Path(source), wanted_by=source) is not None:
+        write_state(destination, state if state is not None else read_full_state(source))
+    else:
+        atomic_copy(source, destination)
+
+
+def restore(path: str | Path) -> RunState:
+    """The full state of a light state file: from the cache, or rebuilt.
+
+    Raises
+    ------
+    CorruptFileError
+        When it cannot be rebuilt (a file of the window is missing or does not
+        reproduce); the message names the file and what to delete.
+    """
+    chain = []
+    current = Path(path)
+    while True:
+        attrs = _light_attrs(current, wanted_by=path)
+        if attrs is None:
+            state = read_state(current)
+            break
+        cached = _cached_state(current, attrs)
+        if cached is not None:
+            state = cached
+            break
+        chain.append((current, attrs))
+        current = Path(os.path.normpath(current.parent / attrs["light_previous"]))
+    if chain:
+        print(
+            f"{path}: full state not in this node's cache; rebuilt from {current} by telling "
+            f"generation(s) {state.generation + 1}..{state.generation + len(chain)} again",
+            file=sys.stderr,
+            flush=True,
+        )
+    for light_path, attrs in reversed(chain):
+        state = _tell_again(state, light_path, attrs, wanted_by=path)
+    return state
+
+
+def _light_attrs(path: Path, *, wanted_by) -> dict | None:
+    """The ``light_*`` attributes, ``generation`` and ``run_spec`` of a state file
+    (``None`` for a full state)."""
+    try:
+        return light_attrs(path)
+    except FileNotFoundError:
+        raise _unrebuildable(wanted_by, f"{path} is missing") from None
+    except (OSError, KeyError) as error:
+        raise _unrebuildable(wanted_by, f"{path} cannot be read ({error})") from None
+
+
+def _cache_file(cache: Path, generation: int) -> Path:
+    return cache / f"state_{generation:06d}.pickle"
+
+
+def _cached_state(path: Path, attrs: dict) -> RunState | None:
+    """The cached full state of the light state ``path``, if the cache holds it.
+
+    The cache is a private folder in memory, written by this user's tell jobs (a
+    temporary file renamed when complete), so a plain pickle is safe and fast there.
+    """
+    cache = run_cache(path.parent)
+    if cache is None:
+        return None
+    try:
+        with open(_cache_file(cache, int(attrs["generation"])), "rb") as stream:
+            optimizer_class(json.loads(attrs["run_spec"]))  # imports a plugin's module
+            token, state = pickle.load(stream)
+    except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
+        return None
+    return state if token == attrs["light_token"] else None
+
+
+def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunState:
+    """Tell the shard results a light state was told with again, and check the result
+    against the batch it stores."""
+    shards = []
+    for relative in json.loads(attrs["light_shards"]):
+        shard = path.parent / relative
+        if not shard.exists():
+            raise _unrebuildable(wanted_by, f"shard file {shard} is missing")
+        shards.append(read_shard(shard))
+    told = tell(state, shards)
+    stored = read_state(path, with_optimizer=False)
+    same = (
+        told.generation == stored.generation
+        and np.array_equal(told.next_seeds, stored.next_seeds)
+        and sorted(told.next_batch) == sorted(stored.next_batch)
+        and all(np.array_equal(told.next_batch[k], stored.next_batch[k]) for k in told.next_batch)
+    )
+    if not same:
+        raise _unrebuildable(
+            wanted_by,
+            f"telling generation {stored.generation} again does not reproduce the batch "
+            f"stored in {path}",
+        )
+    return dataclasses.replace(
+        told, metrics_window=stored.metrics_window, finished_at=stored.finished_at
+    )
+
+
+def _unrebuildable(path, reason: str) -> CorruptFileError:
+    try:
+        label = run_label(read_state(path, with_optimizer=False).spec) + ", "
+    except (OSError, CorruptFileError):
+        label = ""
+    return CorruptFileError(
+        f"cannot rebuild the optimizer state of {path} ({label}not in this node's state "
+        f"cache): {reason}; delete the run's work/state_*.h5 and work/gen_* after its last "
+        "kept checkpoint and rerun to recompute them"
+    )

@@ -1,0 +1,254 @@
+"""The optimizer protocol: how the generation loop talks to every optimizer.
+
+The loop (initialise, evaluate, tell, keep, finalise; shard and Dask modes) knows an
+optimizer only through this protocol, which built-in families and users' classes
+(``type: plugin``) implement alike::
+
+    class MyOptimizer:
+        def __init__(self, *, solution_dim, x0, bounds, seed, **params): ...
+        def ask(self):              # the next generation's batch: an (n, solution_dim)
+            ...                     # array, or a dict of arrays (a compact batch)
+        def tell(self, objective, measures, **extra): ...  # results of the whole batch
+        # optional:
+        def stats(self): ...        # {"sigma": ...}: metrics columns (OPTIMIZER_STATS)
+        def result(self): ...       # {"centre": ...}: arrays stored in archive.h5 /result
+        batch_format = MyBatch      # only with compact batches: a CompactBatch subclass
+
+A *compact batch* describes the solutions instead of listing them (an ES centre and
+one noise seed per offspring; a BO history from which every shard proposes). Its
+:class:`CompactBatch` class knows the batch's size, materialises the slice of one
+shard, says whether shards propose their solutions (then each shard stores what it
+evaluated and ``tell`` receives it as ``solutions=``), and names modules Dask workers
+import once. Shards never build the optimizer: they call these static methods on the
+stored batch, whose values may be h5py datasets (index them: ``[()]`` reads all).
+
+Every call of a user's method (``__init__``, ``ask``, ``tell``, ``stats``,
+``result``, and the batch format's ``size`` and ``solutions``) goes through
+:func:`call_optimizer`, so any failure is one message naming the class, the method,
+the run, the generation (and the shard).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from evocamp.base.errors import EvocampError, OptimizerError
+from evocamp.model.metrics import SHARD_STATS
+from evocamp.model.runspec import is_plugin, optimizer_name, where
+
+#: Methods every optimizer class has.
+REQUIRED_METHODS = ("ask", "tell")
+
+
+class CompactBatch:
+    """The format of an optimizer's compact batches: subclass it and name the subclass
+    in the optimizer class as ``batch_format``.
+
+    Attributes
+    ----------
+    proposes_in_shards : bool
+        ``solutions`` proposes (e.g. fits a model per shard), so a shard's solutions
+        depend on its slice: shards store the solutions they evaluated with their
+        results, and ``tell`` receives them as ``solutions`` (in batch order).
+    shard_modules : tuple of str
+        Modules that Dask mode's workers import once, before they are forked (e.g.
+        ``("sklearn.ensemble",)`` when every shard fits a surrogate).
+    """
+
+    proposes_in_shards: bool = False
+    shard_modules: tuple[str, ...] = ()
+
+    @staticmethod
+    def size(batch) -> int:
+        """How many solutions the batch (a dict of arrays, as ``ask`` returned it)
+        describes."""
+        raise NotImplementedError
+
+    @staticmethod
+    def solutions(batch, start: int, stop: int):
+        """Solutions ``start..stop-1`` of the batch as an ``(stop - start, solution_dim)``
+        array, or a dict ``{"solutions": array, "fit_seconds": s, "propose_seconds":
+        s}`` that also reports the seconds spent making them."""
+        raise NotImplementedError
+
+
+#: The hooks of evocamp 0.1's compact batches, found on the optimizer class itself.
+_OLD_HOOKS = ("batch_size", "solutions", "proposes_in_shards", "shard_modules")
+
+
+@dataclass(frozen=True)
+class BatchFormat:
+    """How the loop sizes and materialises an optimizer class's batches.
+
+    ``compact`` is the class's :class:`CompactBatch` subclass, or ``None`` for plain
+    batches (an array of solutions, stored as ``{"solutions": array}``).
+    """
+
+    compact: type | None = None
+
+    @property
+    def name(self) -> str:
+        """The format's class name, for messages (``plain`` for plain batches)."""
+        return "plain" if self.compact is None else self.compact.__name__
+
+    @property
+    def proposes_in_shards(self) -> bool:
+        """Whether shards propose their solutions (:attr:`CompactBatch.proposes_in_shards`)."""
+        return self.compact is not None and bool(self.compact.proposes_in_shards)
+
+    @property
+    def shard_modules(self) -> tuple[str, ...]:
+        """Modules Dask workers import up front."""
+        return () if self.compact is None else tuple(self.compact.shard_modules)
+
+    def size(self, batch) -> int:
+        """Solutions in a batch."""
+        if self.compact is None:
+            return len(batch["solutions"])
+        return int(self.compact.size(batch))
+
+    def materialise(self, batch, start: int, stop: int) -> tuple[np.ndarray, dict]:
+        """Solutions ``start..stop-1`` as a float64 array, and the seconds spent making
+        them (:data:`SHARD_STATS`: those the format reported, else the whole call as
+        ``propose_seconds``; nothing for a plain batch)."""
+        if self.compact is None:
+            return np.asarray(batch["solutions"][start:stop], dtype=np.float64), {}
+        began = time.perf_counter()
+        made = self.compact.solutions(batch, start, stop)
+        timings = {"propose_seconds": time.perf_counter() - began}
+        if isinstance(made, dict):
+            reported = {name: float(made[name]) for name in SHARD_STATS if name in made}
+            timings = reported or timings
+            made = made["solutions"]
+        return np.asarray(made, dtype=np.float64), timings
+
+
+def batch_format_of(cls: type, *, name: str) -> BatchFormat:
+    """The batch format of an optimizer class (``name``: how messages name the class).
+
+    Raises
+    ------
+    OptimizerError
+        When ``batch_format`` is not a :class:`CompactBatch` subclass, or the class
+        still carries evocamp 0.1's hooks (``batch_size``/``solutions`` static methods,
+        ``proposes_in_shards``, ``shard_modules``): the message says what to change.
+    """
+    compact = getattr(cls, "batch_format", None)
+    if compact is None:
+        old = [hook for hook in _OLD_HOOKS if hasattr(cls, hook)]
+        if {"batch_size", "solutions"} <= set(old) or set(old) & {
+            "proposes_in_shards",
+            "shard_modules",
+        }:
+            raise OptimizerError(
+                f"optimizer class {name} describes compact batches with "
+                f"{', '.join(old)} on the optimizer class itself (evocamp 0.1); move them "
+                "to a subclass of evocamp.model.protocol.CompactBatch (static methods "
+                "size(batch), formerly batch_size, and solutions(batch, start, stop); "
+                "attributes proposes_in_shards, shard_modules) and name it in the class: "
+                "batch_format = MyBatch (docs/plugins.md)"
+            )
+        return BatchFormat()
+    if not (isinstance(compact, type) and issubclass(compact, CompactBatch)):
+        raise OptimizerError(
+            f"optimizer class {name}: batch_format must be a subclass of "
+            f"evocamp.model.protocol.CompactBatch, not {compact!r}"
+        )
+    missing = [
+        method
+        for method in ("size", "solutions")
+        if getattr(compact, method) is getattr(CompactBatch, method)
+    ]
+    if missing:
+        raise OptimizerError(
+            f"optimizer class {name}: its batch format {compact.__name__} does not define "
+            f"{' and '.join(m + '()' for m in missing)}"
+        )
+    return BatchFormat(compact)
+
+
+def check_methods(cls: type, *, name: str) -> None:
+    """Raise :class:`OptimizerError` when an optimizer class lacks ``ask`` or ``tell``."""
+    missing = [method for method in REQUIRED_METHODS if not callable(getattr(cls, method, None))]
+    if missing:
+        raise OptimizerError(
+            f"optimizer class {name} has no method {', '.join(repr(m) for m in missing)}; "
+            "an optimizer needs ask() and tell(objective, measures, **extra)"
+        )
+
+
+def call_optimizer(
+    spec: dict, generation: int, method: str, function, *args, shard: int | None = None, **kwargs
+):
+    """Call ``function`` (a method of the run's optimizer or of its batch format).
+
+    For a user's class any exception becomes one :class:`OptimizerError` naming the
+    class, the method, the run, the generation and, in a shard, the shard; the
+    traceback goes into its ``details`` (the job's log). Built-in classes are called
+    directly: their failures are evocamp's bugs and keep their tracebacks.
+    """
+    if not is_plugin(spec):
+        return function(*args, **kwargs)
+    try:
+        return function(*args, **kwargs)
+    except EvocampError:
+        raise
+    except Exception as error:  # noqa: BLE001 - user code may raise anything
+        raise OptimizerError(
+            f"{where(spec, generation, shard)}: optimizer class {optimizer_name(spec)}, "
+            f"method {method}() raised {type(error).__name__}: {error}",
+            details="".join(traceback.format_exception(error)),
+        ) from None
+
+
+def call_method(spec: dict, generation: int, optimizer, method: str, *args, **kwargs):
+    """Call ``optimizer.<method>`` through :func:`call_optimizer`."""
+    return call_optimizer(spec, generation, method, getattr(optimizer, method), *args, **kwargs)
+
+
+def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked):
+    """The batch ``ask()`` returned, as a dict of arrays, and its size.
+
+    Raises
+    ------
+    OptimizerError
+        When a plain batch is not a finite (n, solution_dim) array with n >= 1, or a
+        compact one's size is not a positive integer.
+    """
+    method = f"optimizer {optimizer_name(spec)}, method ask()"
+    if isinstance(asked, dict):
+        batch = {name: np.asarray(value) for name, value in asked.items()}
+        if batch_format.compact is not None:
+            size = call_optimizer(
+                spec, generation, f"{batch_format.name}.size", batch_format.size, batch
+            )
+            if size < 1:
+                raise OptimizerError(
+                    f"{where(spec, generation)}: {method} returned a batch that "
+                    f"{batch_format.name}.size() says holds {size} solutions"
+                )
+            return batch, size
+        asked = batch.get("solutions")
+    dim = spec["domain_spec"]["solution_dim"]
+    try:
+        solutions = np.asarray(asked, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise OptimizerError(
+            f"{where(spec, generation)}: {method} returned a non-numeric batch ({error})"
+        ) from None
+    if solutions.ndim != 2 or solutions.shape[1] != dim or len(solutions) == 0:
+        raise OptimizerError(
+            f"{where(spec, generation)}: {method} returned a batch of shape "
+            f"{solutions.shape}; expected (n, {dim}) with n >= 1 (solution_dim {dim})"
+        )
+    if not np.isfinite(solutions).all():
+        row = int(np.flatnonzero(~np.isfinite(solutions).all(axis=1))[0])
+        raise OptimizerError(
+            f"{where(spec, generation)}: {method} returned a batch whose solution {row} "
+            "is not finite"
+        )
+    return {"solutions": solutions}, len(solutions)

@@ -1,0 +1,58 @@
+"""The run spec: the resolved, self-contained description of one run.
+
+A run spec is a plain JSON-compatible dict (it is stored verbatim in every
+checkpoint's ``run_spec`` attribute and compared with the configuration's to decide
+whether a kept checkpoint still belongs to the run)::
+
+    {"campaign", "master_seed", "checkpoint_every", "algorithm", "domain", "seed",
+     "algorithm_spec": {"type", ...every key with its default...},
+     "domain_spec": {"type", "solution_dim", "measure_ranges", ...}}
+
+:func:`evocamp.config.run_spec` makes one from a campaign; everything that fixes a
+run's results is in it, and nothing that may change during its life
+(``generations``; ``shards`` only where it is part of the algorithm). The helpers
+here name and key a spec for every layer above.
+"""
+
+from __future__ import annotations
+
+from evocamp.base.seeding import run_key
+
+#: The algorithm type of users' own optimizer classes.
+PLUGIN = "plugin"
+
+
+def run_label(spec: dict) -> str:
+    """Human-readable name of a run: ``algorithm/domain/seed<k>``."""
+    return f"{spec['algorithm']}/{spec['domain']}/seed{spec['seed']}"
+
+
+def spec_run_key(spec: dict) -> tuple[int, int, int]:
+    """The seeding key of the run a spec describes."""
+    return run_key(algorithm=spec["algorithm"], domain=spec["domain"], seed=spec["seed"])
+
+
+def is_plugin(spec: dict) -> bool:
+    """Whether the run's optimizer is a user's class (``type: plugin``)."""
+    return spec["algorithm_spec"]["type"] == PLUGIN
+
+
+def optimizer_name(spec: dict) -> str:
+    """The optimizer as messages name it: a plugin's ``module:Class``, else its type."""
+    algorithm = spec["algorithm_spec"]
+    return algorithm.get("class", algorithm["type"])
+
+
+def measure_count(domain_spec: dict) -> int:
+    """Number of measures of a resolved domain spec."""
+    return len(domain_spec.get("measure_ranges") or [])
+
+
+def where(spec: dict, generation: int, shard: int | None = None, index: int | None = None) -> str:
+    """``run a/d/seed0, generation 5, shard 2, solution 11``: where something happened."""
+    parts = [f"run {run_label(spec)}", f"generation {generation}"]
+    if shard is not None:
+        parts.append(f"shard {shard}")
+    if index is not None:
+        parts.append(f"solution {index}")
+    return ", ".join(parts)

@@ -1,0 +1,546 @@
+"""The one registry of algorithm types and built-in domains.
+
+Every algorithm type (``algorithms.NAME.type``) is one :class:`AlgorithmType` entry
+and every built-in domain (``domains.NAME.type``) one :class:`DomainType` entry.
+Configuration validation (which keys a type accepts, what it needs), defaults, run
+specs, the optimizer factory and the reference tables of ``docs/configuration.md``
+all read them; a test checks the JSON schema against them. Adding an algorithm type
+is one class (or one :class:`~evocamp.families.qd.QDRecipe` of pyribs components) and
+one entry here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evocamp import domains
+from evocamp.base.errors import OptimizerError
+from evocamp.base.plugins import describe_import_failure, import_plugin
+from evocamp.base.seeding import optimizer_seeds
+from evocamp.families import bo, es
+from evocamp.families.baselines import RandomSearch
+from evocamp.families.qd import QDOptimizer, QDRecipe
+from evocamp.model.protocol import (
+    BatchFormat,
+    batch_format_of,
+    call_optimizer,
+    check_methods,
+)
+from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
+
+#: Families, in the order the documentation lists them.
+FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A default computed from the resolved domain (e.g. SNES's population from the
+    solution dimension); ``text`` is how the documentation states it."""
+
+    compute: Callable[[dict], object]
+    text: str
+
+
+@dataclass(frozen=True)
+class AlgorithmType:
+    """One algorithm type.
+
+    Attributes
+    ----------
+    name : str
+        The ``type`` value.
+    family : str
+        ``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``.
+    summary : str
+        One line for the documentation.
+    reference : str
+        Where it comes from (paper or library).
+    defaults : dict
+        Every optional key with its default (a value or a :class:`Derived`), filled into
+        the run spec. Together with ``optional`` these are the keys the type accepts
+        (besides ``type`` and ``archive``).
+    optional : tuple of str
+        Accepted keys without a default.
+    required : tuple of str
+        Keys that must be given.
+    params : tuple of str
+        Keys passed to the class as keyword arguments (besides ``solution_dim``,
+        ``x0``, ``bounds`` and ``seed``).
+    cls : type or None
+        The optimizer class (``None`` for plugins: the ``class`` key names it).
+    recipe : QDRecipe or None
+        QD types: the pyribs components; the class is :class:`QDOptimizer`, whose
+        archive is the run's archive (other families fill a passive archive).
+    batch_size : callable or None
+        Solutions per generation, from the resolved algorithm spec (``None``: the class
+        decides, as plugins do).
+    needs_measures : bool
+        The type needs a domain with measures (QD).
+    needs_bounds : bool
+        The type samples within the domain's bounds.
+    grid_archive : bool
+        The run's (or passive) archive is a grid with ``archive.dims``.
+    archive_defaults : dict
+        Defaults of ``archive.*`` keys particular to the type.
+    shards_in_spec : bool
+        The shard count is part of the algorithm (every shard is one worker).
+    """
+
+    name: str
+    family: str
+    summary: str
+    reference: str = ""
+    defaults: dict = field(default_factory=dict)
+    optional: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    cls: type | None = None
+    recipe: QDRecipe | None = None
+    batch_size: Callable[[dict], int] | None = None
+    needs_measures: bool = False
+    needs_bounds: bool = False
+    grid_archive: bool = True
+    archive_defaults: dict = field(default_factory=dict)
+    shards_in_spec: bool = False
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key the type accepts besides ``type`` and ``archive``."""
+        return (*self.defaults, *self.optional, *self.required)
+
+
+@dataclass(frozen=True)
+class DomainType:
+    """One built-in domain.
+
+    Attributes
+    ----------
+    name : str
+        The ``type`` value.
+    summary : str
+        One line for the documentation.
+    evaluate : callable
+        The evaluation function ``(solutions, seeds, **params) -> dict``.
+    fixed_dim : callable or None
+        The solution dimension fixed by the task, from the params (``None``: the
+        ``solution_dim`` key decides, default :data:`DEFAULT_SOLUTION_DIM`).
+    measure_ranges : callable
+        ``(solution_dim, params) -> [[low, high], ...]`` (``[]``: no measures).
+    measure_count : int
+        Number of measures.
+    bounds : list or None
+        ``[low, high]`` of every parameter (``None``: unbounded).
+    qd_score_offset : float
+        At or below the worst objective (the QD score's offset).
+    minimised : str or None
+        Minimisation benchmarks: the extra field holding the value to report as a
+        minimum (the objective is its negative).
+    params : dict
+        Defaults of the evaluation function's keyword arguments.
+    extra_fields : tuple of str
+        Extra outputs stored with every elite by default.
+    """
+
+    name: str
+    summary: str
+    evaluate: Callable
+    measure_ranges: Callable[[int, dict], list]
+    measure_count: int
+    fixed_dim: Callable[[dict], int] | None = None
+    bounds: list | None = None
+    qd_score_offset: float = 0.0
+    minimised: str | None = None
+    params: dict = field(default_factory=dict)
+    extra_fields: tuple[str, ...] = ()
+
+
+#: Solution dimension of domains that do not fix it.
+DEFAULT_SOLUTION_DIM = 20
+#: Grid cells per measure of a grid archive unless ``archive.dims`` says otherwise.
+DEFAULT_GRID_CELLS_PER_MEASURE = 20
+
+# --- algorithm types --------------------------------------------------------------
+
+#: Keys every QD type accepts, with their defaults (``iso_sigma`` and ``line_sigma``
+#: are filled in for every QD type: they are part of existing run specs).
+_QD_DEFAULTS = {"emitters": 1, "batch_size": 32, "sigma": 0.5, "iso_sigma": 0.01, "line_sigma": 0.2}
+
+
+def _qd_batch(algorithm: dict) -> int:
+    return algorithm["emitters"] * algorithm["batch_size"]
+
+
+def _qd(name: str, summary: str, reference: str, recipe: QDRecipe, **more) -> AlgorithmType:
+    ranker = more.pop("ranker", None)
+    defaults = dict(_QD_DEFAULTS)
+    if ranker is not None:
+        defaults["ranker"] = ranker
+    return AlgorithmType(
+        name=name,
+        family="qd",
+        summary=summary,
+        reference=reference,
+        defaults=defaults,
+        cls=QDOptimizer,
+        recipe=recipe,
+        batch_size=_qd_batch,
+        needs_measures=True,
+        grid_archive=recipe.archive == "grid",
+        **more,
+    )
+
+
+def _snes_popsize(domain: dict) -> int:
+    return es.snes_popsize(domain["solution_dim"])
+
+
+def _snes_eta_sigma(domain: dict) -> float:
+    return es.snes_eta_sigma(domain["solution_dim"])
+
+
+_BO_DEFAULTS = {
+    "batch_size": 8,
+    "kappa": 1.96,
+    "initial_points": 10,
+    "candidates": 10000,
+    "trees": 25,
+    "refine_generations": 20,
+}
+
+
+def _population(algorithm: dict) -> int:
+    return algorithm["popsize"]
+
+
+def _batch_size(algorithm: dict) -> int:
+    return algorithm["batch_size"]
+
+
+ALGORITHMS: dict[str, AlgorithmType] = {
+    entry.name: entry
+    for entry in (
+        _qd(
+            "map_elites",
+            "GridArchive + GaussianEmitter",
+            "Mouret & Clune 2015; pyribs",
+            QDRecipe(archive="grid", emitter="gaussian"),
+        ),
+        _qd(
+            "map_elites_line",
+            "GridArchive + IsoLineEmitter (iso-line variation)",
+            "Vassiliades & Mouret 2018; pyribs",
+            QDRecipe(archive="grid", emitter="iso_line"),
+        ),
+        _qd(
+            "cvt_map_elites",
+            "CVTArchive (archive.cells centroids) + GaussianEmitter",
+            "Vassiliades et al. 2018; pyribs",
+            QDRecipe(archive="cvt", emitter="gaussian"),
+        ),
+        _qd(
+            "cma_me",
+            "GridArchive + EvolutionStrategyEmitter",
+            "Fontaine et al. 2020 (CMA-ME); pyribs",
+            QDRecipe(archive="grid", emitter="evolution_strategy"),
+            ranker="2imp",
+        ),
+        _qd(
+            "cma_mae",
+            "CMA-MAE: archive learning rate < 1, separate result archive, mu selection, "
+            "basic restarts",
+            "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
+            QDRecipe(
+                archive="grid",
+                emitter="evolution_strategy",
+                emitter_options={"selection_rule": "mu", "restart_rule": "basic"},
+                result_archive=True,
+            ),
+            ranker="imp",
+            archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
+        ),
+        AlgorithmType(
+            name="openai_es",
+            family="es",
+            summary="OpenAI-ES: antithetic sampling, centred ranks, Adam",
+            reference="Salimans et al. 2017",
+            defaults={"popsize": 100, "sigma": 0.02, "learning_rate": 0.01, "weight_decay": 0.005},
+            params=("popsize", "sigma", "learning_rate", "weight_decay"),
+            cls=es.OpenAIES,
+            batch_size=_population,
+        ),
+        AlgorithmType(
+            name="snes",
+            family="es",
+            summary="separable NES",
+            reference="Schaul et al. 2011",
+            defaults={
+                "sigma": 1.0,
+                "eta_mu": 1.0,
+                "popsize": Derived(_snes_popsize, "4 + floor(3 ln d)"),
+                "eta_sigma": Derived(_snes_eta_sigma, "(3 + ln d) / (5 sqrt d)"),
+            },
+            params=("popsize", "sigma", "eta_mu", "eta_sigma"),
+            cls=es.SNES,
+            batch_size=_population,
+        ),
+        AlgorithmType(
+            name="qucb_centralised",
+            family="bo",
+            summary="batch UCB over an ExtraTrees surrogate; tell fits once and proposes the "
+            "whole batch",
+            reference="qUCB; DeepHyper's CBO",
+            defaults=dict(_BO_DEFAULTS),
+            params=tuple(_BO_DEFAULTS),
+            cls=bo.CentralisedQUCB,
+            batch_size=_batch_size,
+            needs_bounds=True,
+        ),
+        AlgorithmType(
+            name="qucb_decentralised",
+            family="bo",
+            summary="every shard fits its own surrogate and proposes its own points (the "
+            "shard count is part of the run)",
+            reference="ADBO, Egelé et al. 2023 (arXiv 2207.00479)",
+            defaults=dict(_BO_DEFAULTS),
+            params=(*_BO_DEFAULTS, "shards"),
+            cls=bo.DecentralisedQUCB,
+            batch_size=_batch_size,
+            needs_bounds=True,
+            shards_in_spec=True,
+        ),
+        AlgorithmType(
+            name="random_search",
+            family="baseline",
+            summary="uniform samples within the domain's bounds",
+            reference="the baseline of BO papers",
+            defaults={"batch_size": 32},
+            params=("batch_size",),
+            cls=RandomSearch,
+            batch_size=_batch_size,
+            needs_bounds=True,
+        ),
+        AlgorithmType(
+            name=PLUGIN,
+            family="plugin",
+            summary="your own optimizer class (docs/plugins.md)",
+            required=("class",),
+            optional=("python_path", "params"),
+        ),
+    )
+}
+
+# --- domains ---------------------------------------------------------------------
+
+
+def _projection_ranges(dim: int, params: dict) -> list:
+    half_span = dim / 2 * domains.PROJECTION_BOUND
+    return [[-half_span, half_span], [-half_span, half_span]]
+
+
+def _arm_ranges(dim: int, params: dict) -> list:
+    reach = float(domains.arm_link_lengths(dim, params.get("link_lengths")).sum())
+    return [[-reach, reach], [-reach, reach]]
+
+
+def _lunar_lander_ranges(dim: int, params: dict) -> list:
+    return [[-1.0, 1.0], [-3.0, 0.0]]
+
+
+def _no_measures(dim: int, params: dict) -> list:
+    return []
+
+
+def _lunar_lander_dim(params: dict) -> int:
+    return int(np.prod(domains.LUNAR_LANDER_SHAPE))
+
+
+def _digits_dim(params: dict) -> int:
+    return domains.digits_solution_dim(params.get("hidden", 32))
+
+
+DOMAINS: dict[str, DomainType] = {
+    entry.name: entry
+    for entry in (
+        DomainType(
+            name="sphere",
+            summary="CMA-ME paper: shifted sphere (0.4 x 5.12), objective normalised to "
+            "[0, 100], measures = sums of the clipped halves, ranges +-(n/2) x 5.12",
+            evaluate=domains.sphere,
+            measure_ranges=_projection_ranges,
+            measure_count=2,
+        ),
+        DomainType(
+            name="rastrigin",
+            summary="CMA-ME paper: shifted Rastrigin, otherwise as sphere",
+            evaluate=domains.rastrigin,
+            measure_ranges=_projection_ranges,
+            measure_count=2,
+        ),
+        DomainType(
+            name="arm",
+            summary="planar robotic arm: objective -Var(theta), measures = end-effector "
+            "x, y (params: link_lengths)",
+            evaluate=domains.arm,
+            measure_ranges=_arm_ranges,
+            measure_count=2,
+            bounds=[-math.pi, math.pi],
+            qd_score_offset=-(math.pi**2),
+        ),
+        DomainType(
+            name="lunar_lander",
+            summary="gymnasium's LunarLander-v3 flown by a linear policy (pyribs' tutorial); "
+            "measures = x position and y velocity at touchdown (params: env_seed)",
+            evaluate=domains.lunar_lander,
+            fixed_dim=_lunar_lander_dim,
+            measure_ranges=_lunar_lander_ranges,
+            measure_count=2,
+            qd_score_offset=-600.0,
+            params={"env_seed": domains.LUNAR_LANDER_ENV_SEED},
+        ),
+        DomainType(
+            name="digits",
+            summary="an MLP (64-hidden-10) classifying scikit-learn's digits; objective = "
+            "minus the cross-entropy of a seeded minibatch (params: hidden, minibatch)",
+            evaluate=domains.digits,
+            fixed_dim=_digits_dim,
+            measure_ranges=_no_measures,
+            measure_count=0,
+            params={"hidden": 32, "minibatch": 256},
+            extra_fields=("test_accuracy",),
+        ),
+        DomainType(
+            name="ackley",
+            summary="Ackley (a = 20, b = 0.2, c = 2 pi), maximised as its negative",
+            evaluate=domains.ackley,
+            measure_ranges=_no_measures,
+            measure_count=0,
+            bounds=[-domains.ACKLEY_BOUND, domains.ACKLEY_BOUND],
+            minimised="ackley",
+            extra_fields=("ackley",),
+        ),
+        DomainType(
+            name="plain_sphere",
+            summary="the unshifted sphere function, maximised as its negative",
+            evaluate=domains.plain_sphere,
+            measure_ranges=_no_measures,
+            measure_count=0,
+            bounds=[-domains.PROJECTION_BOUND, domains.PROJECTION_BOUND],
+            minimised="sphere",
+            extra_fields=("sphere",),
+        ),
+        DomainType(
+            name="plain_rastrigin",
+            summary="the unshifted Rastrigin function, maximised as its negative",
+            evaluate=domains.plain_rastrigin,
+            measure_ranges=_no_measures,
+            measure_count=0,
+            bounds=[-domains.PROJECTION_BOUND, domains.PROJECTION_BOUND],
+            minimised="rastrigin",
+            extra_fields=("rastrigin",),
+        ),
+    )
+}
+#: The domain type of users' own evaluation functions.
+PLUGIN_DOMAIN = PLUGIN
+
+# --- lookups used by the layers above --------------------------------------------
+
+
+def algorithm_type(spec_or_entry: dict) -> AlgorithmType:
+    """The registry entry of an algorithm entry or run spec (``type`` key)."""
+    algorithm = spec_or_entry.get("algorithm_spec", spec_or_entry)
+    return ALGORITHMS[algorithm["type"]]
+
+
+def family_of(algorithm: dict) -> str:
+    """``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``: the family of an algorithm entry."""
+    return ALGORITHMS[algorithm["type"]].family
+
+
+def minimised_value(domain_spec: dict) -> str | None:
+    """The extra field holding a minimisation benchmark's value (e.g. ``ackley``), whose
+    best is reported as a minimum; ``None`` for other domains."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.minimised if entry else None
+
+
+def load_evaluator(domain_spec: dict) -> Callable:
+    """The evaluation function of a resolved domain spec (a plugin's is imported)."""
+    if domain_spec["type"] != PLUGIN_DOMAIN:
+        return DOMAINS[domain_spec["type"]].evaluate
+    return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
+
+
+def plugin_class(algorithm: dict, *, where: str) -> type:
+    """Import and check a plugin optimizer class; ``where`` starts the messages (e.g.
+    ``run me/sphere/seed0``).
+
+    Raises
+    ------
+    OptimizerError
+        When it cannot be imported, lacks ``ask``/``tell`` or has an old or broken
+        batch format.
+    """
+    target = algorithm["class"]
+    try:
+        cls = import_plugin(target, algorithm.get("python_path"))
+    except (ImportError, AttributeError) as error:
+        failure = describe_import_failure(target, algorithm.get("python_path"), error)
+        raise OptimizerError(f"{where}: optimizer class {failure}") from None
+    try:
+        check_methods(cls, name=target)
+        batch_format_of(cls, name=target)
+    except OptimizerError as error:
+        raise OptimizerError(f"{where}: {error}") from None
+    return cls
+
+
+def optimizer_class(spec: dict) -> type:
+    """The class of a run's optimizer (a plugin's is imported and checked)."""
+    entry = algorithm_type(spec)
+    if entry.cls is not None:
+        return entry.cls
+    return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
+
+
+def batch_format(spec: dict) -> BatchFormat:
+    """How a run's batches are sized and materialised."""
+    algorithm = spec["algorithm_spec"]
+    return batch_format_of(optimizer_class(spec), name=algorithm.get("class", algorithm["type"]))
+
+
+def owns_archive(spec: dict) -> bool:
+    """Whether the optimizer's own archive is the run's (QD), else a passive one is kept."""
+    return algorithm_type(spec).recipe is not None
+
+
+def build_optimizer(spec: dict):
+    """Create the seeded optimizer of a run spec.
+
+    QD types get their pyribs scheduler (their entry's recipe); other classes are
+    called with ``solution_dim``, ``x0`` (the domain's initial solution), ``bounds``
+    (``(low, high)`` or ``None``), ``seed`` (the run's optimizer seed, from the master
+    seed) and their parameters (a plugin's ``params``), a plugin's through
+    :func:`~evocamp.model.protocol.call_optimizer`.
+    """
+    entry = algorithm_type(spec)
+    cls = optimizer_class(spec)
+    if entry.recipe is not None:
+        return cls.from_spec(spec, recipe=entry.recipe)
+    algorithm = spec["algorithm_spec"]
+    domain = spec["domain_spec"]
+    common = {
+        "solution_dim": domain["solution_dim"],
+        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
+        "bounds": tuple(domain["bounds"]) if "bounds" in domain else None,
+        "seed": optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0],
+    }
+    if entry.cls is None:
+        params = algorithm.get("params") or {}
+    else:
+        params = {name: algorithm[name] for name in entry.params}
+    return call_optimizer(spec, 0, "__init__", cls, **common, **params)

@@ -1,0 +1,258 @@
+"""Campaign comparison: metrics of all runs, bootstrap confidence intervals, tables.
+
+Everything here reads results only (``metrics.csv`` of every run); nothing is
+re-evaluated. Bootstrap resampling is seeded from the campaign's master seed, so
+tables and figures are reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.model.metrics import read_metrics_csv
+from evocamp.registry import minimised_value
+
+#: Final metrics reported in the comparison table: (column, label, LaTeX label).
+TABLE_METRICS = (
+    ("qd_score", "QD score", "QD score"),
+    ("norm_qd_score", "normalised QD score", "norm.\\ QD score"),
+    ("coverage", "coverage", "coverage"),
+    ("best_objective", "best objective", "best objective"),
+    ("best_value", "best value (minimised)", "best value (min.)"),
+    ("elapsed_seconds", "wall seconds", "wall s"),
+)
+
+
+@dataclass
+class RunMetrics:
+    """The metrics history of one run.
+
+    ``minimised`` names what a minimisation benchmark's objective is minus (e.g.
+    ``ackley``; ``evocamp.domains.MINIMISED_VALUE``), else ``None``.
+    """
+
+    algorithm: str
+    domain: str
+    seed: int
+    rows: np.ndarray
+    minimised: str | None = None
+
+    def values(self, field: str) -> np.ndarray:
+        """A metrics column, or a derived one: ``best_value`` (the minimised value's best
+        so far: minus ``best_objective``; NaN for other domains) and
+        ``elapsed_seconds`` (wall seconds since the run started)."""
+        if field == "best_value":
+            return (
+                -self.rows["best_objective"]
+                if self.minimised
+                else self.rows["best_objective"] * np.nan
+            )
+        if field == "elapsed_seconds":
+            return np.cumsum(self.rows["wall_seconds"])
+        return self.rows[field]
+
+
+def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
+    """Read runs from paths ``.../<algorithm>/<domain>/seed<k>/metrics.csv`` (and the
+    domain's type from the run's ``finished/gen_<N>.json`` beside it, when there)."""
+    runs = []
+    for path in metrics_files:
+        path = Path(path)
+        seed_folder = path.parent
+        runs.append(
+            RunMetrics(
+                algorithm=seed_folder.parent.parent.name,
+                domain=seed_folder.parent.name,
+                seed=int(seed_folder.name.removeprefix("seed")),
+                rows=read_metrics_csv(path),
+                minimised=_minimised_value(seed_folder),
+            )
+        )
+    return runs
+
+
+def _minimised_value(run_folder: Path) -> str | None:
+    summaries = sorted(
+        (run_folder / "finished").glob("gen_*.json"),
+        key=lambda p: int(p.stem.removeprefix("gen_")),
+    )
+    if not summaries:
+        return None
+    spec = json.loads(summaries[-1].read_text())["run_spec"]
+    return minimised_value(spec["domain_spec"])
+
+
+def bootstrap_mean_ci(
+    values: np.ndarray, *, samples: int, rng: np.random.Generator, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over axis 0 and its percentile bootstrap confidence interval.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Shape ``(seeds, ...)``.
+    samples : int
+        Bootstrap resamples of the seeds.
+    rng : numpy.random.Generator
+        Source of the resampling indices.
+    level : float
+        Confidence level (0.95: the 2.5 and 97.5 percentiles).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(mean, low, high)``, each of shape ``values.shape[1:]``. With one seed the
+        interval collapses to the mean.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    mean = values.mean(axis=0)
+    if len(values) < 2:
+        return mean, mean.copy(), mean.copy()
+    picks = rng.integers(0, len(values), size=(samples, len(values)))
+    means = values[picks].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail], axis=0)
+    return mean, low, high
+
+
+def grouped(runs: list[RunMetrics]) -> dict[tuple[str, str], list[RunMetrics]]:
+    """Runs by (domain, algorithm), each list sorted by seed, in first-seen order."""
+    groups: dict[tuple[str, str], list[RunMetrics]] = {}
+    for run in runs:
+        groups.setdefault((run.domain, run.algorithm), []).append(run)
+    return {key: sorted(value, key=lambda r: r.seed) for key, value in groups.items()}
+
+
+def aligned(runs: list[RunMetrics], field: str) -> tuple[np.ndarray, np.ndarray]:
+    """Evaluations and a ``(seeds, generations)`` array of ``field``, cut to the
+    shortest run (runs of one experiment share their batch size)."""
+    length = min(len(r.rows) for r in runs)
+    evaluations = runs[0].rows["evaluations"][:length].astype(np.float64)
+    return evaluations, np.stack([r.values(field)[:length] for r in runs])
+
+
+def aligned_in_time(runs: list[RunMetrics], field: str, *, points: int = 200):
+    """Elapsed wall seconds on a common grid (0 to the shortest run's end) and a
+    ``(seeds, points)`` array of ``field`` as known at each time (the value of the last
+    generation finished by then; NaN before a run's first)."""
+    ends = [r.values("elapsed_seconds")[-1] for r in runs]
+    grid = np.linspace(0.0, min(ends), points)
+    rows = [value_known_at(r.values("elapsed_seconds"), r.values(field), grid) for r in runs]
+    return grid, np.stack(rows)
+
+
+def value_known_at(times: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The value of the last entry of ``times`` (ascending) at or before each instant
+    of ``grid``; NaN before the first.
+
+    Parameters
+    ----------
+    times : numpy.ndarray
+        Ascending instants at which ``values`` became known.
+    values : numpy.ndarray
+        One value per instant.
+    grid : numpy.ndarray
+        Instants to look up.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float array shaped like ``grid``.
+    """
+    index = np.searchsorted(times, grid, side="right") - 1
+    known = np.asarray(values, dtype=float)[np.maximum(index, 0)]
+    return np.where(index >= 0, known, np.nan)
+
+
+def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> list[dict]:
+    """One row per (domain, algorithm): mean and 95% CI of each final metric."""
+    rng = np.random.default_rng(seed)
+    table = []
+    for (domain, algorithm), members in grouped(runs).items():
+        row = {
+            "domain": domain,
+            "algorithm": algorithm,
+            "seeds": len(members),
+            "evaluations": int(min(r.rows["evaluations"][-1] for r in members)),
+        }
+        for field, _, _ in TABLE_METRICS:
+            finals = np.array([r.values(field)[-1] for r in members])
+            mean, low, high = bootstrap_mean_ci(finals, samples=samples, rng=rng)
+            row[field] = (float(mean), float(low), float(high))
+        table.append(row)
+    return table
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def table_csv(table: list[dict]) -> str:
+    """CSV: mean, ci_low and ci_high columns per metric."""
+    header = ["domain", "algorithm", "seeds", "evaluations"]
+    for field, _, _ in TABLE_METRICS:
+        header += [f"{field}_mean", f"{field}_ci_low", f"{field}_ci_high"]
+    lines = [",".join(header)]
+    for row in table:
+        cells = [row["domain"], row["algorithm"], str(row["seeds"]), str(row["evaluations"])]
+        for field, _, _ in TABLE_METRICS:
+            cells += [repr(value) for value in row[field]]
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def _interval(values: tuple[float, float, float]) -> str:
+    mean, low, high = values
+    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+
+
+def shown_metrics(table: list[dict]) -> list[tuple[str, str, str]]:
+    """The metrics of :data:`TABLE_METRICS` that some row has (e.g. no QD columns for a
+    campaign without archives); the CSV keeps every column."""
+    return [
+        metric for metric in TABLE_METRICS if any(np.isfinite(row[metric[0]][0]) for row in table)
+    ]
+
+
+def table_markdown(table: list[dict]) -> str:
+    """Markdown: mean [95% CI] per metric (those some row has)."""
+    metrics = shown_metrics(table)
+    header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in metrics]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table:
+        cells = [row["domain"], row["algorithm"], str(row["seeds"])]
+        cells += [_interval(row[field]) for field, _, _ in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
+    return caption + "\n\n" + "\n".join(lines) + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    return text.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&")
+
+
+def table_latex(table: list[dict]) -> str:
+    """LaTeX (booktabs): mean with the 95% CI below in a smaller font (metrics some row
+    has)."""
+    metrics = shown_metrics(table)
+    columns = "ll" + "r" * len(metrics)
+    header = " & ".join(["Domain", "Algorithm"] + [latex for _, _, latex in metrics])
+    lines = [
+        "% Requires \\usepackage{booktabs}.",
+        f"\\begin{{tabular}}{{{columns}}}",
+        "\\toprule",
+        header + " \\\\",
+        "\\midrule",
+    ]
+    for row in table:
+        cells = [_latex_escape(row["domain"]), _latex_escape(row["algorithm"])]
+        for field, _, _ in metrics:
+            mean, low, high = row[field]
+            cells.append(f"{_number(mean)} {{\\scriptsize [{_number(low)}, {_number(high)}]}}")
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,333 @@
+"""Figures: archive heatmaps and metric curves, as PDF (vector) and PNG.
+
+Figures are written without timestamps, so rebuilding them from the same results
+gives byte-identical files. All figures share one style (``STYLE``): the
+Okabe-Ito colour-blind-safe palette, labelled axes with units, and widths that
+fit one column (3.5 in) or two columns (7.2 in) of a paper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.base.files import atomic_write_text
+from evocamp.files.archive import read_archive
+from evocamp.model.metrics import read_metrics_csv
+from evocamp.reporting.comparison import (
+    aligned,
+    aligned_in_time,
+    bootstrap_mean_ci,
+    final_metrics_table,
+    grouped,
+    load_runs,
+    table_csv,
+    table_latex,
+    table_markdown,
+)
+
+ONE_COLUMN = 3.5
+TWO_COLUMNS = 7.2
+#: Okabe & Ito (2008), a palette distinguishable with every common colour blindness.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+HEATMAP_COLORMAP = "viridis"
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "lines.linewidth": 1.2,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+    "pdf.fonttype": 42,
+    "svg.hashsalt": "evocamp",
+}
+CURVES = (
+    ("qd_score", "QD score"),
+    ("norm_qd_score", "normalised QD score"),
+    ("coverage", "coverage (fraction of cells)"),
+    ("best_objective", "best objective"),
+)
+
+
+def pyplot():
+    """matplotlib.pyplot with the non-interactive backend and the project style."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(STYLE)
+    plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=PALETTE)
+    return plt
+
+
+def save_figure(figure, stem: str | Path) -> list[Path]:
+    """Save ``<stem>.pdf`` and ``<stem>.png`` with no timestamps; close the figure."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for suffix, metadata in (
+        (".pdf", {"CreationDate": None, "ModDate": None}),
+        (".png", {"Software": None}),
+    ):
+        path = stem.with_suffix(suffix)
+        figure.savefig(path, metadata=metadata)
+        written.append(path)
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return written
+
+
+def archive_from_file(data: dict):
+    """Rebuild a pyribs archive (learning rate 1) holding the stored elites, for drawing."""
+    from ribs.archives import CVTArchive, GridArchive
+
+    attrs = data["attrs"]
+    ranges = [tuple(r) for r in attrs["measure_ranges"]]
+    solution_dim = data["solution"].shape[1]
+    if attrs["kind"] == "cvt":
+        archive = CVTArchive(solution_dim=solution_dim, centroids=data["centroids"], ranges=ranges)
+    else:
+        archive = GridArchive(solution_dim=solution_dim, dims=list(attrs["dims"]), ranges=ranges)
+    if len(data["objective"]):
+        archive.add(data["solution"], data["objective"], data["measures"])
+    return archive
+
+
+def _no_heatmap(ax, why: str) -> None:
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def draw_heatmap(
+    ax, data: dict, *, vmin: float | None = None, vmax: float | None = None, colorbar: bool = True
+):
+    """Draw an archive's elites (grid or CVT, two measures) on ``ax``."""
+    from ribs.visualize import cvt_archive_heatmap, grid_archive_heatmap
+
+    if "objective" not in data:
+        _no_heatmap(ax, "no archive (a domain without measures)")
+        return
+    if len(data["attrs"]["measure_ranges"]) != 2:
+        _no_heatmap(ax, "heatmaps need 2 measures")
+        return
+    archive = archive_from_file(data)
+    common = {
+        "ax": ax,
+        "vmin": vmin,
+        "vmax": vmax,
+        "cmap": HEATMAP_COLORMAP,
+        "cbar": "auto" if colorbar else None,
+    }
+    if data["attrs"]["kind"] == "cvt":
+        cvt_archive_heatmap(archive, lw=0.1, **common)
+    else:
+        grid_archive_heatmap(archive, **common)
+    ax.set_xlabel("measure 1")
+    ax.set_ylabel("measure 2")
+    ax.grid(False)
+
+
+def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path, workers: int) -> None:
+    """Write a run's ``heatmap``, ``curves`` and ``timing`` figures (PDF and PNG).
+
+    ``workers`` is how many evaluations can run at once (shards, or Dask workers),
+    for the utilisation in the timing figure.
+    """
+    plt = pyplot()
+    data = read_archive(archive)
+    identity = data["file_attrs"]
+    title = (
+        f"{identity['algorithm']} on {identity['domain']}, seed {identity['seed']}, "
+        f"generation {identity['generation']}"
+    )
+    figure, ax = plt.subplots(figsize=(ONE_COLUMN, ONE_COLUMN * 0.85))
+    draw_heatmap(ax, data)
+    ax.set_title(title)
+    save_figure(figure, Path(outdir) / "heatmap")
+
+    rows = read_metrics_csv(metrics)
+    figure, axes = plt.subplots(1, len(CURVES), figsize=(TWO_COLUMNS, 1.9))
+    for ax, (field, label) in zip(axes, CURVES, strict=True):
+        ax.plot(rows["evaluations"], rows[field], color=PALETTE[0])
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel(label)
+    figure.suptitle(title)
+    figure.tight_layout()
+    save_figure(figure, Path(outdir) / "curves")
+    plot_timing(rows, workers=workers, title=title, stem=Path(outdir) / "timing")
+
+
+def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> None:
+    """Generation wall time split into evaluation and overhead, and the utilisation
+    (time spent evaluating / (wall time x workers)) per generation."""
+    plt = pyplot()
+    rows = rows[rows["generation"] > 0]
+    wall = rows["wall_seconds"]
+    evaluating = np.minimum(rows["eval_seconds"] / workers, wall)
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(ONE_COLUMN, 3.2), sharex=True)
+    top.bar(rows["generation"], evaluating, width=1.0, color=PALETTE[0], label="evaluation")
+    top.bar(
+        rows["generation"],
+        wall - evaluating,
+        bottom=evaluating,
+        width=1.0,
+        color=PALETTE[1],
+        label="overhead",
+    )
+    top.set_ylabel("s / generation")
+    top.legend(frameon=False)
+    utilisation = rows["eval_seconds"] / np.maximum(wall * workers, 1e-12)
+    bottom.plot(rows["generation"], utilisation, color=PALETTE[2])
+    bottom.set_ylim(0, max(1.0, float(utilisation.max()) if len(utilisation) else 1.0))
+    bottom.set_xlabel("generation")
+    bottom.set_ylabel("utilisation")
+    bottom.xaxis.get_major_locator().set_params(integer=True)
+    figure.suptitle(f"{title}\n{workers} workers")
+    figure.tight_layout()
+    save_figure(figure, stem)
+
+
+def _campaign_rows(runs) -> list[tuple[str, str]]:
+    """Rows of the campaign figure: the QD metrics some run has, the best objective
+    against evaluations, and again against wall time (fields of :data:`CURVES`, and
+    ``best`` for the best objective, or a minimisation benchmark's best value)."""
+    rows = [
+        (field, label)
+        for field, label in CURVES
+        if field != "best_objective" and any(np.isfinite(r.rows[field]).any() for r in runs)
+    ]
+    return rows + [("best", "evaluations"), ("best", "wall seconds")]
+
+
+def _best_of(members) -> tuple[str, str]:
+    """The best-so-far column of a domain's runs and its label."""
+    if members[0].minimised:
+        return "best_value", f"best {members[0].minimised} value (min.)"
+    return "best_objective", "best objective"
+
+
+def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
+    """Metric curves: one line per algorithm (mean over seeds with a 95% bootstrap
+    band), one column per domain; rows: the QD metrics the runs have and the best
+    objective (a minimisation benchmark's best value, e.g. Ackley's) against
+    evaluations, then the best against wall time."""
+    plt = pyplot()
+    rng = np.random.default_rng(seed)
+    groups = grouped(runs)
+    domains = list(dict.fromkeys(domain for domain, _ in groups))
+    algorithms = list(dict.fromkeys(algorithm for _, algorithm in groups))
+    rows = _campaign_rows(runs)
+    figure, axes = plt.subplots(
+        len(rows),
+        len(domains),
+        squeeze=False,
+        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.6 * len(rows)),
+    )
+    for column, domain in enumerate(domains):
+        axes[0, column].set_title(domain)
+        domain_runs = [r for (d, _), members in groups.items() if d == domain for r in members]
+        for row, (field, label) in enumerate(rows):
+            ax = axes[row, column]
+            x_label = "evaluations"
+            if field == "best":
+                x_label = label
+                field, label = _best_of(domain_runs)
+            for colour, algorithm in enumerate(algorithms):
+                members = groups.get((domain, algorithm))
+                if not members:
+                    continue
+                if x_label == "wall seconds":
+                    x, values = aligned_in_time(members, field)
+                else:
+                    x, values = aligned(members, field)
+                keep = np.isfinite(values).all(axis=0)
+                mean, low, high = bootstrap_mean_ci(values[:, keep], samples=samples, rng=rng)
+                style = {"color": PALETTE[colour % len(PALETTE)]}
+                ax.plot(x[keep], mean, label=f"{algorithm} (n={len(members)})", **style)
+                ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
+            ax.set_ylabel(label)
+            ax.set_xlabel(x_label)
+        axes[0, column].legend(frameon=False)
+    figure.tight_layout()
+    save_figure(figure, stem)
+
+
+def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
+    """Final archives side by side: one row per domain, one column per algorithm,
+    with one colour scale per domain (its objective's range over all algorithms)."""
+    plt = pyplot()
+    data = [read_archive(path) for path in archives]
+    domains = list(dict.fromkeys(d["file_attrs"]["domain"] for d in data))
+    algorithms = list(dict.fromkeys(d["file_attrs"]["algorithm"] for d in data))
+    figure, axes = plt.subplots(
+        len(domains),
+        len(algorithms),
+        squeeze=False,
+        figsize=(TWO_COLUMNS, 2.2 * len(domains) + 0.3),
+    )
+    for row, domain in enumerate(domains):
+        members = [d for d in data if d["file_attrs"]["domain"] == domain]
+        vmin, vmax = finite_range([d["objective"] for d in members if "objective" in d])
+        for column, algorithm in enumerate(algorithms):
+            ax = axes[row, column]
+            match = [d for d in members if d["file_attrs"]["algorithm"] == algorithm]
+            if not match:
+                ax.set_axis_off()
+                continue
+            draw_heatmap(ax, match[0], vmin=vmin, vmax=vmax, colorbar=column == len(algorithms) - 1)
+            ax.set_title(f"{algorithm} on {domain} (seed {match[0]['file_attrs']['seed']})")
+    figure.tight_layout()
+    save_figure(figure, stem)
+
+
+def finite_range(values: list[np.ndarray]) -> tuple[float, float] | tuple[None, None]:
+    """Shared colour scale: min and max over several arrays (``None`` if all empty)."""
+    joined = np.concatenate([np.ravel(v) for v in values]) if values else np.zeros(0)
+    joined = joined[np.isfinite(joined)]
+    if not len(joined):
+        return None, None
+    return float(joined.min()), float(joined.max())
+
+
+def compare_campaign(
+    *,
+    metrics: list[str | Path],
+    archives: list[str | Path],
+    figures: Path,
+    tables: Path,
+    samples: int,
+    seed: int,
+) -> None:
+    """The campaign comparison: metric curves with bootstrap bands, side-by-side heatmaps
+    and the final-metrics table (CSV, Markdown, LaTeX) of every run's results.
+
+    Parameters
+    ----------
+    metrics : list of path
+        ``metrics.csv`` of every run.
+    archives : list of path
+        The final archives the heatmaps show.
+    figures, tables : Path
+        Folders of the figures (``curves``, ``heatmaps``) and tables (``final_metrics``).
+    samples : int
+        Bootstrap resamples.
+    seed : int
+        Seed of the bootstrap.
+    """
+    runs = load_runs(metrics)
+    plot_campaign_curves(runs, samples=samples, seed=seed, stem=figures / "curves")
+    plot_campaign_heatmaps(archives, stem=figures / "heatmaps")
+    table = final_metrics_table(runs, samples=samples, seed=seed)
+    atomic_write_text(tables / "final_metrics.csv", table_csv(table))
+    atomic_write_text(tables / "final_metrics.md", table_markdown(table))
+    atomic_write_text(tables / "final_metrics.tex", table_latex(table))

@@ -1,0 +1,167 @@
+"""The package's shape: layers that import only downwards, no import cycle, imports
+inside functions only for heavy libraries (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "evocamp"
+
+#: Bottom-up: a module may import from its own layer and the layers below it.
+LAYERS = (
+    ("base", ("evocamp.base",)),
+    ("model", ("evocamp.model",)),
+    ("families and domains", ("evocamp.families", "evocamp.domains")),
+    ("registry", ("evocamp.registry",)),
+    ("config", ("evocamp.config",)),
+    ("files", ("evocamp.files",)),
+    ("loop", ("evocamp.loop",)),
+    ("executors", ("evocamp.executors",)),
+    ("reporting", ("evocamp.reporting",)),
+    ("entry", ("evocamp.cli", "evocamp.warmstart", "evocamp.__main__")),
+)
+#: Libraries whose import is slow enough to keep out of the short steps that do not
+#: need them (pyribs and scikit-learn pull in scipy and pandas; jsonschema only
+#: validates a campaign): the only imports allowed inside functions.
+HEAVY = {
+    "ribs",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "dask",
+    "distributed",
+    "gymnasium",
+    "jsonschema",
+    "psutil",
+}
+#: evocamp's own imports inside functions, each for start-up time: the warm-start server
+#: forks a child that runs the step (the client, ``python -m evocamp``, must not import
+#: the steps it hands over), and a command imports only the layer it runs.
+LATE_OWN_IMPORTS = {
+    ("evocamp.warmstart", "evocamp.cli"),
+    ("evocamp.cli", "evocamp.executors.dask_mode"),
+    ("evocamp.cli", "evocamp.reporting.plotting"),
+    ("evocamp.cli", "evocamp.reporting.status"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    name = ".".join(parts)
+    return name.removesuffix(".__init__")
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(name: str) -> int:
+    for number, (_, prefixes) in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return number
+    raise AssertionError(f"module {name} belongs to no layer: add it to LAYERS")
+
+
+def imports(path: Path) -> list[tuple[str, bool, int]]:
+    """``(imported module, inside a function, line)`` for every import of a file."""
+    tree = ast.parse(path.read_text())
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside.update(id(sub) for sub in ast.walk(node) if sub is not node)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [(name, id(node) in inside, node.lineno) for name in names]
+    return found
+
+
+def own_target(name: str, known: dict[str, Path]) -> str | None:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name if name and name != "evocamp" else None
+
+
+def edges() -> list[tuple[str, str, bool, int]]:
+    known = modules()
+    found = []
+    for source, path in known.items():
+        for imported, late, line in imports(path):
+            target = own_target(imported, known)
+            if target is not None and target != source:
+                found.append((source, target, late, line))
+    return found
+
+
+def test_every_module_belongs_to_a_layer():
+    for name in modules():
+        if name != "evocamp":
+            layer_of(name)
+
+
+def test_modules_import_only_from_their_layer_and_below():
+    upward = [
+        f"{source} ({LAYERS[layer_of(source)][0]}) imports {target} "
+        f"({LAYERS[layer_of(target)][0]}) at line {line}"
+        for source, target, _, line in edges()
+        if source != "evocamp" and layer_of(target) > layer_of(source)
+    ]
+    assert upward == []
+
+
+def test_the_package_root_imports_nothing_of_its_own():
+    assert [edge for edge in edges() if edge[0] == "evocamp"] == []
+
+
+def test_no_import_cycle():
+    graph: dict[str, set[str]] = {}
+    for source, target, _, _ in edges():
+        graph.setdefault(source, set()).add(target)
+    visiting, done, cycles = set(), set(), []
+
+    def visit(node: str, path: list[str]) -> None:
+        visiting.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in visiting:
+                cycles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in done:
+                visit(nxt, [*path, nxt])
+        visiting.discard(node)
+        done.add(node)
+
+    for node in sorted(graph):
+        if node not in done:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_imports_inside_functions_are_heavy_libraries_only():
+    late = []
+    known = modules()
+    for source, path in known.items():
+        for imported, inside, line in imports(path):
+            if not inside:
+                continue
+            top = imported.split(".")[0]
+            target = own_target(imported, known)
+            if target is not None:
+                if (source, target) not in LATE_OWN_IMPORTS:
+                    late.append(f"{source}:{line} imports {imported} inside a function")
+            elif top != "evocamp" and top not in HEAVY:
+                late.append(f"{source}:{line} imports {imported} inside a function")
+    assert late == []
+
+
+@pytest.mark.parametrize("pair", sorted(LATE_OWN_IMPORTS))
+def test_listed_late_imports_still_exist(pair):
+    """An exception that is no longer needed is removed from the list."""
+    assert any((source, target) == pair for source, target, late, _ in edges() if late)

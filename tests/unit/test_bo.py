@@ -1,0 +1,182 @@
+"""Bayesian optimisation: qUCB proposals, the decentralised (per-shard) variant and its
+configuration errors (campaigns: tests/workflow/test_bo_campaigns.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import BO_CAMPAIGN, error_of, merged, shard_results
+
+from evocamp.base.sharding import shard_bounds
+from evocamp.config import run_spec, validate_config
+from evocamp.domains import ackley_value
+from evocamp.families.bo import (
+    exploration_weights,
+    fit_surrogate,
+    propose,
+    ranked,
+    tree_mean_std,
+    ucb,
+)
+from evocamp.loop.engine import initialise, tell
+from evocamp.registry import batch_format, optimizer_class
+
+
+def run_in_memory(config: dict, algorithm: str, domain: str, *, generations: int):
+    """Run one BO run with the engine's steps in this process (as the shard jobs would)."""
+    config = validate_config(config)
+    spec = run_spec(config, algorithm=algorithm, domain=domain, seed=0)
+    state = initialise(spec)
+    for _ in range(generations):
+        results = shard_results(state, config["shards"])
+        state = tell(state, results)
+    return state
+
+
+def test_ranking_puts_taken_points_and_repeats_after_all_others():
+    points = np.array([[0.0, 1.0], [2.0, 3.0], [0.0, 1.0], [4.0, 5.0], [6.0, 7.0]])
+    score = np.array([9.0, 1.0, 8.0, 5.0, 5.0])
+    taken = {points[3].tobytes()}
+    # 0 is best; 4 before 1; then 2 (a repeat of 0, though scored 8) and 3 (taken).
+    assert ranked(points, score, taken=taken, count=5).tolist() == [0, 4, 1, 2, 3]
+    assert ranked(points, score, taken=taken, count=2).tolist() == [0, 4]
+
+
+def test_genetic_refinement_raises_each_points_ucb_and_proposes_new_points():
+    """Ackley 10-d, 200 evaluated points: refined proposals score at least as high a UCB
+    as the best uniform candidates (from the same draws; the search is elitist) and
+    higher on the whole, and none repeats an evaluated or another proposed point."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-32.768, 32.768, (200, 10))
+    x[:20] *= 0.2  # a few points nearer the optimum, as after some generations
+    y = -ackley_value(x)
+    kappas = np.array([0.0, 0.0, 0.5, 1.96, 6.0])
+    settings = dict(kappas=kappas, bounds=(-32.768, 32.768), candidates=2000, trees=10)
+    settings.update(initial_points=10)
+    plain, _, _ = propose(x, y, **settings, refine_generations=0, rng=np.random.default_rng(1))
+    refined, fit_s, propose_s = propose(
+        x, y, **settings, refine_generations=10, rng=np.random.default_rng(1)
+    )
+    assert fit_s > 0 and propose_s > 0
+    model = fit_surrogate(x, y, trees=10, rng=np.random.default_rng(1))  # propose's model
+    gains = []
+    for kappa, before, after in zip(kappas, plain, refined, strict=True):
+        (m0, m1), (s0, s1) = tree_mean_std(model, np.stack([before, after]))
+        gains.append(ucb(m1, s1, kappa) - ucb(m0, s0, kappa))
+    assert min(gains) >= 0 and sum(gains) > 0, gains
+    both = np.concatenate([x, refined])
+    assert len(np.unique(both, axis=0)) == len(both)
+    assert (np.abs(refined) <= 32.768).all()
+    # Without generations, the best candidate for each kappa in turn, as plain sampling.
+    assert len(np.unique(np.concatenate([x, plain]), axis=0)) == len(x) + len(plain)
+
+
+def test_surrogate_mean_is_the_forests_prediction_and_spread_is_over_trees():
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (50, 3))
+    model = ExtraTreesRegressor(n_estimators=7, random_state=0).fit(x, np.sin(x).sum(axis=1))
+    points = rng.uniform(-1, 1, (20, 3))
+    mean, std = tree_mean_std(model, points)
+    np.testing.assert_allclose(mean, model.predict(points), rtol=1e-12)
+    per_tree = np.array([tree.predict(points) for tree in model.estimators_])
+    np.testing.assert_allclose(std, per_tree.std(axis=0), rtol=1e-12)
+    assert (std > 0).any()
+
+
+def test_exploration_weights_are_exponential_and_fixed_per_worker():
+    weights = exploration_weights(11, kappa=1.96, worker=0, count=20000)
+    assert abs(weights.mean() - 1.96) < 0.05 and (weights > 0).all()
+    np.testing.assert_array_equal(
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+    )
+    assert not np.array_equal(
+        exploration_weights(11, kappa=1.96, worker=3, count=4),
+        exploration_weights(11, kappa=1.96, worker=4, count=4),
+    )
+
+
+#: A cheaper surrogate and acquisition search than the defaults (for the suite's time).
+SMALL_SURROGATE = {"candidates": 2000, "trees": 10, "refine_generations": 10}
+
+
+def test_qucb_beats_random_search_on_ackley_5d_in_200_evaluations():
+    """The outcome the family is for: 25 generations of 8 on Ackley 5-d, 8 shards."""
+    config = {
+        "shards": 8,
+        "algorithms": {
+            "dec": {"type": "qucb_decentralised", **SMALL_SURROGATE},
+            "cen": {"type": "qucb_centralised", **SMALL_SURROGATE},
+            "rs": {"type": "random_search", "batch_size": 8},
+        },
+        "domains": {"ackley5": {"type": "ackley", "solution_dim": 5}},
+    }
+    best = {
+        name: run_in_memory(config, name, "ackley5", generations=25).best["ackley"]
+        for name in ("dec", "cen", "rs")
+    }
+    assert best["dec"] < 0.75 * best["rs"] and best["cen"] < 0.75 * best["rs"], best
+    # Random search's best of 200 on Ackley 5-d is about 16 (the issue's 20 seeds: 16.1).
+    assert 12 < best["rs"] < 20, best
+
+
+def test_each_shard_proposes_from_its_own_seed_and_kappa():
+    config = merged(BO_CAMPAIGN, {"algorithms": {"dec": {"initial_points": 1}}})
+    state = run_in_memory(config, "dec", "ackley4", generations=1)
+    batches = batch_format(state.spec)
+    assert batches.proposes_in_shards and batches.shard_modules == ("sklearn.ensemble",)
+    slices = [shard_bounds(6, 3, shard) for shard in range(3)]
+    first = [batches.materialise(state.next_batch, a, b)[0] for a, b in slices]
+    again = [batches.materialise(state.next_batch, a, b)[0] for a, b in slices]
+    for mine, repeated in zip(first, again, strict=True):
+        np.testing.assert_array_equal(mine, repeated)
+    assert not np.array_equal(first[0], first[1])
+    made, timings = batches.materialise(state.next_batch, *slices[1])
+    assert made.shape == (2, 4) and set(timings) == {"fit_seconds", "propose_seconds"}
+    assert timings["fit_seconds"] > 0
+    assert (np.abs(made) <= 32.768).all()
+    with pytest.raises(ValueError, match="solutions 1..2 are not one shard's slice"):
+        optimizer_class(state.spec).batch_format.solutions(state.next_batch, 1, 3)
+
+
+def test_tell_gets_the_solutions_the_shards_proposed():
+    state = run_in_memory(BO_CAMPAIGN, "dec", "ackley4", generations=3)
+    history = state.optimizer
+    assert history.x.shape == (18, 4) and history.y.shape == (18,)
+    np.testing.assert_allclose(-ackley_value(history.x), history.y, rtol=1e-12)
+    assert state.best["ackley"] == pytest.approx(-history.y.max())
+    row = state.metrics_window[-1]
+    assert row["fit_seconds"] > 0 and row["propose_seconds"] > 0 and 0 < row["utilisation"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"domains": {"ackley4": {"type": "sphere", "solution_dim": 4}}},
+            "key 'algorithms.cen.type': qucb_centralised samples within bounds, but domain "
+            "'ackley4' has none; give domains.ackley4.bounds",
+        ),
+        (
+            {"domains": {"ackley4": {"bounds": [5, -5]}}},
+            "key 'domains.ackley4.bounds': low 5 must be below high -5",
+        ),
+        (
+            {"algorithms": {"dec": {"kappa": 0}}},
+            "key 'algorithms.dec.kappa': 0 is less than or equal to the minimum of 0",
+        ),
+        (
+            {"algorithms": {"dec": {"batch_size": 2}}},
+            "key 'shards': 3 shards is more than the 2 solutions per generation of "
+            "algorithm 'dec' on domain 'ackley4'; allowed is 1..2",
+        ),
+        (
+            {"algorithms": {"rs": {"kappa": 1.0}}},
+            "key 'algorithms.rs.kappa': not used by type random_search",
+        ),
+    ],
+)
+def test_bad_bo_configuration_is_named(overrides, message):
+    assert message in error_of(merged(BO_CAMPAIGN, overrides))

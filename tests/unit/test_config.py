@@ -1,0 +1,173 @@
+"""Configuration: every problem named by its key, before any job runs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, error_of, merged
+
+from evocamp.base.errors import ConfigError
+from evocamp.cli import main
+from evocamp.config import load_config_file, run_spec, validate_config
+
+
+def test_default_config_is_valid_and_defaults_are_filled():
+    config = load_config_file(REPO / "config" / "config.yaml")
+    assert config["results_dir"] == "results"
+    assert config["mode"] == "shards"
+    assert config["algorithms"]["cma_me"]["archive"]["dims"] == [20, 20]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"shard": 2}, "key '(top level)': unknown key(s) ['shard']"),
+        ({"shards": 0}, "key 'shards': 0 is less than the minimum of 1"),
+        ({"shards": "four"}, "key 'shards': 'four' is not of type 'integer'"),
+        (
+            {"shards": 17},
+            "key 'shards': 17 shards is more than the 16 solutions per "
+            "generation of algorithm 'me' on domain 'sphere'; allowed is 1..16",
+        ),
+        ({"generations": 0}, "key 'generations': 0 is less than the minimum of 1"),
+        ({"checkpoint_every": 501}, "key 'checkpoint_every': 501 is greater than the maximum"),
+        ({"seeds": 0}, "key 'seeds': 0 is neither a positive number of seeds"),
+        (
+            {"algorithms": {"me": {"type": "map-elites"}}},
+            "key 'algorithms.me.type': 'map-elites' is not one of",
+        ),
+        (
+            {"algorithms": {"me": {"sigma": -1}}},
+            "key 'algorithms.me.sigma': -1 is less than or equal to the minimum of 0",
+        ),
+        (
+            {"algorithms": {"me": {"archive": {"dims": [10, 10, 10]}}}},
+            "key 'algorithms.me.archive.dims': 3 dims given but domain 'sphere' has 2 measures",
+        ),
+        (
+            {"algorithms": {"me": {"archive": {"learning_rate": 1.5}}}},
+            "key 'algorithms.me.archive.learning_rate': 1.5 is greater than the maximum of 1",
+        ),
+        (
+            {"domains": {"sphere": {"measure_ranges": [[-1, 1], [2, 2]]}}},
+            "key 'domains.sphere.measure_ranges[1]': low 2 must be below high 2",
+        ),
+        (
+            {"domains": {"sphere": {"bounds": [3, -3]}}},
+            "key 'domains.sphere.bounds': low 3 must be below high -3",
+        ),
+        (
+            {"domains": {"sphere": {"type": "plugin"}}},
+            "key 'domains.sphere.function': required for type plugin",
+        ),
+        (
+            {"domains": {"sphere": {"solutiondim": 4}}},
+            "key 'domains.sphere': unknown key(s) ['solutiondim']",
+        ),
+        (
+            {"experiments": [{"algorithm": "nope", "domain": "sphere"}]},
+            "key 'experiments[0].algorithm': unknown algorithm 'nope'; defined are "
+            "['cmame', 'me', 'mine', 'oes', 'snes']",
+        ),
+        (
+            {"algorithms": {"oes": {"popsize": 15}}},
+            "key 'algorithms.oes.popsize': openai_es samples antithetic pairs; 15 is odd",
+        ),
+        (
+            {"algorithms": {"me": {"popsize": 10}}},
+            "key 'algorithms.me.popsize': not used by type map_elites",
+        ),
+        (
+            {"algorithms": {"oes": {"emitters": 2}}},
+            "key 'algorithms.oes.emitters': not used by type openai_es",
+        ),
+        (
+            {"algorithms": {"mine": {"class": None}}},
+            "key 'algorithms.mine.class': None is not of type 'string'",
+        ),
+        (
+            {"domains": {"sphere": {"type": "digits", "solution_dim": 6}}},
+            "key 'domains.sphere.solution_dim': domain digits has 2410 parameters "
+            "(leave solution_dim out), not 6",
+        ),
+        (
+            {"domains": {"sphere": {"type": "digits", "solution_dim": 2410}}},
+            "key 'algorithms.me.type': map_elites needs measures, but domain 'sphere' has "
+            "none; use an ES (openai_es, snes) or a plugin",
+        ),
+    ],
+)
+def test_bad_values_are_named(small_config, overrides, message):
+    assert message in error_of(merged(small_config, overrides))
+
+
+def test_run_spec_leaves_out_what_may_change(small_config):
+    config = validate_config(small_config)
+    spec = run_spec(config, algorithm="cmame", domain="sphere", seed=0)
+    assert "generations" not in spec and "shards" not in spec
+    assert spec["algorithm_spec"]["ranker"] == "2imp"
+    assert spec["domain_spec"]["measure_ranges"] == [[-15.36, 15.36], [-15.36, 15.36]]
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text("campaign: x\nalgorithms:\n  me: {type: map_elites\ndomains: {}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(path)
+    assert str(caught.value) == (
+        f"campaign file {path} is not valid YAML, line 4, column 8: "
+        "expected ',' or '}', but got ':'"
+    )
+    assert main(["check-config", str(path)]) == 1
+    assert capsys.readouterr().err == f"evocamp: error: {caught.value}\n"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"algorithms": {"me": {"sigma": float("nan")}}}, "key 'algorithms.me.sigma': nan "),
+        (
+            {"domains": {"sphere": {"bounds": [float("-inf"), 1.0]}}},
+            "key 'domains.sphere.bounds[0]': -inf is not a finite number",
+        ),
+        (
+            {"algorithms": {"me": {"archive": {"qd_score_offset": float("inf")}}}},
+            "key 'algorithms.me.archive.qd_score_offset': inf is not a finite number",
+        ),
+    ],
+)
+def test_nan_and_infinity_are_refused_by_key(small_config, overrides, message):
+    assert message in error_of(merged(small_config, overrides))
+
+
+def test_nan_from_a_yaml_file_is_refused(tmp_path):
+    path = tmp_path / "nan.yaml"
+    path.write_text(
+        "algorithms:\n  me: {type: map_elites, sigma: .nan}\ndomains:\n  s: {type: sphere}\n"
+    )
+    with pytest.raises(ConfigError, match=r"key 'algorithms.me.sigma': nan is not a finite"):
+        load_config_file(path)
+
+
+def test_plugin_domain_that_cannot_be_imported_is_named_with_its_python_path(
+    tmp_path, small_config
+):
+    config = merged(small_config, {})
+    config["domains"] = {
+        "mine": {
+            "type": "plugin",
+            "function": "my_domian:evaluate",
+            "python_path": str(tmp_path),
+            "measure_ranges": [[-1, 1], [-1, 1]],
+        }
+    }
+    assert error_of(config) == (
+        "invalid configuration:\n  key 'domains.mine.function': my_domian:evaluate cannot be "
+        "imported: module 'my_domian' fails to import (ModuleNotFoundError: No module named "
+        f"'my_domian'; python_path: {tmp_path})"
+    )
+    (tmp_path / "my_domian.py").write_text("def evaluat(solutions, seeds):\n    pass\n")
+    assert (
+        "key 'domains.mine.function': my_domian:evaluate cannot be imported: module "
+        "'my_domian' has no attribute 'evaluate'"
+    ) in error_of(config)
+    assert validate_config(config, check_plugins=False)["domains"]["mine"]["type"] == "plugin"

@@ -1,0 +1,134 @@
+"""The optimizer protocol: plugin classes, compact batches and the one message that
+names class, method, run, generation (and shard) whenever a user's method fails."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from conftest import PLUGINS, SMALL_CAMPAIGN, error_of, merged, shard_results
+
+from evocamp.base.errors import (
+    ConfigError,
+    CorruptFileError,
+    DiskFullError,
+    EvaluationError,
+    EvocampError,
+    OptimizerError,
+)
+from evocamp.cli import main
+from evocamp.config import run_spec, run_spec_json, validate_config
+from evocamp.loop.engine import initialise, tell
+from evocamp.registry import batch_format
+
+
+def plugin_config(cls: str, **params) -> dict:
+    config = merged(SMALL_CAMPAIGN, {"shards": 2})
+    config["algorithms"] = {
+        "rs": {
+            "type": "plugin",
+            "class": f"evocamp_test_optimizers:{cls}",
+            "python_path": str(PLUGINS),
+            "params": params,
+        }
+    }
+    return config
+
+
+def optimizer_config(control_file) -> dict:
+    return plugin_config("RandomSearch", batch=8, control_file=str(control_file))
+
+
+def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring():
+    """A plugin with a CompactBatch: shards materialise their slices from the stored
+    batch (the same rows as the whole batch), the passive archive and tell get them."""
+    config = validate_config(plugin_config("CompactBatchES", lam=6, sigma=0.3))
+    state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
+    assert set(state.next_batch) == {"parent", "sigma", "noise"} and len(state.next_seeds) == 6
+    formats = batch_format(state.spec)
+    assert formats.name == "ParentAndNoise" and not formats.proposes_in_shards
+    whole, _ = formats.materialise(state.next_batch, 0, 6)
+    results = shard_results(state, 2)
+    assert [(r.start, r.stop) for r in results] == [(0, 3), (3, 6)]
+    for _ in range(4):
+        state = tell(state, shard_results(state, 2))
+    assert state.generation == 4 and state.archive.stats.num_elites > 0
+    again = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
+    np.testing.assert_array_equal(formats.materialise(again.next_batch, 0, 6)[0], whole)
+
+
+def test_a_failing_batch_format_is_named_with_the_shard():
+    config = validate_config(plugin_config("CompactBatchES", lam=6, sigma=-1.0))
+    state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
+    with pytest.raises(OptimizerError) as caught:
+        shard_results(state, 2)
+    assert str(caught.value) == (
+        "run rs/sphere/seed0, generation 1, shard 0: optimizer class "
+        "evocamp_test_optimizers:CompactBatchES, method ParentAndNoise.solutions() raised "
+        "ValueError: sigma -1.0 is negative"
+    )
+    assert "Traceback" in caught.value.details and "ValueError" in caught.value.details
+
+
+def test_old_style_compact_hooks_get_one_message_saying_what_to_change():
+    message = error_of(plugin_config("OldStyleCompact"))
+    assert (
+        "key 'algorithms.rs.class': optimizer class evocamp_test_optimizers:OldStyleCompact "
+        "describes compact batches with batch_size, solutions on the optimizer class itself "
+        "(evocamp 0.1); move them to a subclass of evocamp.model.protocol.CompactBatch"
+    ) in message
+    assert "batch_format = MyBatch" in message
+
+
+def test_plugin_optimizer_batch_of_the_wrong_shape_is_named(tmp_path):
+    control = tmp_path / "control"
+    config = validate_config(optimizer_config(control))
+    state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
+    control.write_text("ask 2")
+    with pytest.raises(OptimizerError) as caught:
+        tell(state, shard_results(state, 1))
+    assert str(caught.value) == (
+        "run rs/sphere/seed0, generation 2: optimizer "
+        "evocamp_test_optimizers:RandomSearch, method ask() returned a batch of shape "
+        "(8, 5); expected (n, 6) with n >= 1 (solution_dim 6)"
+    )
+
+
+def test_incomplete_plugin_optimizer_is_named_before_it_runs(tmp_path, capsys):
+    """Refused by the configuration check (before any job), and by the init step for a
+    run spec given by hand."""
+    config = optimizer_config(tmp_path / "control")
+    config["algorithms"]["rs"]["class"] = "evocamp_test_optimizers:NoTell"
+    config["algorithms"]["rs"]["params"] = {}
+    assert (
+        "key 'algorithms.rs.class': optimizer class evocamp_test_optimizers:NoTell has no "
+        "method 'tell'; an optimizer needs ask() and tell(objective, measures, **extra)"
+    ) in error_of(config)
+    resolved = validate_config(config, check_plugins=False)
+    spec = run_spec(resolved, algorithm="rs", domain="sphere", seed=0)
+    output = tmp_path / "state.h5"
+    assert main(["init", "--spec", run_spec_json(spec), "--output", str(output)]) == 1
+    assert not output.exists()
+    assert capsys.readouterr().err == (
+        "evocamp: error: run rs/sphere/seed0: optimizer class evocamp_test_optimizers:NoTell "
+        "has no method 'tell'; an optimizer needs ask() and tell(objective, measures, "
+        "**extra)\n"
+    )
+    config["algorithms"]["rs"]["class"] = "evocamp_test_optimizers:Missing"
+    assert (
+        "key 'algorithms.rs.class': optimizer class evocamp_test_optimizers:Missing cannot be "
+        "imported: module 'evocamp_test_optimizers' has no attribute 'Missing' (python_path: "
+        f"{PLUGINS})"
+    ) in error_of(config)
+
+
+@pytest.mark.parametrize(
+    "cls", [ConfigError, EvaluationError, OptimizerError, CorruptFileError, DiskFullError]
+)
+def test_every_error_survives_pickling_with_its_details(cls):
+    """What a Dask worker raises arrives whole in the segment job."""
+    error = cls("run a/b/seed0, generation 3: it broke", details="Traceback ...\n")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls and isinstance(again, EvocampError)
+    assert str(again) == str(error) and again.details == "Traceback ...\n"

@@ -1,0 +1,119 @@
+"""The registry is the one place that knows algorithm types and built-in domains: the
+schema, the run specs and the documentation agree with it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+import yaml
+from conftest import REPO, SMALL_CAMPAIGN
+
+from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
+from evocamp.registry import ALGORITHMS, DOMAINS, PLUGIN_DOMAIN
+from evocamp.reporting.reference import render
+
+#: The keys of an algorithm entry that every type has.
+COMMON_KEYS = {"type", "archive"}
+
+
+def test_schema_types_are_the_registry_entries():
+    definitions = load_schema()["$defs"]
+    assert definitions["algorithm"]["properties"]["type"]["enum"] == list(ALGORITHMS)
+    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN_DOMAIN]
+
+
+def test_schema_keys_are_the_keys_some_type_accepts():
+    properties = set(load_schema()["$defs"]["algorithm"]["properties"])
+    accepted = {key for entry in ALGORITHMS.values() for key in entry.keys}
+    assert properties - COMMON_KEYS == accepted
+
+
+def test_schema_states_no_default_of_a_type():
+    """Defaults of types live in the registry only (the docs' tables are generated)."""
+    algorithm = load_schema()["$defs"]["algorithm"]["properties"]
+    stated = {key for key, value in algorithm.items() if "default" in value}
+    assert stated == {"archive"}
+    for key, value in algorithm.items():
+        if key not in COMMON_KEYS:
+            assert not re.search(r"\bdefault\b\s*[-\d(]", value.get("description", "")), key
+
+
+def every_type_campaigns() -> dict[str, dict]:
+    """The campaigns whose run specs tests/data/run_specs.json holds (written by the
+    flat package before the registry existed)."""
+    campaigns = {
+        name: yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
+        for name in ("config", "lunar_lander", "digits", "bo")
+    }
+    small = copy.deepcopy(SMALL_CAMPAIGN)
+    small["algorithms"]["mine"]["python_path"] = "tests/plugins"
+    campaigns["small"] = small
+    measured = ["map_elites", "map_elites_line", "cvt_map_elites", "cma_me", "cma_mae"]
+    campaigns["every_type"] = {
+        "campaign": "every_type",
+        "shards": 2,
+        "algorithms": {t: {"type": t} for t in [*measured, "openai_es", "snes"]},
+        "domains": {t: {"type": t} for t in ["sphere", "rastrigin", "arm", "lunar_lander"]},
+    }
+    unmeasured = ["openai_es", "snes", "qucb_centralised", "qucb_decentralised", "random_search"]
+    campaigns["every_type_nomeasures"] = {
+        "campaign": "every_type_nm",
+        "shards": 2,
+        "algorithms": {t: {"type": t} for t in unmeasured},
+        "domains": {t: {"type": t} for t in ["ackley", "plain_sphere", "plain_rastrigin"]},
+    }
+    campaigns["digits_es"] = {
+        "campaign": "d",
+        "shards": 2,
+        "algorithms": {t: {"type": t} for t in ["openai_es", "snes"]},
+        "domains": {"digits": {"type": "digits", "params": {"hidden": 8}}},
+    }
+    return campaigns
+
+
+def test_run_specs_are_those_of_the_flat_package():
+    """Every type's defaults as the registry fills them give the run specs evocamp 0.1
+    gave (a changed spec would recompute finished runs: kept checkpoints are matched by
+    their spec)."""
+    expected = json.loads((REPO / "tests" / "data" / "run_specs.json").read_text())
+    found = {}
+    for name, raw in every_type_campaigns().items():
+        config = validate_config(raw, check_plugins=False)
+        for algorithm, domain in experiments_of(config):
+            for seed in seeds_of(config):
+                key = f"{name}:{algorithm}/{domain}/seed{seed}"
+                found[key] = run_spec(config, algorithm=algorithm, domain=domain, seed=seed)
+    assert sorted(found) == sorted(expected)
+    for key in expected:
+        assert found[key] == expected[key], key
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_type_has_a_summary_and_its_defaults_validate(name):
+    entry = ALGORITHMS[name]
+    assert entry.summary and entry.family in ("qd", "es", "bo", "baseline", "plugin")
+    if entry.cls is None:
+        return
+    domain = "ackley" if entry.needs_bounds or not entry.needs_measures else "sphere"
+    config = validate_config(
+        {"algorithms": {"a": {"type": name}}, "domains": {"d": {"type": domain}}, "shards": 1}
+    )
+    spec = run_spec(config, algorithm="a", domain="d", seed=0)
+    assert set(entry.defaults) <= set(spec["algorithm_spec"])
+    assert entry.batch_size(spec["algorithm_spec"]) >= 1
+
+
+def test_configuration_reference_is_generated_from_the_registry():
+    """docs/configuration.md's tables of types and domains are what the registry gives
+    (regenerate: python -m evocamp.reporting.reference docs/configuration.md)."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    assert "<!-- BEGIN generated: algorithms -->" in text
+    assert "<!-- BEGIN generated: domains -->" in text
+    assert render(text) == text
+    for name in ALGORITHMS:
+        assert f"| `{name}` |" in text
+    for name in DOMAINS:
+        assert f"| `{name}` |" in text

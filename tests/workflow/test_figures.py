@@ -1,0 +1,219 @@
+"""Figures, tables, the HTML report and live monitoring, on real campaign results."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, executed, merged, run_snakemake, snakemake_command, write_config
+
+FIGURE_FILES = ("figures/heatmap", "figures/curves", "figures/timing")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """A finished two-seed campaign (MAP-Elites beside OpenAI-ES, whose passive archive
+    puts it in the same figures, on one domain), run by a copy of the workflow in
+    ``code/`` (whose plotting code a test edits)."""
+    workdir = tmp_path_factory.mktemp("figures")
+    (workdir / "code").mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("Snakefile", "workflow", "src", "profiles", "config", "envs"):
+        source, copy = REPO / name, workdir / "code" / name
+        shutil.copytree(source, copy, ignore=skip) if source.is_dir() else shutil.copy(source, copy)
+    config = merged(
+        __import__("conftest").SMALL_CAMPAIGN, {"generations": 3, "seeds": 2, "campaign": "fig"}
+    )
+    config["algorithms"] = {name: config["algorithms"][name] for name in ("me", "oes")}
+    write_config(workdir, config)
+    run(workdir)
+    return workdir
+
+
+def run(campaign: Path, *args: str) -> str:
+    """Snakemake on the campaign with its workflow copy; its output."""
+    completed = run_snakemake(campaign, *args, snakefile=campaign / "code" / "Snakefile")
+    return completed.stdout + completed.stderr
+
+
+def figure_bytes(workdir: Path) -> dict[str, bytes]:
+    files = sorted((workdir / "results").rglob("*.pdf")) + sorted(
+        (workdir / "results").rglob("*.png")
+    )
+    files += sorted((workdir / "results" / "fig" / "tables").iterdir())
+    return {str(path.relative_to(workdir)): path.read_bytes() for path in files}
+
+
+def test_campaign_figures_and_tables_exist(campaign):
+    campaign_folder = campaign / "results" / "fig"
+    for name in ("curves", "heatmaps"):
+        for suffix in ("pdf", "png"):
+            assert (campaign_folder / "figures" / f"{name}.{suffix}").stat().st_size > 5000
+    for run in ("me/sphere/seed0", "oes/sphere/seed1"):
+        for name in FIGURE_FILES:
+            assert (campaign_folder / run / f"{name}.pdf").exists()
+    csv = (campaign_folder / "tables" / "final_metrics.csv").read_text().splitlines()
+    assert csv[0].startswith("domain,algorithm,seeds,evaluations,qd_score_mean,qd_score_ci_low")
+    assert [line.split(",")[:3] for line in csv[1:]] == [
+        ["sphere", "me", "2"],
+        ["sphere", "oes", "2"],
+    ]
+    low, mean, high = (
+        float(x) for x in (csv[1].split(",")[5], csv[1].split(",")[4], csv[1].split(",")[6])
+    )
+    assert low <= mean <= high
+    markdown = (campaign_folder / "tables" / "final_metrics.md").read_text()
+    assert "| sphere | me | 2 |" in markdown
+    latex = (campaign_folder / "tables" / "final_metrics.tex").read_text()
+    assert "\\toprule" in latex and "\\bottomrule" in latex and "sphere & oes" in latex
+
+
+def test_rebuilding_figures_is_byte_identical_and_evaluates_nothing(campaign):
+    before = figure_bytes(campaign)
+    assert len(before) >= 20
+    for path in before:
+        (campaign / path).unlink()
+    rebuilt = run_snakemake(campaign, "figures", snakefile=campaign / "code" / "Snakefile")
+    for rule in ("evaluate", "tell", "initialise", "finalise"):
+        assert executed(rebuilt, rule) == []
+    assert figure_bytes(campaign) == before
+
+
+def test_changing_plotting_code_reruns_only_figure_rules(campaign):
+    """Figure rules take their code as input: editing plotting.py reruns them only."""
+    assert "Nothing to be done" in run(campaign)
+    plotting = campaign / "code" / "src" / "evocamp" / "plotting.py"
+    plotting.write_text(
+        plotting.read_text().replace('"lines.linewidth": 1.2', '"lines.linewidth": 1.5')
+    )
+    text = run(campaign)
+    assert "rule plot_run:" in text and "rule compare:" in text
+    for rule in ("evaluate", "tell", "initialise", "finalise", "keep_checkpoint"):
+        assert f"rule {rule}:" not in text
+
+
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+    ):
+        subprocess.run(command, check=True, env=environment, capture_output=True, timeout=900)
+    return shutil.which("chromium")
+
+
+def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
+    report = campaign / "report.html"
+    completed = run_snakemake(
+        campaign, "--report", str(report), snakefile=campaign / "code" / "Snakefile"
+    )
+    assert "Report created" in completed.stdout + completed.stderr
+    html = report.read_text()
+    assert html.count("data:image/png") >= 2 * 2 * 3 + 2, "every run figure and campaign figure"
+    for caption in (
+        "95% percentile-bootstrap confidence band",
+        "effective utilisation",
+        "master_seed",
+    ):
+        assert caption in html
+    screenshot = tmp_path / "report.png"
+    browser = [chromium(), *HEADLESS, "--virtual-time-budget=10000"]
+    subprocess.run(
+        [
+            *browser,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+            f"--screenshot={screenshot}",
+            report.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    dom = subprocess.run(
+        [*browser, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", report.as_uri()],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    ).stdout
+    assert "Campaign" in dom and "Runs" in dom, "the report's categories are rendered"
+    from matplotlib.image import imread
+
+    pixels = imread(screenshot)
+    assert pixels.shape[:2] == (900, 1280)
+    assert pixels.std() > 0.02, "the screenshot is not blank"
+
+
+def status(*args: str, cwd: Path | None = None) -> str:
+    completed = subprocess.run(
+        [sys.executable, "-m", "evocamp", "status", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def test_status_while_running_and_when_finished(tmp_path):
+    config = merged(__import__("conftest").SMALL_CAMPAIGN, {"generations": 12, "campaign": "st"})
+    config["algorithms"] = {"me": config["algorithms"]["me"]}
+    write_config(tmp_path, config)
+    process = subprocess.Popen(
+        snakemake_command(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    folder = tmp_path / "results" / "st"
+    seen_running = ""
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline:
+        text = status(folder) if folder.exists() else ""
+        if "running" in text and "/12" in text and " 0/12" not in text:
+            seen_running = text
+            break
+        time.sleep(0.3)
+    assert process.wait(timeout=600) == 0
+    assert seen_running, "status never showed the run in progress"
+    assert "me/sphere/seed0" in seen_running and "QD score of me/sphere/seed0" in seen_running
+    final = status(folder)
+    assert "12/12" in final and "finished" in final
+    assert "generations 0 .. 12" in final
+    assert "*" in final.split("QD score of me/sphere/seed0", 1)[1]
+
+    # Without a folder: the campaign of --configfile, or of config/config.yaml.
+    assert status("--configfile", "config.yaml", cwd=tmp_path) == final
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config.yaml").rename(tmp_path / "config" / "config.yaml")
+    assert status(cwd=tmp_path) == final
+    # A results folder: every campaign in it.
+    every = status("results", "--no-plots", cwd=tmp_path)
+    assert every.startswith(f"== campaign st ({Path('results') / 'st'})")
+    assert "me/sphere/seed0" in every and "12/12" in every
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert status(empty).strip() == f"no runs under {empty} yet"
