@@ -72,51 +72,8 @@ import yaml
 
 #: The checkout this script belongs to: its configs and test plugins make the campaigns.
 PROJECT = Path(__file__).resolve().parents[1]
-#: The folder of the README's plugin optimizer (``my_optimizers.py``).
-PLUGINS = PROJECT / "tests" / "plugins"
-
-#: The tests' small campaign (``SMALL_CAMPAIGN`` of ``tests/conftest.py``), as written
-#: there, with the plugin folder of this checkout.
-SMALL_CAMPAIGN = {
-    "campaign": "small",
-    "master_seed": 7,
-    "generations": 6,
-    "shards": 3,
-    "checkpoint_every": 3,
-    "seeds": 1,
-    "algorithms": {
-        "me": {
-            "type": "map_elites",
-            "emitters": 2,
-            "batch_size": 8,
-            "sigma": 0.5,
-            "archive": {"dims": [10, 10]},
-        },
-        "cmame": {
-            "type": "cma_me",
-            "emitters": 2,
-            "batch_size": 8,
-            "sigma": 0.5,
-            "archive": {"dims": [10, 10]},
-        },
-        "oes": {
-            "type": "openai_es",
-            "popsize": 16,
-            "sigma": 0.3,
-            "learning_rate": 0.05,
-            "archive": {"dims": [10, 10]},
-        },
-        "snes": {"type": "snes", "archive": {"dims": [10, 10]}},
-        "mine": {
-            "type": "plugin",
-            "class": "my_optimizers:OnePlusLambda",
-            "python_path": str(PLUGINS),
-            "params": {"lam": 16, "sigma": 0.3},
-            "archive": {"dims": [10, 10]},
-        },
-    },
-    "domains": {"sphere": {"type": "sphere", "solution_dim": 6}},
-}
+sys.path.insert(0, str(PROJECT / "tests"))
+from campaigns import SMALL_CAMPAIGN  # noqa: E402 (the tests' small campaign, as data)
 
 #: Shipped campaigns: config file (relative to the checkout) and the keys overridden
 #: to make them short. Nothing else of the file changes.

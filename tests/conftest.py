@@ -8,6 +8,7 @@ cluster). Tests under ``workflow/`` and ``cluster/`` are marked ``slow``:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import os
@@ -19,88 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (re-exported)
 
 from evocamp.base.errors import ConfigError
 from evocamp.config import validate_config
-
-REPO = Path(__file__).resolve().parents[1]
-PLUGINS = REPO / "tests" / "plugins"
-
-#: A small campaign: every family (two QD algorithms, OpenAI-ES, SNES and the README's
-#: plugin optimizer) on a 6-d sphere, one seed, 6 generations.
-SMALL_CAMPAIGN = {
-    "campaign": "small",
-    "master_seed": 7,
-    "generations": 6,
-    "shards": 3,
-    "checkpoint_every": 3,
-    "seeds": 1,
-    "algorithms": {
-        "me": {
-            "type": "map_elites",
-            "emitters": 2,
-            "batch_size": 8,
-            "sigma": 0.5,
-            "archive": {"dims": [10, 10]},
-        },
-        "cmame": {
-            "type": "cma_me",
-            "emitters": 2,
-            "batch_size": 8,
-            "sigma": 0.5,
-            "archive": {"dims": [10, 10]},
-        },
-        "oes": {
-            "type": "openai_es",
-            "popsize": 16,
-            "sigma": 0.3,
-            "learning_rate": 0.05,
-            "archive": {"dims": [10, 10]},
-        },
-        "snes": {"type": "snes", "archive": {"dims": [10, 10]}},
-        # The README's optimizer example, as written (test_readme_optimizer_example_...).
-        "mine": {
-            "type": "plugin",
-            "class": "my_optimizers:OnePlusLambda",
-            "python_path": str(PLUGINS),
-            "params": {"lam": 16, "sigma": 0.3},
-            "archive": {"dims": [10, 10]},
-        },
-    },
-    "domains": {"sphere": {"type": "sphere", "solution_dim": 6}},
-}
-
-
-#: Small BO campaign: both qUCB variants and random search on Ackley 4-d, 6 points per
-#: generation on 3 shards, 6 generations (the surrogate takes over at generation 2).
-BO_CAMPAIGN = {
-    "campaign": "bo_small",
-    "master_seed": 3,
-    "generations": 6,
-    "shards": 3,
-    "checkpoint_every": 3,
-    "seeds": 1,
-    "algorithms": {
-        "dec": {
-            "type": "qucb_decentralised",
-            "batch_size": 6,
-            "initial_points": 6,
-            "candidates": 300,
-            "trees": 5,
-            "refine_generations": 5,
-        },
-        "cen": {
-            "type": "qucb_centralised",
-            "batch_size": 6,
-            "initial_points": 6,
-            "candidates": 300,
-            "trees": 5,
-            "refine_generations": 5,
-        },
-        "rs": {"type": "random_search", "batch_size": 6},
-    },
-    "domains": {"ackley4": {"type": "ackley", "solution_dim": 4}},
-}
 
 
 def merged(base: dict, overrides: dict) -> dict:
@@ -304,18 +227,9 @@ def shard_results(state, shards: int) -> list:
 
 def write_final(path: Path, state, *, evaluations: int = 0) -> bytes:
     """Write a state's final ``archive.h5`` as the finalise step does; return its bytes."""
-    from evocamp.files.archive import write_final_archive
-    from evocamp.loop.engine import optimizer_result
+    from evocamp.executors.steps import write_run_archive
 
-    write_final_archive(
-        path,
-        spec=state.spec,
-        archive=state.archive,
-        result=optimizer_result(state.spec, state.generation, state.optimizer),
-        best=state.best,
-        generation=state.generation,
-        evaluations=evaluations,
-    )
+    write_run_archive(path, state, evaluations=evaluations)
     return Path(path).read_bytes()
 
 
@@ -326,3 +240,26 @@ def pytest_collection_modifyitems(config, items):
         part = Path(str(item.fspath)).resolve().relative_to(here).parts[0]
         if part in ("workflow", "cluster"):
             item.add_marker(pytest.mark.slow)
+
+
+@contextlib.contextmanager
+def small_filesystem(folder: Path, *, size: str):
+    """A tmpfs of ``size`` mounted at ``folder`` (created) for the block; skips the test
+    where this process may not mount (not root, or no mount namespace)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def resize_filesystem(folder: Path, *, size: str) -> None:
+    """Change the size of a tmpfs mounted by :func:`small_filesystem`."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(folder)], check=True)

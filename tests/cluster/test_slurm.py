@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -228,3 +229,21 @@ def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, loc
     worker_logs = "".join(p.read_text() for p in (tmp_path / "dask-logs").iterdir())
     for address in workers:
         assert f"[{address}] generation 2 shard" in worker_logs, "lines carry the address"
+
+
+def test_stop_moves_the_configuration_aside_and_start_restores_it(slurm_cluster):
+    """A stopped local cluster leaves no slurm.conf naming a controller that is down:
+    the Slurm plugin's `scontrol show config` at every Snakemake start then fails at once
+    instead of waiting about 9 s (docs/hpc.md)."""
+    conf = Path("/etc/slurm/slurm.conf")
+    subprocess.run([LOCAL_SLURM, "stop"], check=True, timeout=120)
+    try:
+        assert not conf.exists() and conf.with_name("slurm.conf.stopped").exists()
+        scontrol = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=60
+        )
+        assert scontrol.returncode != 0
+    finally:
+        subprocess.run([LOCAL_SLURM, "start"], check=True, timeout=600)
+    assert "written by evocamp scripts/local-slurm" in conf.read_text()
+    assert not conf.with_name("slurm.conf.stopped").exists()

@@ -49,3 +49,24 @@ def test_configfile_is_the_whole_campaign(tmp_path):
     assert '"emitters":1,' in text and '"emitters":2' not in text
     default_runs, _ = planned("--config", "seeds=1")
     assert default_runs == {"default/map_elites/sphere/seed0", "default/cma_me/sphere/seed0"}
+
+
+def test_snakemake_names_a_plugin_that_cannot_be_imported_before_any_job(tmp_path, small_config):
+    config = merged(small_config, {})
+    config["domains"] = {
+        "sphere": {
+            "type": "plugin",
+            "function": "evocamp_test_plugn:noisy_sphere",
+            "python_path": str(REPO / "tests" / "plugins"),
+            "measure_ranges": [[-3, 3], [-3, 3]],
+        }
+    }
+    write_config(tmp_path, config)
+    completed = run_snakemake(tmp_path, check=False)
+    assert completed.returncode != 0
+    assert (
+        "key 'domains.sphere.function': evocamp_test_plugn:noisy_sphere cannot be imported: "
+        "module 'evocamp_test_plugn' fails to import (ModuleNotFoundError: No module named "
+        f"'evocamp_test_plugn'; python_path: {REPO / 'tests' / 'plugins'})"
+    ) in completed.stderr
+    assert not (tmp_path / "results").exists()

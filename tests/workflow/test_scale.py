@@ -29,9 +29,19 @@ TRIVIAL_RUN = {
 
 
 def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
+    """Bitwise equal to shard mode; utilisation counts the Dask workers (2), not the
+    shards (3)."""
     write_config(tmp_path, merged(small_config, {"mode": "dask"}))
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
+    metrics = np.genfromtxt(
+        run_folder(tmp_path, small_config, "me", "sphere", 0) / "metrics.csv",
+        delimiter=",",
+        names=True,
+    )[1:]
+    np.testing.assert_allclose(
+        metrics["utilisation"], metrics["eval_seconds"] / (metrics["wall_seconds"] * 2)
+    )
     log = job_log_text(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log")
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
     assert "me/sphere/seed0: generation 3/6" in log

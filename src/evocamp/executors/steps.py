@@ -15,7 +15,7 @@ from pathlib import Path
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
-from evocamp.files.checkpoint import open_batch, read_state, write_state
+from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.engine import initialise, optimizer_result, tell
 from evocamp.loop.evaluation import evaluate_shard
@@ -95,6 +95,20 @@ def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | Non
         log(f"generation {up_to}: job logs folded into {folded}")
 
 
+def write_run_archive(path: str | Path, state: RunState, *, evaluations: int) -> None:
+    """Write a run's ``archive.h5`` from its final state (the optimizer's ``result()``
+    through the protocol, so a plugin's failure is named)."""
+    write_final_archive(
+        path,
+        spec=state.spec,
+        archive=state.archive,
+        result=optimizer_result(state.spec, state.generation, state.optimizer),
+        best=state.best,
+        generation=state.generation,
+        evaluations=evaluations,
+    )
+
+
 def finalise_step(
     *,
     state: str | Path,
@@ -112,15 +126,7 @@ def finalise_step(
         keep_whole(state, checkpoint, state=final_state)
     rows = merge_history(sorted(Path(segments).glob("segment_*.csv")), final_state.metrics_window)
     write_rows(metrics, rows)
-    write_final_archive(
-        archive,
-        spec=final_state.spec,
-        archive=final_state.archive,
-        result=optimizer_result(final_state.spec, final_state.generation, final_state.optimizer),
-        best=final_state.best,
-        generation=final_state.generation,
-        evaluations=int(rows["evaluations"][-1]),
-    )
+    write_run_archive(archive, final_state, evaluations=int(rows["evaluations"][-1]))
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
     text = json.dumps({"run_spec": final_state.spec, "final": final}, indent=1, sort_keys=True)
     atomic_write_text(summary, text + "\n")

@@ -2,7 +2,7 @@
 
 Rows are numpy structured arrays of :data:`METRIC_DTYPE`; they live in a state's
 metrics window, in CSV segments written at kept checkpoints and in a run's
-``metrics.csv`` (README: "metrics.csv columns").
+``metrics.csv`` (docs/outputs.md: "metrics.csv columns").
 """
 
 from __future__ import annotations

@@ -1,0 +1,85 @@
+"""The tests' campaigns, as plain data (no evocamp imports: benchmarks/behaviour_digests.py
+runs them with the code of other checkouts too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGINS = REPO / "tests" / "plugins"
+
+#: A small campaign: every family (two QD algorithms, OpenAI-ES, SNES and the plugin
+#: optimizer example of docs/plugins.md) on a 6-d sphere, one seed, 6 generations.
+SMALL_CAMPAIGN = {
+    "campaign": "small",
+    "master_seed": 7,
+    "generations": 6,
+    "shards": 3,
+    "checkpoint_every": 3,
+    "seeds": 1,
+    "algorithms": {
+        "me": {
+            "type": "map_elites",
+            "emitters": 2,
+            "batch_size": 8,
+            "sigma": 0.5,
+            "archive": {"dims": [10, 10]},
+        },
+        "cmame": {
+            "type": "cma_me",
+            "emitters": 2,
+            "batch_size": 8,
+            "sigma": 0.5,
+            "archive": {"dims": [10, 10]},
+        },
+        "oes": {
+            "type": "openai_es",
+            "popsize": 16,
+            "sigma": 0.3,
+            "learning_rate": 0.05,
+            "archive": {"dims": [10, 10]},
+        },
+        "snes": {"type": "snes", "archive": {"dims": [10, 10]}},
+        # The optimizer example of docs/plugins.md, as written (test_readme_optimizer_example_...).
+        "mine": {
+            "type": "plugin",
+            "class": "my_optimizers:OnePlusLambda",
+            "python_path": str(PLUGINS),
+            "params": {"lam": 16, "sigma": 0.3},
+            "archive": {"dims": [10, 10]},
+        },
+    },
+    "domains": {"sphere": {"type": "sphere", "solution_dim": 6}},
+}
+
+
+#: Small BO campaign: both qUCB variants and random search on Ackley 4-d, 6 points per
+#: generation on 3 shards, 6 generations (the surrogate takes over at generation 2).
+BO_CAMPAIGN = {
+    "campaign": "bo_small",
+    "master_seed": 3,
+    "generations": 6,
+    "shards": 3,
+    "checkpoint_every": 3,
+    "seeds": 1,
+    "algorithms": {
+        "dec": {
+            "type": "qucb_decentralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+            "refine_generations": 5,
+        },
+        "cen": {
+            "type": "qucb_centralised",
+            "batch_size": 6,
+            "initial_points": 6,
+            "candidates": 300,
+            "trees": 5,
+            "refine_generations": 5,
+        },
+        "rs": {"type": "random_search", "batch_size": 6},
+    },
+    "domains": {"ackley4": {"type": "ackley", "solution_dim": 4}},
+}

@@ -1,0 +1,69 @@
+"""A non-editable install (``pip install .``) works on its own: the schema ships inside
+the package, so `evocamp check-config` and `evocamp status` work from any folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_non_editable_install_checks_configs_and_shows_status(tmp_path, small_campaign_done):
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    venv = tmp_path / "venv"
+    # A fresh virtual environment that sees the installed dependencies but installs
+    # evocamp itself from a wheel (its own site-packages come first on sys.path).
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            *("-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import evocamp; print(evocamp.__file__)"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.startswith(str(venv)), where.stdout
+    shutil.copy(REPO / "config" / "config.yaml", elsewhere / "campaign.yaml")
+    checked = subprocess.run(
+        [str(venv / "bin" / "evocamp"), "check-config", "campaign.yaml"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines() == [
+        "map_elites/sphere/seed0",
+        "map_elites/sphere/seed1",
+        "cma_me/sphere/seed0",
+        "cma_me/sphere/seed1",
+    ]
+    status = subprocess.run(
+        [
+            str(venv / "bin" / "evocamp"),
+            "status",
+            str(small_campaign_done / "results" / "small"),
+            "--no-plots",
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "me/sphere/seed0" in status.stdout and "finished" in status.stdout
