@@ -87,7 +87,7 @@ def test_rebuilding_figures_is_byte_identical_and_evaluates_nothing(campaign):
 def test_changing_plotting_code_reruns_only_figure_rules(campaign):
     """Figure rules take their code as input: editing plotting.py reruns them only."""
     assert "Nothing to be done" in run(campaign)
-    plotting = campaign / "code" / "src" / "evocamp" / "plotting.py"
+    plotting = campaign / "code" / "src" / "evocamp" / "reporting" / "plotting.py"
     plotting.write_text(
         plotting.read_text().replace('"lines.linewidth": 1.2', '"lines.linewidth": 1.5')
     )
