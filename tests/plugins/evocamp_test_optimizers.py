@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from evocamp.model.protocol import CompactBatch
+from my_es import CompactOnePlusLambda, ParentAndNoise
 
 
 class RandomSearch:
@@ -49,58 +48,18 @@ class NoTell:
         return np.zeros((4, 2))
 
 
-class CompactBatchES:
-    """A (1 + lambda)-ES whose batch is compact: the parent and one noise seed per
-    offspring (docs/plugins.md). A negative ``sigma`` makes materialising fail."""
-
-    def __init__(self, *, solution_dim, x0, bounds, seed, lam=8, sigma=0.3):
-        self.rng = np.random.default_rng(seed)
-        self.parent = np.asarray(x0, dtype=float)
-        self.parent_objective = -np.inf
-        self.lam, self.sigma = lam, sigma
-        self.pending = None
-
-    def ask(self):
-        self.pending = self.rng.integers(2**63, size=self.lam, dtype=np.uint64)
-        return {
-            "parent": self.parent,
-            "sigma": np.asarray(self.sigma),
-            "noise": self.pending,
-        }
-
-    def tell(self, objective, measures, **extra):
-        best = int(np.argmax(objective))
-        if objective[best] >= self.parent_objective:
-            self.parent = ParentAndNoise.offspring(self.parent, self.sigma, int(self.pending[best]))
-            self.parent_objective = objective[best]
-
-
-class ParentAndNoise(CompactBatch):
-    """The batch format of :class:`CompactBatchES`."""
-
-    @staticmethod
-    def offspring(parent, sigma, seed):
-        return parent + sigma * np.random.default_rng(seed).standard_normal(len(parent))
-
-    @staticmethod
-    def size(batch):
-        return len(batch["noise"])
+class FailingParentAndNoise(ParentAndNoise):
+    """docs/plugins.md's compact batch format, failing to make any offspring."""
 
     @staticmethod
     def solutions(batch, start, stop):
-        parent = np.asarray(batch["parent"][()], dtype=float)
-        sigma = float(batch["sigma"][()])
-        if sigma < 0:
-            raise ValueError(f"sigma {sigma} is negative")
-        return np.stack(
-            [
-                ParentAndNoise.offspring(parent, sigma, int(seed))
-                for seed in batch["noise"][start:stop]
-            ]
-        )
+        raise ValueError(f"offspring {start}..{stop - 1} failed on purpose")
 
 
-CompactBatchES.batch_format = ParentAndNoise
+class FailingCompactES(CompactOnePlusLambda):
+    """docs/plugins.md's compact (1+lambda)-ES whose batch format fails in the shards."""
+
+    batch_format = FailingParentAndNoise
 
 
 class OldStyleCompact:

@@ -7,7 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, SMALL_CAMPAIGN, error_of, merged, shard_results
+from conftest import PLUGINS, REPO, SMALL_CAMPAIGN, error_of, merged, shard_results
 
 from evocamp.base.errors import (
     ConfigError,
@@ -23,12 +23,12 @@ from evocamp.loop.engine import initialise, tell
 from evocamp.registry import batch_format
 
 
-def plugin_config(cls: str, **params) -> dict:
+def plugin_config(cls: str, *, module: str = "evocamp_test_optimizers", **params) -> dict:
     config = merged(SMALL_CAMPAIGN, {"shards": 2})
     config["algorithms"] = {
         "rs": {
             "type": "plugin",
-            "class": f"evocamp_test_optimizers:{cls}",
+            "class": f"{module}:{cls}",
             "python_path": str(PLUGINS),
             "params": params,
         }
@@ -40,10 +40,17 @@ def optimizer_config(control_file) -> dict:
     return plugin_config("RandomSearch", batch=8, control_file=str(control_file))
 
 
+def test_docs_compact_batch_example_is_the_tested_plugin():
+    text = (REPO / "docs" / "plugins.md").read_text().split("### Compact batches", 1)[1]
+    assert text.split("```python\n", 1)[1].split("```", 1)[0] == (PLUGINS / "my_es.py").read_text()
+
+
 def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring():
-    """A plugin with a CompactBatch: shards materialise their slices from the stored
-    batch (the same rows as the whole batch), the passive archive and tell get them."""
-    config = validate_config(plugin_config("CompactBatchES", lam=6, sigma=0.3))
+    """docs/plugins.md's compact (1+lambda)-ES: shards materialise their slices from the
+    stored batch (the same rows as the whole batch); the passive archive gets them."""
+    config = validate_config(
+        plugin_config("CompactOnePlusLambda", module="my_es", lam=6, sigma=0.3)
+    )
     state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
     assert set(state.next_batch) == {"parent", "sigma", "noise"} and len(state.next_seeds) == 6
     formats = batch_format(state.spec)
@@ -59,14 +66,14 @@ def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring
 
 
 def test_a_failing_batch_format_is_named_with_the_shard():
-    config = validate_config(plugin_config("CompactBatchES", lam=6, sigma=-1.0))
+    config = validate_config(plugin_config("FailingCompactES", lam=6))
     state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
     with pytest.raises(OptimizerError) as caught:
         shard_results(state, 2)
     assert str(caught.value) == (
         "run rs/sphere/seed0, generation 1, shard 0: optimizer class "
-        "evocamp_test_optimizers:CompactBatchES, method ParentAndNoise.solutions() raised "
-        "ValueError: sigma -1.0 is negative"
+        "evocamp_test_optimizers:FailingCompactES, method FailingParentAndNoise.solutions() "
+        "raised ValueError: offspring 0..2 failed on purpose"
     )
     assert "Traceback" in caught.value.details and "ValueError" in caught.value.details
 

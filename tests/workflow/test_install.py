@@ -15,7 +15,9 @@ def test_non_editable_install_checks_configs_and_shows_status(tmp_path, small_ca
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     venv = tmp_path / "venv"
     # A fresh virtual environment that sees the installed dependencies but installs
     # evocamp itself from a wheel (its own site-packages come first on sys.path).
