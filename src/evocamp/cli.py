@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvocampError
-from evocamp.config import experiments_of, load_config_file, seeds_of
 from evocamp.executors import steps
 
 
 def cmd_check_config(args) -> None:
     """Validate a campaign file (plugins imported) and print the runs it defines."""
+    from evocamp.config import experiments_of, load_config_file, seeds_of
+
     config = load_config_file(args.config)
     for algorithm, domain in experiments_of(config):
         for seed in seeds_of(config):
@@ -110,6 +111,7 @@ def cmd_compare(args) -> None:
 def cmd_status(args) -> None:
     """Progress of every run of a campaign (also while it runs), with a text plot of QD
     score against generations per run."""
+    from evocamp.config import load_config_file
     from evocamp.reporting.status import status_report
 
     folder = args.folder

@@ -19,19 +19,13 @@ jobs (``SLURM_JOB_ID`` set) steps always run cold, within the job's allocation.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import importlib
 import json
 import os
-import signal
 import socket
 import struct
-import subprocess
 import sys
-import threading
 import time
-import traceback
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -170,6 +164,8 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
 def _spawn_server(address: Path) -> None:
     """Start a server for ``address`` in its own session (at most one per
     :data:`SPAWN_INTERVAL`), without waiting for it."""
+    import subprocess  # only when no server runs: kept off the client's start-up
+
     marker = address.with_suffix(".spawned")
     try:
         if time.time() - marker.stat().st_mtime < SPAWN_INTERVAL:
@@ -193,6 +189,9 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
 
     One server per address: a second one exits at once (file lock).
     """
+    import fcntl  # the server's own modules: kept off the client's start-up
+    import signal
+
     lock = open(address.with_suffix(".lock"), "a+")  # noqa: SIM115 - held until exit
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -226,12 +225,18 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
 def _preload() -> None:
     """Import what the steps of the generation loop need (not dask: it starts threads,
     and a process must not fork with threads running)."""
+    import importlib
+
     for name in (*PRELOADED_PACKAGES, *PRELOADED_MODULES):
         importlib.import_module(name)
 
 
 def _run_child(connection: socket.socket) -> int:
     """In the forked child: become the caller's process, run the step, report."""
+    import signal
+    import threading
+    import traceback
+
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(number, signal.SIG_DFL)
     connection.settimeout(None)
@@ -267,6 +272,8 @@ def _run_child(connection: socket.socket) -> int:
 
 def _die_with_client(connection: socket.socket) -> None:
     """Kill this child when its client goes away (a cancelled job)."""
+    import signal
+
     try:
         connection.recv(1)
     finally:
@@ -275,6 +282,9 @@ def _die_with_client(connection: socket.socket) -> None:
 
 def stop_servers() -> int:
     """Stop this user's warm servers (SIGTERM); returns how many were running."""
+    import fcntl
+    import signal
+
     folder = server_folder()
     stopped = 0
     for lock_path in sorted(folder.glob("*.lock")) if folder else []:

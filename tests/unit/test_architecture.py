@@ -43,10 +43,17 @@ HEAVY = {
 #: the steps it hands over), and a command imports only the layer it runs.
 LATE_OWN_IMPORTS = {
     ("evocamp.warmstart", "evocamp.cli"),
+    ("evocamp.cli", "evocamp.config"),
     ("evocamp.cli", "evocamp.executors.dask_mode"),
     ("evocamp.cli", "evocamp.reporting.plotting"),
     ("evocamp.cli", "evocamp.reporting.status"),
 }
+
+
+#: Standard-library modules the warm-start client leaves to the server's functions: every
+#: pipeline step starts as that client, so each millisecond of its imports is paid once
+#: per job (measured: 16 ms for the client's imports, 21 ms with these at the top).
+LATE_FOR_THE_WARM_CLIENT = {"subprocess", "fcntl", "signal", "importlib", "threading", "traceback"}
 
 
 def module_name(path: Path) -> str:
@@ -156,6 +163,8 @@ def test_imports_inside_functions_are_heavy_libraries_only():
             if target is not None:
                 if (source, target) not in LATE_OWN_IMPORTS:
                     late.append(f"{source}:{line} imports {imported} inside a function")
+            elif top in LATE_FOR_THE_WARM_CLIENT and source == "evocamp.warmstart":
+                continue
             elif top != "evocamp" and top not in HEAVY:
                 late.append(f"{source}:{line} imports {imported} inside a function")
     assert late == []
