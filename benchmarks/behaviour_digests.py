@@ -73,7 +73,9 @@ import yaml
 #: The checkout this script belongs to: its configs and test plugins make the campaigns.
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "tests"))
+sys.path.insert(0, str(PROJECT / "benchmarks"))
 from campaigns import SMALL_CAMPAIGN  # noqa: E402 (the tests' small campaign, as data)
+from common import snakemake  # noqa: E402
 
 #: Shipped campaigns: config file (relative to the checkout) and the keys overridden
 #: to make them short. Nothing else of the file changes.
@@ -292,20 +294,7 @@ def run_campaign(
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(repo / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        "--cores",
-        str(cores),
-        "runs",
-    ]
+    command = snakemake(workdir, "runs", cores=cores, snakefile=repo / "Snakefile")
     completed = subprocess.run(
         command,
         cwd=workdir,
