@@ -168,10 +168,14 @@ def _semantic_problems(config: dict) -> list[str]:
                 f"key '{where}.domain': unknown domain '{domain}'; "
                 f"defined are {sorted(config['domains'])}"
             )
+    broken = set()
     for name, domain in config["domains"].items():
-        problems += _domain_problems(name, domain)
+        found = _domain_problems(name, domain)
+        problems += found
+        if found:
+            broken.add(name)
     for name, algorithm in config["algorithms"].items():
-        problems += _algorithm_problems(name, algorithm, config)
+        problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
     return problems
 
 
@@ -211,7 +215,11 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     return problems
 
 
-def _algorithm_problems(name: str, algorithm: dict, config: dict) -> list[str]:
+def _algorithm_problems(
+    name: str, algorithm: dict, config: dict, *, broken_domains: set[str]
+) -> list[str]:
+    """Problems of an algorithm entry, and of running it on each of its domains (but
+    those whose own entry has problems)."""
     key = f"algorithms.{name}"
     entry = ALGORITHMS[algorithm["type"]]
     accepted = {"type", "archive", *entry.keys}
@@ -234,7 +242,7 @@ def _algorithm_problems(name: str, algorithm: dict, config: dict) -> list[str]:
         problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
     for algorithm_name, domain_name in experiments_of(config):
         domain = config["domains"].get(domain_name)
-        if algorithm_name != name or domain is None or _domain_problems(domain_name, domain):
+        if algorithm_name != name or domain is None or domain_name in broken_domains:
             continue
         problems += _pair_problems(name, algorithm, domain_name, domain, config["shards"])
     return problems
