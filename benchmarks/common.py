@@ -15,6 +15,15 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+#: The CMA-ME setting of the overhead and step-time benchmarks (pyribs' Lunar Lander
+#: example's 15 emitters x 36, a 100 x 100 grid; on a 100-d sphere there).
+CMA_ME_BENCHMARK = {
+    "type": "cma_me",
+    "emitters": 15,
+    "batch_size": 36,
+    "sigma": 0.5,
+    "archive": {"dims": [100, 100]},
+}
 
 MEASURE = (
     "import resource, subprocess, sys, time\n"

@@ -20,19 +20,22 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, machine, measured, scratch_folder, snakemake, table, write_config
+from common import (
+    CMA_ME_BENCHMARK,
+    REPO,
+    machine,
+    measured,
+    scratch_folder,
+    snakemake,
+    table,
+    write_config,
+)
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.executors.housekeeping import job_log
 
 HERE = Path(__file__).resolve().parent
-ALGORITHM = {
-    "type": "cma_me",
-    "emitters": 15,
-    "batch_size": 36,
-    "sigma": 0.5,
-    "archive": {"dims": [100, 100]},
-}
+ALGORITHM = CMA_ME_BENCHMARK
 
 
 def campaign(cost: float, *, generations: int, workers: int, mode: str) -> dict:

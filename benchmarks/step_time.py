@@ -56,16 +56,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import machine, scratch_folder, table, write_config
+from common import CMA_ME_BENCHMARK, machine, scratch_folder, table, write_config
 
-#: The CMA-ME setting of benchmarks/overhead.py (copied: importing overhead imports evocamp).
-ALGORITHM = {
-    "type": "cma_me",
-    "emitters": 15,
-    "batch_size": 36,
-    "sigma": 0.5,
-    "archive": {"dims": [100, 100]},
-}
+ALGORITHM = CMA_ME_BENCHMARK
 SHARDS = 8
 TOTAL = 20
 CAMPAIGN = {
