@@ -83,3 +83,22 @@ BO_CAMPAIGN = {
     },
     "domains": {"ackley4": {"type": "ackley", "solution_dim": 4}},
 }
+
+
+#: The BO campaign in asynchronous mode: 4 slots on a LocalCluster of 2 Dask workers,
+#: virtual clock from the domain's simulated evaluation times (exponential, mean 20 ms,
+#: really slept), 6 completions per generation.
+ASYNC_CAMPAIGN = {
+    **BO_CAMPAIGN,
+    "campaign": "bo_async",
+    "mode": "async",
+    "dask": {"workers": 2},
+    "async": {"slots": 4},
+    "domains": {
+        "ackley4": {
+            "type": "ackley",
+            "solution_dim": 4,
+            "simulated_seconds": {"distribution": "exponential", "mean": 0.02},
+        }
+    },
+}

@@ -48,7 +48,22 @@ def cmd_tell(args) -> None:
 
 
 def cmd_segment(args) -> None:
-    """Dask mode: run generations after a checkpoint up to --until in one process."""
+    """Dask (and asynchronous) mode: run generations after a checkpoint up to --until in
+    one process."""
+    if args.completions:
+        from evocamp.executors.async_mode import run_async_segment
+
+        run_async_segment(
+            state_path=args.state,
+            until=args.until,
+            output=args.output,
+            completions=args.completions,
+            scheduler_file=args.scheduler_file or None,
+            workers=args.workers,
+            total=args.total,
+            log=steps.progress,
+        )
+        return
     from evocamp.executors.dask_mode import run_segment
 
     run_segment(
@@ -61,6 +76,14 @@ def cmd_segment(args) -> None:
         total=args.total,
         log=steps.progress,
     )
+
+
+def cmd_replay(args) -> None:
+    """Tell a finished asynchronous run again from its completion log and check that
+    the archive is bitwise its own (exit status 1 if not)."""
+    output = args.output or str(Path(args.run) / "replayed_archive.h5")
+    if not steps.replay_step(run=args.run, output=output):
+        sys.exit(1)
 
 
 def cmd_keep(args) -> None:
@@ -173,12 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--scheduler-file", default="", help="existing Dask cluster")
     sub.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
     sub.add_argument(
+        "--completions", default="", help="asynchronous mode: the run's completion log"
+    )
+    sub.add_argument(
         "--total",
         type=int,
         default=_total_from_environment(),
         help="generations of the run (default: $EVOCAMP_GENERATIONS)",
     )
     sub.set_defaults(func=cmd_segment)
+
+    sub = commands.add_parser("replay", help=cmd_replay.__doc__)
+    sub.add_argument("run", help="the run's folder (results/<campaign>/<alg>/<dom>/seed<k>)")
+    sub.add_argument(
+        "--output", default=None, help="archive to write (default: RUN/replayed_archive.h5)"
+    )
+    sub.set_defaults(func=cmd_replay)
 
     sub = commands.add_parser("keep", help=cmd_keep.__doc__)
     sub.add_argument("--state", required=True)

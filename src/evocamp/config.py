@@ -22,6 +22,7 @@ import yaml
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
+from evocamp.model.protocol import ASYNC_METHODS, accepts_async
 from evocamp.registry import (
     ALGORITHMS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
@@ -176,7 +177,29 @@ def _semantic_problems(config: dict) -> list[str]:
             broken.add(name)
     for name, algorithm in config["algorithms"].items():
         problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
+    if config["mode"] == "async":
+        problems += _asynchronous_problems(config)
     return problems
+
+
+def _asynchronous_problems(config: dict) -> list[str]:
+    """Algorithm types that cannot run in ``mode: async``, each with why."""
+    problems = []
+    used = {algorithm for algorithm, _ in experiments_of(config)}
+    for name, algorithm in config["algorithms"].items():
+        entry = ALGORITHMS[algorithm["type"]]
+        if name in used and entry.async_refusal is not None:
+            problems.append(
+                f"key 'algorithms.{name}.type': {entry.name} cannot run in mode async: "
+                f"{entry.async_refusal}; run it with mode dask or shards (asynchronous are "
+                f"{', '.join(asynchronous_types())})"
+            )
+    return problems
+
+
+def asynchronous_types() -> list[str]:
+    """Algorithm types that run in ``mode: async``."""
+    return [name for name, entry in ALGORITHMS.items() if entry.async_refusal is None]
 
 
 def _domain_problems(name: str, domain: dict) -> list[str]:
@@ -244,7 +267,8 @@ def _algorithm_problems(
         domain = config["domains"].get(domain_name)
         if algorithm_name != name or domain is None or domain_name in broken_domains:
             continue
-        problems += _pair_problems(name, algorithm, domain_name, domain, config["shards"])
+        shards = config["shards"] if config["mode"] != "async" else 1  # async: no shards
+        problems += _pair_problems(name, algorithm, domain_name, domain, shards)
     return problems
 
 
@@ -308,7 +332,13 @@ def plugin_problems(config: dict) -> list[str]:
         if ALGORITHMS[algorithm["type"]].cls is not None or "class" not in algorithm:
             continue
         try:
-            plugin_class(algorithm, where=f"key 'algorithms.{name}.class'")
+            cls = plugin_class(algorithm, where=f"key 'algorithms.{name}.class'")
+            if config["mode"] == "async" and not accepts_async(cls):
+                problems.append(
+                    f"key 'algorithms.{name}.class': {algorithm['class']} cannot run in mode "
+                    f"async: it has no {' and '.join(m + '()' for m in ASYNC_METHODS)} "
+                    "(docs/plugins.md, 'Asynchronous mode')"
+                )
         except OptimizerError as error:
             problems.append(str(error))
         except Exception as error:  # noqa: BLE001 - a user's module may raise anything
@@ -374,13 +404,15 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     domain_spec = resolved_domain(config["domains"][domain])
     algorithm_spec = resolved_algorithm(config["algorithms"][algorithm], domain_spec)
     entry = ALGORITHMS[algorithm_spec["type"]]
+    asynchronous = asynchronous_spec(config, domain_spec)
     if entry.shards_in_spec:
-        algorithm_spec["shards"] = config["shards"]
+        # Every shard (asynchronous mode: every slot) is a worker of the algorithm.
+        algorithm_spec["shards"] = asynchronous["slots"] if asynchronous else config["shards"]
     domain_entry = DOMAINS.get(domain_spec["type"])
     offset = domain_entry.qd_score_offset if domain_entry else 0.0
     if offset:
         algorithm_spec["archive"].setdefault("qd_score_offset", offset)
-    return {
+    spec = {
         "campaign": config["campaign"],
         "master_seed": config["master_seed"],
         "checkpoint_every": config["checkpoint_every"],
@@ -390,6 +422,22 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
         "algorithm_spec": algorithm_spec,
         "domain_spec": domain_spec,
     }
+    if asynchronous:
+        spec["asynchronous"] = asynchronous
+    return spec
+
+
+def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:
+    """The ``asynchronous`` part of a run spec (``None`` unless ``mode: async``): the
+    slot count, the clock and, when the virtual clock needs them, the virtual durations
+    (a domain's ``simulated_seconds`` are used instead when it has them)."""
+    if config["mode"] != "async":
+        return None
+    settings = config["async"]
+    spec = {"slots": settings["slots"] or config["dask"]["workers"], "clock": settings["clock"]}
+    if settings["clock"] == "virtual" and not domain_spec.get("simulated_seconds"):
+        spec["virtual_seconds"] = dict(settings["virtual_seconds"])
+    return spec
 
 
 def run_spec_json(spec: dict) -> str:

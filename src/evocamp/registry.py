@@ -88,6 +88,10 @@ class AlgorithmType:
         Defaults of ``archive.*`` keys particular to the type.
     shards_in_spec : bool
         The shard count is part of the algorithm (every shard is one worker).
+    async_refusal : str or None
+        Why the type cannot run in asynchronous mode (``mode: async``), or ``None``
+        when it can (its class has ``ask_async`` and ``tell_async``; plugins are checked
+        for them).
     """
 
     name: str
@@ -106,6 +110,7 @@ class AlgorithmType:
     grid_archive: bool = True
     archive_defaults: dict = field(default_factory=dict)
     shards_in_spec: bool = False
+    async_refusal: str | None = "it has no asynchronous (steady-state) form"
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -220,6 +225,17 @@ def _batch_size(algorithm: dict) -> int:
     return algorithm["batch_size"]
 
 
+#: Why the batch-only types cannot run asynchronously.
+_CMA_WHOLE_BATCHES = (
+    "its CMA-ES emitters rank and adapt on whole batches (a tell of one solution has no "
+    "ranking to learn from)"
+)
+_ES_WHOLE_BATCHES = (
+    "it computes each update from a whole population ranked together (one offspring "
+    "has nothing to be ranked against)"
+)
+
+
 ALGORITHMS: dict[str, AlgorithmType] = {
     entry.name: entry
     for entry in (
@@ -247,6 +263,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "Fontaine et al. 2020 (CMA-ME); pyribs",
             QDRecipe(archive="grid", emitter="evolution_strategy"),
             ranker="2imp",
+            async_refusal=_CMA_WHOLE_BATCHES,
         ),
         _qd(
             "cma_mae",
@@ -261,6 +278,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             ),
             ranker="imp",
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
+            async_refusal=_CMA_WHOLE_BATCHES,
         ),
         AlgorithmType(
             name="openai_es",
@@ -271,6 +289,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             params=("popsize", "sigma", "learning_rate", "weight_decay"),
             cls=es.OpenAIES,
             batch_size=_population,
+            async_refusal=_ES_WHOLE_BATCHES,
         ),
         AlgorithmType(
             name="snes",
@@ -286,6 +305,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             params=("popsize", "sigma", "eta_mu", "eta_sigma"),
             cls=es.SNES,
             batch_size=_population,
+            async_refusal=_ES_WHOLE_BATCHES,
         ),
         AlgorithmType(
             name="qucb_centralised",
@@ -298,6 +318,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=bo.CentralisedQUCB,
             batch_size=_batch_size,
             needs_bounds=True,
+            async_refusal=None,
         ),
         AlgorithmType(
             name="qucb_decentralised",
@@ -311,6 +332,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             batch_size=_batch_size,
             needs_bounds=True,
             shards_in_spec=True,
+            async_refusal=None,
         ),
         AlgorithmType(
             name="random_search",
@@ -322,6 +344,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=RandomSearch,
             batch_size=_batch_size,
             needs_bounds=True,
+            async_refusal=None,
         ),
         AlgorithmType(
             name=PLUGIN,
@@ -329,6 +352,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             summary="your own optimizer class (docs/plugins.md)",
             required=("class",),
             optional=("python_path", "params"),
+            async_refusal=None,
         ),
     )
 }

@@ -44,6 +44,7 @@ HEAVY = {
 LATE_OWN_IMPORTS = {
     ("evocamp.warmstart", "evocamp.cli"),
     ("evocamp.cli", "evocamp.config"),
+    ("evocamp.cli", "evocamp.executors.async_mode"),
     ("evocamp.cli", "evocamp.executors.dask_mode"),
     ("evocamp.cli", "evocamp.reporting.plotting"),
     ("evocamp.cli", "evocamp.reporting.status"),

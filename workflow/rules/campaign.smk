@@ -79,10 +79,12 @@ else:
             shards=SHARDS,
             workers=config["dask"]["workers"],
             scheduler_file=config["dask"]["scheduler_file"] or "",
+            completions=completion_log_option,
         shell:
             "python -m evocamp segment --state {input.state} --until {wildcards.gen} "
             "--shards {params.shards} --workers {params.workers} "
-            "--scheduler-file={params.scheduler_file:q} --output {output} 2> {log}"
+            "--scheduler-file={params.scheduler_file:q} {params.completions} "
+            "--output {output} 2> {log}"
 
 
 checkpoint keep_checkpoint:

@@ -52,7 +52,7 @@ FIGURE_CODE = [
     f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
-WORKERS = config["dask"]["workers"] if config["mode"] == "dask" else SHARDS
+WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
 # Every step runs `python -m evocamp` from this workflow's own source tree, also in a
 # `--sdm conda` environment (which holds the dependencies only). The tell steps print
 # "generation g/N"; N reaches them through this prefix so that raising `generations`
@@ -168,6 +168,13 @@ def segment_start(wildcards):
     if start == 0:
         return kept_checkpoint(wildcards, 0)
     return require_kept(wildcards, start)
+
+
+def completion_log_option(wildcards):
+    """Asynchronous mode: the segment's ``--completions`` argument (the run's log)."""
+    if config["mode"] != "async":
+        return ""
+    return f"--completions {run_file(wildcards, 'completions.jsonl')}"
 
 
 def dask_threads(wildcards):

@@ -30,7 +30,8 @@ def _fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def _disk_full(path: Path, error: OSError) -> DiskFullError:
+def disk_full_error(path: Path, error: OSError) -> DiskFullError:
+    """The :class:`DiskFullError` for a write of ``path`` that failed with ``error``."""
     if path.exists():
         kept = f"{path} keeps its previous content"
     else:
@@ -66,7 +67,7 @@ def replaced_atomically(path: str | Path):
         _fsync_path(path.parent)
     except OSError as error:
         if error.errno in NO_SPACE:
-            raise _disk_full(path, error) from None
+            raise disk_full_error(path, error) from None
         raise
     finally:
         temporary.unlink(missing_ok=True)

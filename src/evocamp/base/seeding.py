@@ -15,6 +15,10 @@ import numpy as np
 #: Spawn-key tags: the first element after the run key says what a stream is for.
 OPTIMIZER_STREAM = 0
 EVALUATION_STREAM = 1
+#: Evaluation seeds of asynchronous runs (numbered evaluations, no generations).
+ASYNCHRONOUS_EVALUATION_STREAM = 2
+#: Asynchronous evaluation seeds are drawn in blocks of this many words.
+SEED_BLOCK = 1024
 
 
 def name_key(name: str) -> int:
@@ -47,3 +51,24 @@ def evaluation_seeds(
     """
     sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
     return sequence.generate_state(count, dtype=np.uint64)
+
+
+def asynchronous_evaluation_seeds(
+    master_seed: int, key: tuple[int, ...], evaluations: np.ndarray
+) -> np.ndarray:
+    """Return the uint64 seed of each numbered evaluation of an asynchronous run.
+
+    Evaluation ``e`` gets word ``e % SEED_BLOCK`` of
+    ``SeedSequence(master_seed, spawn_key=(*key, ASYNCHRONOUS_EVALUATION_STREAM,
+    e // SEED_BLOCK))``: the same whichever worker evaluates it and whenever.
+    """
+    evaluations = np.asarray(evaluations, dtype=np.int64)
+    seeds = np.empty(len(evaluations), dtype=np.uint64)
+    for block in np.unique(evaluations // SEED_BLOCK):
+        sequence = np.random.SeedSequence(
+            master_seed, spawn_key=(*key, ASYNCHRONOUS_EVALUATION_STREAM, int(block))
+        )
+        words = sequence.generate_state(SEED_BLOCK, dtype=np.uint64)
+        inside = evaluations // SEED_BLOCK == block
+        seeds[inside] = words[evaluations[inside] % SEED_BLOCK]
+    return seeds

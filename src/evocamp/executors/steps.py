@@ -16,7 +16,9 @@ from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
+from evocamp.files.completions import read_completions
 from evocamp.files.shard import read_shard, write_shard
+from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import initialise, optimizer_result, tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
@@ -38,8 +40,9 @@ def progress(line: str) -> None:
 
 
 def init_step(*, spec: dict, output: str | Path) -> None:
-    """Create a run's optimizer and write its generation-0 checkpoint."""
-    state = initialise(spec)
+    """Create a run's optimizer and write its generation-0 checkpoint (an asynchronous
+    run's holds a proposal for every slot)."""
+    state = initialise_asynchronous(spec) if asynchronous_settings(spec) else initialise(spec)
     write_state(output, state)
     log(
         f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
@@ -133,3 +136,30 @@ def finalise_step(
     log(f"generation {final_state.generation}: final archive {archive}")
     tidy_window(work=Path(work), logs=logs, up_to=final_state.generation)
     forget_run(work)
+
+
+#: An asynchronous run's completion log, in its run folder.
+COMPLETION_LOG = "completions.jsonl"
+
+
+def replay_step(*, run: str | Path, output: str | Path) -> bool:
+    """Tell a finished asynchronous run again from its completion log and write the
+    archive it gives to ``output``; returns whether it is bitwise the run's own
+    ``archive.h5``."""
+    run = Path(run)
+    finished = sorted(run.glob("finished/gen_*.json"))
+    if not finished:
+        raise FileNotFoundError(f"{run} holds no finished run (finished/gen_*.json)")
+    summary = json.loads(finished[-1].read_text())
+    spec, generation = summary["run_spec"], int(summary["final"]["generation"])
+    if not asynchronous_settings(spec):
+        raise ValueError(f"{run} is not an asynchronous run: there is no log to replay")
+    state = replay(spec, read_completions(run / COMPLETION_LOG), generations=generation)
+    write_run_archive(output, state, evaluations=int(summary["final"]["evaluations"]))
+    same = Path(output).read_bytes() == (run / "archive.h5").read_bytes()
+    log(
+        f"{run_label(spec)}: replayed {generation} generations from {run / COMPLETION_LOG} "
+        f"-> {output}: {'bitwise identical to' if same else 'DIFFERENT from'} "
+        f"{run / 'archive.h5'}"
+    )
+    return same

@@ -38,3 +38,10 @@ class RandomSearch:
 
     def tell(self, objective, measures, **extra) -> None:
         """Random search learns nothing."""
+
+    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+        """Asynchronous mode: one uniform sample per freed slot."""
+        return self.rng.uniform(self.low, self.high, (len(slots), self.dim))
+
+    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
+        """Random search learns nothing."""

@@ -155,6 +155,7 @@ def propose(
     initial_points: int,
     refine_generations: int,
     rng: np.random.Generator,
+    pending: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -163,6 +164,9 @@ def propose(
     generations (:func:`refine_by_ucb`); the proposal is its best point that is
     neither evaluated nor proposed already (with no generations, the best such
     candidate).
+
+    ``pending`` (points proposed and still being evaluated, asynchronous mode) are
+    never proposed again.
 
     Returns
     -------
@@ -182,6 +186,8 @@ def propose(
     start = np.concatenate([uniform, x])
     mean, std = tree_mean_std(model, start)
     taken = {point.tobytes() for point in x}
+    if pending is not None:
+        taken.update(point.tobytes() for point in pending)
     points = []
     for kappa in kappas:
         score = ucb(mean, std, kappa)
@@ -303,6 +309,40 @@ class CentralisedQUCB(_QUCB):
         self._record(self.pending, objective)
         self.pending = None
 
+    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+        """Asynchronous mode: fit the surrogate to the history told so far and propose
+        one point per freed slot, with that slot's (worker's) kappa; points still being
+        evaluated are not proposed again."""
+        in_flight = getattr(self, "in_flight", np.empty((0, self.x.shape[1])))
+        kappas = np.array(
+            [
+                exploration_weights(self.seed, kappa=self.kappa, worker=int(slot), count=1)[0]
+                for slot in slots
+            ]
+        )
+        points, fit_seconds, propose_seconds = propose(
+            self.x,
+            self.y,
+            kappas=kappas,
+            bounds=self.bounds,
+            candidates=self.candidates,
+            trees=self.trees,
+            initial_points=self.initial_points,
+            refine_generations=self.refine_generations,
+            rng=proposal_rng(self.seed, generation=int(evaluations[0]), worker=0),
+            pending=in_flight,
+        )
+        self.in_flight = np.concatenate([in_flight, points])
+        self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
+        return points
+
+    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
+        """Asynchronous mode: add finished points to the history."""
+        self._record(solutions, objective)
+        done = {np.asarray(point, dtype=np.float64).tobytes() for point in solutions}
+        keep = [point.tobytes() not in done for point in self.in_flight]
+        self.in_flight = self.in_flight[np.asarray(keep, dtype=bool)]
+
     def stats(self) -> dict:
         """Seconds the last ``ask`` spent fitting and proposing."""
         return dict(self.timings)
@@ -329,7 +369,10 @@ class DecentralisedBatch(CompactBatch):
         size, shards, initial_points, candidates, trees, refine_generations = (
             int(v) for v in batch["settings"][()]
         )
-        worker = shard_of_slice(size, shards, start, stop)
+        if "worker" in batch:  # asynchronous mode: one proposal of one worker slot
+            worker = int(batch["worker"][0])
+        else:
+            worker = shard_of_slice(size, shards, start, stop)
         if worker is None:
             raise ValueError(
                 f"solutions {start}..{stop - 1} are not one shard's slice of a batch of "
@@ -374,14 +417,30 @@ class DecentralisedQUCB(_QUCB):
     def ask(self) -> dict:
         """The next batch: the history and what the shards need to propose from it."""
         self.generation += 1
-        return {
+        return self._batch(generation=self.generation, size=self.points, shards=self.shards)
+
+    def ask_async(self, *, slots, evaluations) -> list[dict]:
+        """Asynchronous mode (ADBO proper): one batch per freed slot, holding the history
+        told so far; the worker fits its own surrogate and proposes with its slot's
+        kappa (its random numbers are keyed by the evaluation id)."""
+        return [
+            self._batch(generation=int(evaluation), size=1, shards=1, worker=int(slot))
+            for slot, evaluation in zip(slots, evaluations, strict=True)
+        ]
+
+    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
+        """Asynchronous mode: add finished points (proposed by the workers) to the history."""
+        self._record(solutions, objective)
+
+    def _batch(self, *, generation: int, size: int, shards: int, worker: int | None = None):
+        batch = {
             "x": self.x,
             "y": self.y,
             "bounds": np.asarray(self.bounds),
             "settings": np.asarray(
                 [
-                    self.points,
-                    self.shards,
+                    size,
+                    shards,
                     self.initial_points,
                     self.candidates,
                     self.trees,
@@ -391,8 +450,11 @@ class DecentralisedQUCB(_QUCB):
             ),
             "kappa": np.asarray([self.kappa]),
             "seed": np.asarray([self.seed], dtype=np.uint64),
-            "generation": np.asarray([self.generation], dtype=np.int64),
+            "generation": np.asarray([generation], dtype=np.int64),
         }
+        if worker is not None:
+            batch["worker"] = np.asarray([worker], dtype=np.int64)
+        return batch
 
     def tell(self, objective, measures, *, solutions, **extra) -> None:
         """Add the solutions the shards proposed and their objectives to the history."""

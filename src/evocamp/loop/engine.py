@@ -127,7 +127,7 @@ def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = No
         )
     best = state.best
     if state.archive is None:
-        best = _improved_best(
+        best = improved_best(
             state.best, objective=objective, extra=extra, solutions_of=solutions_of
         )
     told = dict(extra)
@@ -166,7 +166,7 @@ def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = No
     )
 
 
-def _improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
+def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
     """The best evaluated solution so far (runs without an archive): its solution,
     objective and extra fields; the first of equal objectives wins. ``solutions_of(rows)``
     gives the solutions of rows of the generation's batch."""

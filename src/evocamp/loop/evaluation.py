@@ -96,9 +96,13 @@ class _Call:
     shard: int
     first: int
     last: int
+    #: Asynchronous runs: the evaluation id of the call's one solution.
+    evaluation: int | None = None
 
     def solution(self, offset: int) -> str:
         """Location of solution ``first + offset``."""
+        if self.evaluation is not None:
+            return where(self.spec, self.generation, self.shard, evaluation=self.evaluation)
         return where(self.spec, self.generation, self.shard, self.first + offset)
 
     def whole(self) -> str:
@@ -164,6 +168,7 @@ def evaluate_slice(
     seeds: np.ndarray,
     stats: dict | None = None,
     keep_solutions: bool = False,
+    evaluation: int | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -179,6 +184,9 @@ def evaluate_slice(
         Seconds the shard spent making its solutions, kept with the results.
     keep_solutions : bool
         Keep the solutions with the results (the shard proposed them).
+    evaluation : int, optional
+        Asynchronous runs: the id of the slice's one evaluation (messages name it and
+        the slot, ``shard``, instead of generation and index).
 
     Raises
     ------
@@ -198,7 +206,7 @@ def evaluate_slice(
     eval_seconds = np.zeros(count)
     for lo in range(0, count, chunk):
         hi = min(lo + chunk, count)
-        call = _Call(spec, generation, shard, start + lo, start + hi - 1)
+        call = _Call(spec, generation, shard, start + lo, start + hi - 1, evaluation)
         began = time.perf_counter()
         outputs = _call(evaluator, domain, solutions[lo:hi], seeds[lo:hi], call=call)
         if domain.get("simulated_seconds"):

@@ -14,6 +14,14 @@ optimizer only through this protocol, which built-in families and users' classes
         def result(self): ...       # {"centre": ...}: arrays stored in archive.h5 /result
         batch_format = MyBatch      # only with compact batches: a CompactBatch subclass
 
+Asynchronous mode (``mode: async``) needs two more methods, which say that the class
+accepts a proposal request of any size and a tell of any subset of its proposals::
+
+        def ask_async(self, *, slots, evaluations):  # one proposal per freed worker slot
+            ...     # an (len(slots), solution_dim) array, or a list of compact batches
+        def tell_async(self, objective, measures, *, solutions, **extra): ...
+            # the results of any completed proposals (usually one), with the solutions
+
 A *compact batch* describes the solutions instead of listing them (an ES centre and
 one noise seed per offspring; a BO history from which every shard proposes). Its
 :class:`CompactBatch` class knows the batch's size, materialises the slice of one
@@ -42,6 +50,8 @@ from evocamp.model.runspec import is_plugin, optimizer_name, where
 
 #: Methods every optimizer class has.
 REQUIRED_METHODS = ("ask", "tell")
+#: Methods of optimizer classes that run in asynchronous mode (``mode: async``).
+ASYNC_METHODS = ("ask_async", "tell_async")
 
 
 class CompactBatch:
@@ -182,12 +192,20 @@ def check_methods(cls: type, *, name: str) -> None:
 
 
 def call_optimizer(
-    spec: dict, generation: int, method: str, function, *args, shard: int | None = None, **kwargs
+    spec: dict,
+    generation: int,
+    method: str,
+    function,
+    *args,
+    shard: int | None = None,
+    evaluation: int | None = None,
+    **kwargs,
 ):
     """Call ``function`` (a method of the run's optimizer or of its batch format).
 
     For a user's class any exception becomes one :class:`OptimizerError` naming the
-    class, the method, the run, the generation and, in a shard, the shard; the
+    class, the method, the run, the generation and, in a shard, the shard (in an
+    asynchronous run: the ``evaluation`` id and its slot instead); the
     traceback goes into its ``details`` (the job's log). Built-in classes are called
     directly: their failures are evocamp's bugs and keep their tracebacks.
     """
@@ -199,7 +217,8 @@ def call_optimizer(
         raise
     except Exception as error:  # noqa: BLE001 - user code may raise anything
         raise OptimizerError(
-            f"{where(spec, generation, shard)}: optimizer class {optimizer_name(spec)}, "
+            f"{where(spec, generation, shard, evaluation=evaluation)}: optimizer class "
+            f"{optimizer_name(spec)}, "
             f"method {method}() raised {type(error).__name__}: {error}",
             details="".join(traceback.format_exception(error)),
         ) from None
@@ -252,3 +271,45 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
             "is not finite"
         )
     return {"solutions": solutions}, len(solutions)
+
+
+def accepts_async(cls: type) -> bool:
+    """Whether an optimizer class has the asynchronous methods (:data:`ASYNC_METHODS`)."""
+    return all(callable(getattr(cls, method, None)) for method in ASYNC_METHODS)
+
+
+def checked_proposals(
+    spec: dict, generation: int, batch_format: BatchFormat, asked, *, count: int
+) -> list[dict]:
+    """The proposals ``ask_async`` returned, as one single-solution batch each.
+
+    Raises
+    ------
+    OptimizerError
+        When there are not ``count`` of them, or one is not a valid batch of one
+        solution (see :func:`checked_batch`).
+    """
+    method = f"optimizer {optimizer_name(spec)}, method ask_async()"
+    if batch_format.compact is None:
+        batch, size = checked_batch(spec, generation, batch_format, asked)
+        if size != count:
+            raise OptimizerError(
+                f"{where(spec, generation)}: {method} returned {size} solutions for "
+                f"{count} free slots"
+            )
+        return [{"solutions": row[None]} for row in batch["solutions"]]
+    if not isinstance(asked, (list, tuple)) or len(asked) != count:
+        raise OptimizerError(
+            f"{where(spec, generation)}: {method} must return a list of {count} compact "
+            f"batches (one per free slot), not {type(asked).__name__}"
+        )
+    checked = []
+    for proposal in asked:
+        batch, size = checked_batch(spec, generation, batch_format, proposal)
+        if size != 1:
+            raise OptimizerError(
+                f"{where(spec, generation)}: {method} returned a proposal of {size} "
+                "solutions; each free slot gets one"
+            )
+        checked.append(batch)
+    return checked

@@ -48,8 +48,24 @@ def measure_count(domain_spec: dict) -> int:
     return len(domain_spec.get("measure_ranges") or [])
 
 
-def where(spec: dict, generation: int, shard: int | None = None, index: int | None = None) -> str:
-    """``run a/d/seed0, generation 5, shard 2, solution 11``: where something happened."""
+def where(
+    spec: dict,
+    generation: int,
+    shard: int | None = None,
+    index: int | None = None,
+    *,
+    evaluation: int | None = None,
+) -> str:
+    """``run a/d/seed0, generation 5, shard 2, solution 11``: where something happened.
+
+    Asynchronous runs number evaluations instead (``evaluation``): ``run a/d/seed0,
+    evaluation 17, slot 2`` (``shard`` is then the worker slot).
+    """
+    if evaluation is not None:
+        parts = [f"run {run_label(spec)}", f"evaluation {evaluation}"]
+        if shard is not None:
+            parts.append(f"slot {shard}")
+        return ", ".join(parts)
     parts = [f"run {run_label(spec)}", f"generation {generation}"]
     if shard is not None:
         parts.append(f"shard {shard}")

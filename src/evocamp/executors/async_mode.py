@@ -1,0 +1,138 @@
+"""Asynchronous mode on Dask: one job runs a segment of an asynchronous run.
+
+The job keeps the run's slots busy on a Dask cluster (a LocalCluster per segment, or
+an existing one through its scheduler file, as Dask mode): every evaluation in flight
+is one Dask task (a decentralised worker's task fits its surrogate and proposes
+first). :class:`~evocamp.loop.asynchronous.AsynchronousLoop` decides which completion
+is told next; every completion is appended to the run's completion log as it
+arrives. At the segment's end, completions that have already arrived are logged (the
+next segment tells them without evaluating them again), the rest are cancelled, and
+the state with the proposals in flight is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from evocamp.base.errors import ConfigError
+from evocamp.executors.dask_mode import cluster_workers, dask_client
+from evocamp.files.checkpoint import RunState, write_state
+from evocamp.files.completions import Completion, CompletionLog, read_completions
+from evocamp.loop.asynchronous import (
+    AsynchronousLoop,
+    InFlight,
+    Resume,
+    asynchronous_settings,
+    decode_in_flight,
+    evaluate_in_flight,
+)
+from evocamp.loop.progress import generation_line
+from evocamp.loop.state_cache import read_full_state
+from evocamp.model.runspec import run_label
+from evocamp.registry import batch_format
+
+
+class DaskSlots:
+    """Evaluations in flight as Dask tasks, collected as they finish."""
+
+    def __init__(self, client, spec: dict) -> None:
+        from distributed import as_completed
+
+        self.client = client
+        self.spec = spec
+        self.running = {}
+        self.finished = as_completed()
+
+    def submit(self, entry: InFlight) -> None:
+        """Start evaluating ``entry`` on the cluster."""
+        future = self.client.submit(evaluate_in_flight, self.spec, entry, pure=False)
+        self.running[future.key] = future
+        self.finished.add(future)
+
+    def wait(self, evaluation: int | None) -> Completion:
+        """The next evaluation to finish (whichever; the loop keeps early ones)."""
+        future = next(self.finished)
+        del self.running[future.key]
+        return future.result()  # an evaluation's failure is raised here, with its message
+
+    def finish(self, record) -> int:
+        """Log the completions that have already arrived and cancel the rest; returns
+        how many were logged."""
+        done = [future for future in self.running.values() if future.status == "finished"]
+        for future in sorted(done, key=lambda f: f.result().evaluation):
+            record(future.result())
+        self.client.cancel(list(self.running.values()))
+        return len(done)
+
+
+def run_async_segment(
+    *,
+    state_path: str | Path,
+    until: int,
+    output: str | Path,
+    completions: str | Path,
+    scheduler_file: str | None,
+    workers: int,
+    total: int | None,
+    log=print,
+) -> RunState:
+    """Run an asynchronous run from the checkpoint ``state_path`` until generation
+    ``until`` is complete, on Dask, and write the resulting state to ``output``.
+
+    Parameters
+    ----------
+    state_path, output : str or Path
+        The state to continue from and the one to write.
+    until : int
+        The last generation (``batch_size`` completions each) to complete.
+    completions : str or Path
+        The run's completion log (read back on resume, appended to).
+    scheduler_file : str, optional
+        An existing Dask cluster; ``None`` starts a LocalCluster of ``workers``.
+    workers : int
+        LocalCluster workers.
+    total : int, optional
+        Generations of the run, for the progress lines.
+    log : callable
+        Receives one progress line per generation.
+    """
+    started = time.time()
+    state = read_full_state(state_path)
+    settings = asynchronous_settings(state.spec)
+    if settings is None:
+        raise ConfigError(
+            f"run {run_label(state.spec)} is not asynchronous (its checkpoint {state_path} "
+            "was written in another mode); its campaign's mode must stay what it was"
+        )
+    state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
+    told = decode_in_flight(state.next_batch, state.next_seeds).told
+    resume = Resume.from_log(read_completions(completions), told=told, spec=state.spec)
+    preload = batch_format(state.spec).shard_modules
+    with (
+        dask_client(scheduler_file=scheduler_file, workers=workers, preload=preload) as client,
+        CompletionLog(completions) as completion_log,
+    ):
+        slots = DaskSlots(client, state.spec)
+        loop = AsynchronousLoop(
+            state,
+            resume=resume,
+            submit=slots.submit,
+            wait=slots.wait,
+            record=completion_log.append,
+            workers=cluster_workers(client) if scheduler_file else workers,
+        )
+        state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
+        kept = slots.finish(completion_log.append)
+    began = time.perf_counter()
+    write_state(output, state)
+    print(
+        f"generation {state.generation}: {kept} completions beyond it logged for the next "
+        f"segment; checkpoint written ({Path(output).stat().st_size / 1e6:.2f} MB in "
+        f"{time.perf_counter() - began:.3f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return state
