@@ -59,3 +59,11 @@ def fails_first_attempt(solutions, seeds, *, marker_dir):
         marker.touch()
         raise RuntimeError("transient failure on the first attempt")
     return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :2]}
+
+
+def fails_on_negative_first(solutions, seeds):
+    """Minus the squared norm, measure = the first parameter; raises for a solution
+    whose first parameter is negative (a failing user evaluation in asynchronous mode)."""
+    if (solutions[:, 0] < 0).any():
+        raise ValueError("the first parameter is negative")
+    return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :1]}

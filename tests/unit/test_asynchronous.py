@@ -1,0 +1,219 @@
+"""Asynchronous mode in process: the completion log, the virtual clock's independence of
+arrival order, resume and replay from the log, and its error messages."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from campaigns import ASYNC_CAMPAIGN
+from conftest import PLUGINS, error_of, merged, write_final
+
+from evocamp.base.errors import CorruptFileError, EvaluationError
+from evocamp.config import run_spec, validate_config
+from evocamp.files.completions import Completion, CompletionLog, read_completions
+from evocamp.loop.asynchronous import (
+    AsynchronousLoop,
+    LogMismatchError,
+    Resume,
+    evaluate_in_flight,
+    evaluate_in_process,
+    initialise_asynchronous,
+    replay,
+)
+
+#: The asynchronous test campaign without sleeping (durations stay virtual).
+FAST = merged(
+    ASYNC_CAMPAIGN,
+    {
+        "domains": {
+            "ackley4": {
+                "type": "ackley",
+                "solution_dim": 4,
+                "simulated_seconds": {"distribution": "exponential", "mean": 0.0},
+            }
+        },
+        "async": {"slots": 4, "virtual_seconds": {"distribution": "exponential", "mean": 1.0}},
+    },
+)
+for _name in ("dec", "cen"):  # cheap surrogates: these tests are about the loop
+    FAST["algorithms"][_name].update(candidates=50, refine_generations=1, trees=3)
+
+
+def spec_of(config: dict, algorithm: str) -> dict:
+    """A run spec whose virtual durations are exponential (no sleeping)."""
+    config = copy.deepcopy(config)
+    del config["domains"]["ackley4"]["simulated_seconds"]
+    return run_spec(validate_config(config), algorithm=algorithm, domain="ackley4", seed=0)
+
+
+def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=None):
+    """Run ``spec`` to generation ``until`` evaluating in process; ``order`` (a
+    random generator) returns finished evaluations in a shuffled order, as a cluster
+    might. Returns the state and the log."""
+    submitted, logged = {}, []
+
+    def submit(entry):
+        submitted[entry.evaluation] = entry
+
+    def wait(evaluation):
+        chosen = evaluation if order is None else order.choice(sorted(submitted))
+        return evaluate_in_flight(spec, submitted.pop(chosen))
+
+    loop = AsynchronousLoop(
+        state or initialise_asynchronous(spec),
+        resume=resume or Resume(by_id={}, order=[]),
+        submit=submit,
+        wait=wait,
+        record=logged.append,
+        workers=4,
+    )
+    return loop.run(until=until), logged
+
+
+@pytest.mark.parametrize("algorithm", ["dec", "cen", "rs"])
+def test_virtual_clock_does_not_depend_on_arrival_order(tmp_path, algorithm):
+    """Completions arriving in any order give the same run, bit for bit: the virtual
+    clock decides what is told next (ties by evaluation id)."""
+    spec = spec_of(FAST, algorithm)
+    first, told = run_in_process(spec, until=3)
+    shuffled, logged = run_in_process(spec, until=3, order=np.random.default_rng(5))
+    assert write_final(tmp_path / "a.h5", first) == write_final(tmp_path / "b.h5", shuffled)
+    assert first.generation == 3 and int(first.metrics_window["evaluations"][-1]) == 18
+    assert len(logged) >= 18
+    # Told in virtual-clock order (here the log's order), which the exponential
+    # durations make differ from the id order; shuffled arrivals are logged as they come.
+    order = [c.evaluation for c in told]
+    assert len(order) == 18 and order != sorted(order)
+    assert [c.evaluation for c in logged] != order
+
+
+def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path):
+    """A kill after any number of logged completions: resuming from the initial state
+    with the log's prefix (its completions are not evaluated again) gives the
+    uninterrupted run; replaying the whole log gives it without evaluating at all."""
+    spec = spec_of(FAST, "dec")
+    reference, logged = run_in_process(spec, until=3)
+    expected = write_final(tmp_path / "reference.h5", reference)
+    for cut in (1, 7, 13):
+        resume = Resume.from_log(logged[:cut], told=0, spec=spec)
+        resumed, more = run_in_process(spec, until=3, resume=resume)
+        assert write_final(tmp_path / f"cut{cut}.h5", resumed) == expected
+        assert {c.evaluation for c in more}.isdisjoint(c.evaluation for c in logged[:cut])
+    replayed = replay(spec, logged, generations=3)
+    assert write_final(tmp_path / "replayed.h5", replayed) == expected
+    with pytest.raises(CorruptFileError, match="the completion log ends before generation 3"):
+        replay(spec, logged[:10], generations=3)
+
+
+def test_a_log_of_another_configuration_is_refused():
+    spec = spec_of(FAST, "rs")
+    _, logged = run_in_process(spec, until=1)
+    other = copy.deepcopy(spec)
+    other["master_seed"] = 99
+    with pytest.raises(LogMismatchError, match="is not the solution this run proposed"):
+        replay(other, logged, generations=1)
+
+
+def test_completion_log_is_exact_and_survives_a_torn_last_line(tmp_path):
+    path = tmp_path / "completions.jsonl"
+    completions = [
+        Completion(
+            evaluation=index,
+            slot=index % 3,
+            solution=np.random.default_rng(index).normal(size=5),
+            objective=float(np.random.default_rng(index).normal()) * 1e-7,
+            measures=np.array([0.1 + index, 1 / 3]),
+            extra={"accuracy": 2 / 7},
+            eval_seconds=0.25,
+            stats={"fit_seconds": 0.5},
+        )
+        for index in range(4)
+    ]
+    with CompletionLog(path) as log:
+        for completion in completions[:3]:
+            log.append(completion)
+    with open(path, "ab") as handle:  # a kill in the middle of the next append
+        handle.write(completions[3].to_json().encode()[:40])
+    read = read_completions(path)
+    assert [c.to_json() for c in read] == [c.to_json() for c in completions[:3]]
+    assert read[1].solution.tobytes() == completions[1].solution.tobytes()
+    with CompletionLog(path) as log:  # the partial line is cut off before appending
+        log.append(completions[3])
+    assert [c.to_json() for c in read_completions(path)] == [c.to_json() for c in completions]
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "{not json", *lines[2:]]) + "\n")
+    with pytest.raises(CorruptFileError, match=r"completions.jsonl, line 2: not a completion"):
+        read_completions(path)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "why"),
+    [
+        ({"type": "cma_me"}, "its CMA-ES emitters rank and adapt on whole batches"),
+        ({"type": "cma_mae"}, "its CMA-ES emitters rank and adapt on whole batches"),
+        ({"type": "openai_es"}, "it computes each update from a whole population"),
+        ({"type": "snes"}, "it computes each update from a whole population"),
+    ],
+)
+def test_batch_only_algorithms_are_refused_in_async_mode(algorithm, why):
+    config = {
+        "mode": "async",
+        "algorithms": {"mine": algorithm},
+        "domains": {"sphere": {"type": "sphere"}},
+    }
+    message = error_of(config)
+    assert f"key 'algorithms.mine.type': {algorithm['type']} cannot run in mode async: " in message
+    assert why in message
+    assert "run it with mode dask or shards" in message
+
+
+def test_a_plugin_without_the_asynchronous_methods_is_refused():
+    config = merged(
+        FAST,
+        {
+            "algorithms": {
+                "mine": {
+                    "type": "plugin",
+                    "class": "my_optimizers:OnePlusLambda",
+                    "python_path": str(PLUGINS),
+                    "params": {"lam": 4},
+                }
+            }
+        },
+    )
+    del config["algorithms"]["dec"], config["algorithms"]["cen"], config["algorithms"]["rs"]
+    assert (
+        "key 'algorithms.mine.class': my_optimizers:OnePlusLambda cannot run in mode async: "
+        "it has no ask_async() and tell_async()"
+    ) in error_of(config)
+
+
+def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
+    config = merged(
+        FAST,
+        {
+            "domains": {
+                "ackley4": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:fails_on_negative_first",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 4,
+                    "bounds": [-1.0, 1.0],
+                    "measure_ranges": [[-1.0, 1.0]],
+                }
+            }
+        },
+    )
+    spec = run_spec(validate_config(config), algorithm="rs", domain="ackley4", seed=0)
+    submit, wait = evaluate_in_process(spec)
+    with pytest.raises(EvaluationError, match=r"run rs/ackley4/seed0, evaluation \d+, slot \d"):
+        AsynchronousLoop(
+            initialise_asynchronous(spec),
+            resume=Resume(by_id={}, order=[]),
+            submit=submit,
+            wait=wait,
+            record=lambda c: None,
+            workers=1,
+        ).run(until=2)
