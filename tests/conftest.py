@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,30 @@ def kill_tree_after(workdir, seconds: float) -> int:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     return process.returncode
+
+
+def kill_tree_when(workdir, ready, *, timeout: float = 600, poll: float = 0.05) -> bool:
+    """Start the campaign in its own process group and SIGKILL the whole group as soon
+    as ``ready()`` is true; returns whether it was killed (False: it finished first)."""
+    process = subprocess.Popen(
+        snakemake_command(workdir),
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + timeout
+    while process.poll() is None and time.time() < deadline:
+        if ready():
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return True
+        time.sleep(poll)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(f"the campaign in {workdir} was not ready within {timeout} s")
+    return False
 
 
 def executed(completed, rule: str) -> list[str]:
@@ -231,6 +256,52 @@ def write_final(path: Path, state, *, evaluations: int = 0) -> bytes:
 
     write_run_archive(path, state, evaluations=evaluations)
     return Path(path).read_bytes()
+
+
+@pytest.fixture
+def scheduler_file(tmp_path):
+    """A Dask cluster started by the test: a scheduler and two workers on loopback."""
+    path = tmp_path / "scheduler.json"
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--scheduler-file",
+                str(path),
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    deadline = time.time() + 60
+    while not path.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    for _ in range(2):
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    str(path),
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    yield path
+    for process in reversed(processes):
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def pytest_collection_modifyitems(config, items):

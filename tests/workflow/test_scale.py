@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import numpy as np
-import pytest
 from conftest import (
     REPO,
     archive_digests,
@@ -45,52 +43,6 @@ def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
     log = job_log_text(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log")
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
     assert "me/sphere/seed0: generation 3/6" in log
-
-
-@pytest.fixture
-def scheduler_file(tmp_path):
-    """A Dask cluster started by the test: a scheduler and two workers on loopback."""
-    path = tmp_path / "scheduler.json"
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--scheduler-file",
-                str(path),
-                "--host",
-                "127.0.0.1",
-                "--no-dashboard",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    ]
-    deadline = time.time() + 60
-    while not path.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    for _ in range(2):
-        processes.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "distributed.cli.dask_worker",
-                    "--scheduler-file",
-                    str(path),
-                    "--nthreads",
-                    "1",
-                    "--no-dashboard",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-    yield path
-    for process in reversed(processes):
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_dask_mode_with_an_existing_cluster(
