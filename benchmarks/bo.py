@@ -1,19 +1,24 @@
 """The BO family beside its peer, DeepHyper's CBO, on Ackley 5-d and 10-d.
 
     python benchmarks/bo.py --deephyper-python /opt/dhenv/bin/python \
-        [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] [--figure PATH]
+        [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] [--modes dask async] \
+        [--figure PATH]
     python benchmarks/bo.py --timing-only --deephyper-python ...
 
-1. Runs ``config/bo.yaml`` (decentralised qUCB, centralised qUCB, random search; Dask
-   mode, 8 shards on 8 workers, 8 points per generation) through Snakemake, one campaign
-   per domain so each gets its budget (5-d: 200 evaluations, 10-d: 400), one run at a
+1. Runs ``config/bo.yaml`` (decentralised qUCB, centralised qUCB, random search; 8
+   workers, 8 points per generation) through Snakemake in each of ``--modes``: Dask
+   mode (synchronous generations, 8 shards) and asynchronous mode (8 slots; a finished
+   evaluation is told at once and its slot gets a new proposal), one campaign per domain
+   and mode so each gets its budget (5-d: 200 evaluations, 10-d: 400), one run at a
    time (``--cores 1``) so wall times are not shared.
 2. Runs DeepHyper's CBO (ET surrogate, UCBd, qUCBd, as the issue measured it) in its own
    loop and thread evaluator with ``--workers`` workers (``bo_deephyper.py search``),
    same function, budget, initial design size and simulated evaluation times.
 3. Prints, per domain: best Ackley value at the budget and at half of it, wall seconds,
-   utilisation (mean and 95% bootstrap CI over seeds); writes the figure (best value
-   against evaluations and against wall time, bands).
+   utilisation and proposal latency (seconds a proposal takes to make: the surrogate
+   fit plus the proposal, in the shard, slot or tell that makes it) (mean and 95%
+   bootstrap CI over seeds); writes the figure (best value against evaluations and
+   against wall time, bands).
 4. Surrogate step: seconds of one fit + one proposal of 8 points at 100 / 1,000 / 5,000
    history points, evocamp's (scikit-learn ExtraTrees) and DeepHyper's (``tell`` +
    ``ask``), and whether a repeated seed repeats the proposal; and the seconds the tell
@@ -43,14 +48,16 @@ VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
 PEER = "deephyper_cbo"
 
 
-def campaign_curves(args, domain: str, workdir: Path) -> dict[str, list[dict]]:
-    """Run the campaign of one domain; per variant and seed, the best Ackley value
-    after each evaluation's generation, the cumulative wall time and utilisation."""
+def campaign_curves(args, domain: str, workdir: Path, *, mode: str) -> dict[str, list[dict]]:
+    """Run the campaign of one domain in ``mode``; per variant and seed, the best Ackley
+    value after each generation, the cumulative wall time, utilisation and latency."""
     from evocamp.model.metrics import read_metrics_csv
 
     config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
     dim, budget = BUDGETS[domain]
-    config["campaign"] = f"bench_{domain}"
+    config["campaign"] = f"bench_{domain}_{mode}"
+    config["mode"] = mode
+    config["async"] = {"slots": args.workers}
     config["seeds"] = list(args.seeds)
     config["generations"] = budget // config["algorithms"]["qucb_centralised"]["batch_size"]
     config["checkpoint_every"] = config["generations"]
@@ -77,13 +84,15 @@ def campaign_curves(args, domain: str, workdir: Path) -> dict[str, list[dict]]:
                 / "metrics.csv"
             )[1:]
             wall = np.cumsum(rows["wall_seconds"])
-            curves.setdefault(variant, []).append(
+            latency = np.nan_to_num(rows["fit_seconds"]) + np.nan_to_num(rows["propose_seconds"])
+            curves.setdefault(f"{variant} [{mode}]", []).append(
                 {
                     "evaluations": rows["evaluations"],
                     "best": -rows["best_objective"],
                     "times": wall,
                     "wall_seconds": float(wall[-1]),
                     "utilisation": float(rows["eval_seconds"].sum() / (wall[-1] * args.workers)),
+                    "latency": float(latency.mean()),
                 }
             )
     return curves
@@ -117,6 +126,7 @@ def peer_curves(args, domain: str) -> list[dict]:
                 "times": np.asarray(run["times"]),
                 "wall_seconds": run["wall_seconds"],
                 "utilisation": run["utilisation"],
+                "latency": np.nan,
             }
         )
     return runs
@@ -158,6 +168,9 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
                     interval([best_at(r, budget) for r in runs]),
                     interval([r["wall_seconds"] for r in runs]),
                     interval([r["utilisation"] for r in runs]),
+                    interval([r["latency"] for r in runs])
+                    if np.isfinite(runs[0]["latency"])
+                    else "-",
                 ]
             )
         lines.append(f"### {domain} ({budget} evaluations)\n")
@@ -170,6 +183,7 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
                     f"best Ackley at {budget}",
                     "wall s",
                     "utilisation",
+                    "proposal latency s",
                 ],
                 rows,
             )
@@ -183,7 +197,7 @@ def figure(results: dict, path: Path) -> None:
     from evocamp.reporting.plotting import PALETTE, pyplot
 
     plt = pyplot()
-    fig, axes = plt.subplots(2, len(results), squeeze=False, figsize=(7.0, 4.4))
+    fig, axes = plt.subplots(2, len(results), squeeze=False, figsize=(8.0, 5.6))
     rng = np.random.default_rng(0)
     for column, (domain, variants) in enumerate(results.items()):
         _, budget = BUDGETS[domain]
@@ -334,17 +348,23 @@ def main() -> None:
     parser.add_argument("--mean-seconds", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--domains", nargs="+", default=list(BUDGETS))
+    parser.add_argument("--modes", nargs="+", default=["dask", "async"])
     parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "bo.png")
     parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
     args = parser.parse_args()
-    print(machine())
-    print(timing_report(args))
+    print(machine(), flush=True)
+    if not args.skip_timing:
+        print(timing_report(args), flush=True)
     if args.timing_only:
         return
     results = {}
     with scratch_folder("evocamp-bo-") as folder:
         for domain in args.domains:
-            variants = campaign_curves(args, domain, folder / domain)
+            variants = {}
+            for mode in args.modes:
+                variants.update(campaign_curves(args, domain, folder / domain / mode, mode=mode))
+                print(report({domain: variants}), flush=True)
             variants[PEER] = peer_curves(args, domain)
             results[domain] = variants
     print(report(results))

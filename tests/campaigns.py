@@ -85,11 +85,21 @@ BO_CAMPAIGN = {
 }
 
 
-#: The BO campaign in asynchronous mode: 4 slots on a LocalCluster of 2 Dask workers,
-#: virtual clock from the domain's simulated evaluation times (exponential, mean 20 ms,
-#: really slept), 6 completions per generation.
+#: The BO campaign in asynchronous mode, with the asynchronous plugin example of
+#: docs/plugins.md: 4 slots on a LocalCluster of 2 Dask workers, virtual clock from the
+#: domain's simulated evaluation times (exponential, mean 20 ms, really slept), 6
+#: completions per generation (the plugin's: 4, its slots).
 ASYNC_CAMPAIGN = {
     **BO_CAMPAIGN,
+    "algorithms": {
+        **BO_CAMPAIGN["algorithms"],
+        "mine": {
+            "type": "plugin",
+            "class": "my_async:SteadyStateES",
+            "python_path": str(PLUGINS),
+            "params": {"sigma": 0.3},
+        },
+    },
     "campaign": "bo_async",
     "mode": "async",
     "dask": {"workers": 2},

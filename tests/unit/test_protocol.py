@@ -45,6 +45,16 @@ def test_docs_compact_batch_example_is_the_tested_plugin():
     assert text.split("```python\n", 1)[1].split("```", 1)[0] == (PLUGINS / "my_es.py").read_text()
 
 
+def test_docs_asynchronous_example_is_the_tested_plugin():
+    """docs/plugins.md's asynchronous example is tests/plugins/my_async.py, which the
+    asynchronous campaign (tests/campaigns.py ASYNC_CAMPAIGN) runs end to end."""
+    text = (REPO / "docs" / "plugins.md").read_text().split("### Asynchronous mode", 1)[1]
+    assert (
+        text.split("```python\n", 1)[1].split("```", 1)[0]
+        == (PLUGINS / "my_async.py").read_text()
+    )
+
+
 def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring():
     """docs/plugins.md's compact (1+lambda)-ES: shards materialise their slices from the
     stored batch (the same rows as the whole batch); the passive archive gets them."""
