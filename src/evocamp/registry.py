@@ -244,18 +244,21 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "GridArchive + GaussianEmitter",
             "Mouret & Clune 2015; pyribs",
             QDRecipe(archive="grid", emitter="gaussian"),
+            async_refusal=None,
         ),
         _qd(
             "map_elites_line",
             "GridArchive + IsoLineEmitter (iso-line variation)",
             "Vassiliades & Mouret 2018; pyribs",
             QDRecipe(archive="grid", emitter="iso_line"),
+            async_refusal=None,
         ),
         _qd(
             "cvt_map_elites",
             "CVTArchive (archive.cells centroids) + GaussianEmitter",
             "Vassiliades et al. 2018; pyribs",
             QDRecipe(archive="cvt", emitter="gaussian"),
+            async_refusal=None,
         ),
         _qd(
             "cma_me",

@@ -50,8 +50,7 @@ def test_docs_asynchronous_example_is_the_tested_plugin():
     asynchronous campaign (tests/campaigns.py ASYNC_CAMPAIGN) runs end to end."""
     text = (REPO / "docs" / "plugins.md").read_text().split("### Asynchronous mode", 1)[1]
     assert (
-        text.split("```python\n", 1)[1].split("```", 1)[0]
-        == (PLUGINS / "my_async.py").read_text()
+        text.split("```python\n", 1)[1].split("```", 1)[0] == (PLUGINS / "my_async.py").read_text()
     )
 
 

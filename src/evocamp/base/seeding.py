@@ -8,6 +8,7 @@ a generation's batch is split into shards.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
@@ -65,10 +66,19 @@ def asynchronous_evaluation_seeds(
     evaluations = np.asarray(evaluations, dtype=np.int64)
     seeds = np.empty(len(evaluations), dtype=np.uint64)
     for block in np.unique(evaluations // SEED_BLOCK):
-        sequence = np.random.SeedSequence(
-            master_seed, spawn_key=(*key, ASYNCHRONOUS_EVALUATION_STREAM, int(block))
-        )
-        words = sequence.generate_state(SEED_BLOCK, dtype=np.uint64)
+        words = _seed_block(int(master_seed), tuple(int(k) for k in key), int(block))
         inside = evaluations // SEED_BLOCK == block
         seeds[inside] = words[evaluations[inside] % SEED_BLOCK]
     return seeds
+
+
+@functools.lru_cache(maxsize=64)
+def _seed_block(master_seed: int, key: tuple[int, ...], block: int) -> np.ndarray:
+    """One block of asynchronous evaluation seeds (drawn once per process: an
+    asynchronous run asks for one seed per completion)."""
+    sequence = np.random.SeedSequence(
+        master_seed, spawn_key=(*key, ASYNCHRONOUS_EVALUATION_STREAM, block)
+    )
+    words = sequence.generate_state(SEED_BLOCK, dtype=np.uint64)
+    words.setflags(write=False)
+    return words

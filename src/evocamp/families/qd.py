@@ -112,6 +112,22 @@ class QDOptimizer:
         check_numba_disabled()
         self.scheduler.tell(objective, measures, **extra)
 
+    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+        """Asynchronous mode (steady-state MAP-Elites; Gaussian and iso-line emitters,
+        whose ``tell`` learns nothing): each proposal is the first solution of an
+        ``ask`` of the emitter whose turn it is (emitters take turns by evaluation id),
+        varied from elites of the archive as it is now."""
+        emitters = self.scheduler.emitters
+        return np.asarray(
+            [emitters[int(evaluation) % len(emitters)].ask()[0] for evaluation in evaluations],
+            dtype=np.float64,
+        )
+
+    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
+        """Asynchronous mode: add finished solutions to the archive at once."""
+        check_numba_disabled()
+        self.scheduler.archive.add(solutions, objective, measures, **extra)
+
     @property
     def archive(self):
         """The archive whose elites are the run's result."""

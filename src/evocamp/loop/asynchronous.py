@@ -69,10 +69,14 @@ class InFlight:
     seed: int
     #: Its batch of one solution (plain, or compact: the worker proposes it).
     batch: dict
+    #: Its virtual duration, once computed (:meth:`finish`).
+    duration: float | None = None
 
     def finish(self, spec: dict) -> float:
         """Its virtual finish time."""
-        return self.start + virtual_duration(spec, self.seed)
+        if self.duration is None:
+            self.duration = virtual_duration(spec, self.seed)
+        return self.start + self.duration
 
 
 def virtual_duration(spec: dict, seed: int) -> float:
