@@ -82,9 +82,7 @@ def simulate(*, workers: int, evaluations: int, dim: int, mean: float, seed: int
             objective=objective,
             measures=np.empty(0),
         ).to_json()
-        optimizer.tell_async(
-            np.asarray([objective]), np.empty((1, 0)), solutions=solution[None]
-        )
+        optimizer.tell_async(np.asarray([objective]), np.empty((1, 0)), solutions=solution[None])
         told = time.process_time() - began
         if proposed < evaluations:
             told += start(slot, finish)
