@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
+from evocamp.files.evaluations import EvaluationSettings
 
 
 def cmd_check_config(args) -> None:
@@ -43,7 +44,11 @@ def cmd_evaluate(args) -> None:
 def cmd_tell(args) -> None:
     """Fold a generation's shards into the archive and write the next checkpoint."""
     steps.tell_step(
-        state=args.state, shard_files=args.shard_files, output=args.output, total=args.total
+        state=args.state,
+        shard_files=args.shard_files,
+        output=args.output,
+        total=args.total,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -60,6 +65,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
