@@ -133,6 +133,15 @@ def cmd_status(args) -> None:
     print(status_report(folder, plots=not args.no_plots))
 
 
+def cmd_export(args) -> None:
+    """Write a campaign's metrics (or its elites, or its kept evaluations) as one
+    table: CSV, or Parquet for a .parquet file (needs pyarrow)."""
+    from evocamp.results import export
+
+    rows = export(args.folder, args.to, what=args.what)
+    print(f"{rows} rows ({args.what}) -> {args.to}")
+
+
 def _total_from_environment() -> int | None:
     value = os.environ.get("EVOCAMP_GENERATIONS", "")
     return int(value) if value.isdigit() else None
@@ -227,6 +236,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-plots", action="store_true", help="table only")
     sub.set_defaults(func=cmd_status)
 
+    sub = commands.add_parser("export", help=cmd_export.__doc__)
+    sub.add_argument("folder", help="campaign folder (e.g. results/default)")
+    sub.add_argument("--to", required=True, help="a .csv or .parquet file")
+    sub.add_argument(
+        "--what",
+        choices=("campaign", "archives", "evaluations"),
+        default="campaign",
+        help="campaign: one row per run and generation (default); archives: the final "
+        "elites; evaluations: every kept evaluation",
+    )
+    sub.set_defaults(func=cmd_export)
+
     sub = commands.add_parser("compare", help=cmd_compare.__doc__)
     sub.add_argument("--metrics", nargs="+", required=True, help="metrics.csv of every run")
     sub.add_argument("--archives", nargs="+", required=True, help="archives for heatmaps")
@@ -254,7 +275,7 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
             print(error.details, file=sys.stderr, end="", flush=True)
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
         return 1
-    if args.command != "status":
+    if args.command not in ("status", "export"):
         how = ", warm start" if warm else ""
         steps.log(f"[{args.command} took {time.perf_counter() - began:.2f} s{how}]")
     return 0
