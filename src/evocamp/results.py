@@ -222,6 +222,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         evolution strategies, ``noise_seed``. Runs that keep no evaluations give no
         rows (``keep_evaluations``).
     """
+    import pandas as pd
+
     folder, runs = _runs(folder)
     frames = []
     for run in runs:
@@ -238,7 +240,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
             "eval_seconds": rows.eval_seconds,
         }
         if rows.noise_seed is not None:
-            columns["noise_seed"] = rows.noise_seed
+            # Nullable: runs of other families have none, and float64 would round them.
+            columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")
         if solutions:
             stored = rows.solution
             if stored is None and rows.noise_seed is not None:
@@ -246,7 +249,10 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
             if stored is not None:
                 columns.update(_wide("solution", stored))
         frames.append(_frame(_run_columns(folder, run), columns))
-    return _joined(frames, [*RUN_COLUMNS, "generation", "index", "eval_seed", "objective"])
+    frame = _joined(frames, [*RUN_COLUMNS, "generation", "index", "eval_seed", "objective"])
+    if "noise_seed" in frame:
+        frame["noise_seed"] = frame["noise_seed"].astype("UInt64")
+    return frame
 
 
 def export(folder: str | Path, to: str | Path, *, what: str = "campaign") -> int:
