@@ -129,3 +129,5 @@ def test_auto_keeps_bo_and_small_runs():
         __import__("json").loads(EvaluationSettings(keep=True, auto_max_mb=3).to_json())
     )
     assert round_trip == EvaluationSettings(keep=True, auto_max_mb=3)
+    from_command_line = {"keep_evaluations": "false"}  # --config keep_evaluations=false
+    assert EvaluationSettings.from_config(from_command_line).keep is False

@@ -66,8 +66,9 @@ class EvaluationSettings:
     def from_config(cls, config: dict) -> EvaluationSettings:
         """The settings of a validated campaign configuration."""
         more = config.get("evaluations") or {}
+        keep = config.get("keep_evaluations", "auto")
         return cls(
-            keep=config.get("keep_evaluations", "auto"),
+            keep={"true": True, "false": False}.get(keep, keep) if isinstance(keep, str) else keep,
             max_solution_params=int(more.get("max_solution_params", 100)),
             auto_max_mb=float(more.get("auto_max_mb", 100.0)),
         )
