@@ -16,7 +16,8 @@ when the cache no longer holds it (telling the window again). Run it with
 PYTHONPATH=<other clone>/src to measure another version of the layered package, and with
 EVOCAMP_STATE_CACHE=0 to write every state whole (no cache); --keep-evaluations keeps
 every evaluation (solutions of 100 parameters included: the rows go into each state
-and, at kept generations, into the window's evaluations segment); for a version from before
+and, at kept generations, into the window's evaluations segment; not counted: the final
+merge into evaluations.h5, once per run); for a version from before
 the layers (flat modules: evocamp.engine, evocamp.storage, ...), run that clone's own
 copy of this script.
 """
@@ -49,9 +50,9 @@ def measure(
 ) -> list:
     from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
-    from evocamp.executors.steps import evaluation_segment, record_window
+    from evocamp.executors.steps import evaluation_segment
     from evocamp.files.checkpoint import write_state
-    from evocamp.files.evaluations import EvaluationSettings
+    from evocamp.files.evaluations import EvaluationSettings, gather_states, record_evaluations
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import initialise, tell
     from evocamp.loop.evaluation import evaluate_shard
@@ -107,8 +108,14 @@ def measure(
             steps.append(time.perf_counter() - began)
             if generation % keep_every == 0:
                 atomic_copy(path, run / "checkpoints" / f"gen_{generation:06d}.h5")
-                segment = evaluation_segment(run, generation)
-                record_window(work=run / "work", record=segment, spec=state.spec, up_to=generation)
+                # What the keep step records: the rows of the window's states.
+                window = range(generation - keep_every + 1, generation + 1)
+                rows = gather_states(
+                    [run / "work" / f"state_{g:06d}.h5" for g in window],
+                    spec=state.spec,
+                    up_to=generation,
+                )
+                record_evaluations(evaluation_segment(run, generation), rows, spec=state.spec)
             now = folder_bytes(run)
             shared_bytes.append(now - shared)
             shared = now
