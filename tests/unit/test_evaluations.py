@@ -99,6 +99,10 @@ def test_recording_is_keyed_by_generation(tmp_path):
     assert list(record_evaluations(path, blocks[2], spec=spec, up_to=3).generations()) == [1, 2, 3]
     with h5py.File(path, "r") as handle:
         assert handle.attrs["missing_generations"] == ""
+    record_evaluations(path, blocks[3], spec=spec, up_to=6)  # 5 and 6 ran without keeping
+    with h5py.File(path, "r") as handle:
+        assert handle.attrs["missing_generations"] == "5..6"
+        assert handle.attrs["generation"] == 6
     other = spec_of("me", master_seed=8)
     assert read_evaluations(path, spec=other) is None
     assert list(record_evaluations(path, blocks[0], spec=other).generations()) == [1]

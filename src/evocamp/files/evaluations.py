@@ -353,7 +353,7 @@ def record_evaluations(
         merged = merged.select(merged.generation <= up_to)
     if merged is None or not len(merged):
         return None
-    write_evaluations_file(path, merged, spec=spec)
+    write_evaluations_file(path, merged, spec=spec, up_to=up_to)
     return merged
 
 
@@ -362,9 +362,13 @@ def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:
     return sorted(set(range(1, up_to + 1)) - {int(g) for g in rows.generations()})
 
 
-def write_evaluations_file(path: str | Path, rows: EvaluationRows, *, spec: dict) -> None:
-    """Write an evaluations file atomically (see ``docs/hdf5-schema.md``)."""
-    last = int(rows.generation.max())
+def write_evaluations_file(
+    path: str | Path, rows: EvaluationRows, *, spec: dict, up_to: int | None = None
+) -> None:
+    """Write an evaluations file atomically (see ``docs/hdf5-schema.md``): its
+    ``generation`` is ``up_to`` (default: the last with rows), ``missing_generations``
+    names the generations up to it without rows."""
+    last = int(rows.generation.max()) if up_to is None else up_to
     with atomic_h5(path) as handle:
         write_identity(handle, spec, kind=GROUP, generation=last)
         handle.attrs["run_spec"] = json.dumps(spec, sort_keys=True)
