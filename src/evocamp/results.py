@@ -19,16 +19,19 @@ as CSV or Parquet.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from evocamp.base.errors import ConfigError
 from evocamp.base.files import replaced_atomically
-from evocamp.files.archive import read_archive
-from evocamp.files.evaluations import EvaluationRows, concatenate, read_evaluations
+from evocamp.files.archive import read_archive, read_best
+from evocamp.files.evaluations import (
+    EvaluationRows,
+    concatenate,
+    evaluations_run_spec,
+    read_evaluations,
+)
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
 from evocamp.registry import batch_format
@@ -133,19 +136,18 @@ def load_archives(folder: str | Path, *, solutions: bool = False):
             continue
         data = read_archive(path)
         if "objective" not in data:
-            with h5py.File(path, "r") as handle:
-                if "best" not in handle or "objective" not in handle["best"]:
-                    continue
-                data = {name: np.atleast_1d(value[()]) for name, value in handle["best"].items()}
+            best = read_best(path)
+            if best is None:
+                continue
+            data = {name: np.atleast_1d(value) for name, value in best.items()}
             data["solution"] = data["solution"].reshape(1, -1)
             data["index"] = np.array([-1])
         columns = {"index": data["index"], "objective": data["objective"]}
         for number, values in enumerate(np.asarray(data.get("measures", np.empty((1, 0)))).T):
             columns[f"measure_{number}"] = values
-        for name in sorted(data):
-            if name not in ("index", "objective", "measures", "solution", "centroids"):
-                if name not in ("attrs", "file_attrs"):
-                    columns[name] = data[name]
+        not_columns = ("index", "objective", "measures", "solution", "centroids", "attrs")
+        for name in sorted(set(data) - {*not_columns, "file_attrs"}):
+            columns[name] = data[name]
         if solutions:
             columns.update(_wide("solution", data["solution"]))
         frames.append(_frame(_run_columns(folder, run), columns))
@@ -159,10 +161,7 @@ def _wide(prefix: str, values: np.ndarray) -> dict:
 def run_evaluations(run: str | Path) -> EvaluationRows | None:
     """The evaluations kept for one run so far: ``evaluations.h5`` and the segments
     recorded at kept checkpoints since (``None`` when none were kept)."""
-    run = Path(run)
-    paths = [run / "evaluations.h5", *sorted((run / "evaluations").glob("segment_*.h5"))]
-    blocks = [read_evaluations(path) for path in paths if path.exists()]
-    return concatenate(blocks)
+    return concatenate([read_evaluations(path) for path in _evaluation_files(Path(run))])
 
 
 def regenerated_solutions(run: str | Path, rows: EvaluationRows) -> np.ndarray:
@@ -195,11 +194,15 @@ def regenerated_solutions(run: str | Path, rows: EvaluationRows) -> np.ndarray:
 
 
 def _run_spec(run: Path) -> dict:
-    for path in [run / "evaluations.h5", *sorted((run / "evaluations").glob("segment_*.h5"))]:
-        if path.exists():
-            with h5py.File(path, "r") as handle:
-                return json.loads(handle.attrs["run_spec"])
+    for path in _evaluation_files(run):
+        return evaluations_run_spec(path)
     raise ConfigError(f"{run} has no kept evaluations")
+
+
+def _evaluation_files(run: Path) -> list[Path]:
+    """A run's evaluations file and segments, those that exist."""
+    paths = [run / "evaluations.h5", *sorted((run / "evaluations").glob("segment_*.h5"))]
+    return [path for path in paths if path.exists()]
 
 
 def load_evaluations(folder: str | Path, *, solutions: bool = False):

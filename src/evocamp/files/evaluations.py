@@ -315,6 +315,12 @@ def read_evaluations(path: str | Path, *, spec: dict | None = None) -> Evaluatio
         return read_evaluations_group(handle)
 
 
+def evaluations_run_spec(path: str | Path) -> dict:
+    """The run spec an evaluations file was written for."""
+    with open_for_reading(path, what="evaluations file") as handle:
+        return json.loads(handle.attrs["run_spec"])
+
+
 def record_evaluations(
     path: str | Path, rows: EvaluationRows | None, *, spec: dict, up_to: int | None = None
 ) -> EvaluationRows | None:
