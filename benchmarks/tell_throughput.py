@@ -50,9 +50,13 @@ def measure(
 ) -> list:
     from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
-    from evocamp.executors.steps import evaluation_segment
     from evocamp.files.checkpoint import write_state
-    from evocamp.files.evaluations import EvaluationSettings, gather_states, record_evaluations
+    from evocamp.files.evaluations import (
+        EvaluationSettings,
+        evaluation_segment,
+        gather_states,
+        record_evaluations,
+    )
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import initialise, tell
     from evocamp.loop.evaluation import evaluate_shard

@@ -27,6 +27,8 @@ from evocamp.base.errors import ConfigError
 from evocamp.base.files import replaced_atomically
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
+    EVALUATION_SEGMENTS,
+    EVALUATIONS_FILE,
     EvaluationRows,
     concatenate,
     evaluations_run_spec,
@@ -201,7 +203,8 @@ def _run_spec(run: Path) -> dict:
 
 def _evaluation_files(run: Path) -> list[Path]:
     """A run's evaluations file and segments, those that exist."""
-    paths = [run / "evaluations.h5", *sorted((run / "evaluations").glob("segment_*.h5"))]
+    segments = sorted((run / EVALUATION_SEGMENTS).glob("segment_*.h5"))
+    paths = [run / EVALUATIONS_FILE, *segments]
     return [path for path in paths if path.exists()]
 
 

@@ -140,7 +140,8 @@ def test_auto_keeps_bo_and_small_runs():
 def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     """The keep step's recording and finalise's merge, each run twice (a kill after
     the write and before the step's end makes Snakemake run it again): every row once."""
-    from evocamp.executors.steps import evaluation_segment, finalise_evaluations, record_window
+    from evocamp.executors.steps import finalise_evaluations, record_window
+    from evocamp.files.evaluations import evaluation_segment
 
     spec = spec_of("me")
     run, work = tmp_path / "run", tmp_path / "run" / "work"

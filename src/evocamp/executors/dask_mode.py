@@ -20,7 +20,12 @@ from pathlib import Path
 
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.files.checkpoint import RunState, write_state
-from evocamp.files.evaluations import EvaluationSettings, concatenate
+from evocamp.files.evaluations import (
+    EvaluationSettings,
+    concatenate,
+    evaluation_segment,
+    record_evaluations,
+)
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import tell
 from evocamp.loop.evaluation import evaluate_shard
@@ -213,8 +218,11 @@ def run_segment(
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
-    The evaluations of these generations, when kept (``evaluations``), go into that
-    checkpoint (``/evaluations``).
+    The evaluations of these generations, when kept (``evaluations``), are recorded
+    first, in the segment of the run's evaluations named after ``until``
+    (``<run>/evaluations/segment_<until>.h5``, the run being the folder of ``output``'s
+    folder): a kill before the checkpoint is written makes the job run again and
+    record them again, in place of the first.
 
     The first generation's ``wall_seconds`` counts from this job's start, not from when
     the checkpoint was written: time between segments (waiting for a core or a queue,
@@ -235,6 +243,16 @@ def run_segment(
             log=log,
             evaluations=evaluations,
         )
+    if state.evaluations is not None:
+        segment = evaluation_segment(Path(output).parent.parent, state.generation)
+        record_evaluations(segment, state.evaluations, spec=state.spec, up_to=state.generation)
+        print(
+            f"generation {state.generation}: {len(state.evaluations)} evaluations recorded "
+            f"in {segment}",
+            file=sys.stderr,
+            flush=True,
+        )
+        state = dataclasses.replace(state, evaluations=None)
     began = time.perf_counter()
     write_state(output, state)
     print(

@@ -18,9 +18,12 @@ from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.evaluations import (
+    EVALUATION_SEGMENTS,
+    EVALUATIONS_FILE,
     EvaluationSettings,
     as_ranges,
     concatenate,
+    evaluation_segment,
     gather_states,
     missing_generations,
     read_evaluations,
@@ -110,18 +113,6 @@ def keep_step(
     log(f"generation {kept.generation}: kept {checkpoint}")
     own_log = Path(logs) / KEEP_LOG.format(generation=kept.generation)
     tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
-
-
-#: A run's kept evaluations, and the folder of the segments they are recorded in until
-#: the run is finalised (one per kept checkpoint).
-EVALUATIONS_FILE = "evaluations.h5"
-EVALUATION_SEGMENTS = "evaluations"
-
-
-def evaluation_segment(run: Path, generation: int) -> Path:
-    """The segment of kept evaluations recorded with the kept checkpoint of
-    ``generation`` (``<run>/evaluations/segment_<g>.h5``)."""
-    return run / EVALUATION_SEGMENTS / f"segment_{generation:06d}.h5"
 
 
 def record_window(*, work: Path, record: Path, spec: dict, up_to: int) -> None:

@@ -39,6 +39,16 @@ TIMING_FIELDS = ("eval_seconds",)
 #: ``keep_evaluations`` and ``evaluations`` keys to the step commands (JSON). They are
 #: not part of the run spec: they change no result, and kept checkpoints stay valid.
 SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
+#: A run's kept evaluations, and the folder of the segments they are recorded in until
+#: the run is finalised (one per kept checkpoint), both in the run's folder.
+EVALUATIONS_FILE = "evaluations.h5"
+EVALUATION_SEGMENTS = "evaluations"
+
+
+def evaluation_segment(run: str | Path, generation: int) -> Path:
+    """The segment of kept evaluations recorded with the kept (or last) checkpoint of
+    ``generation``: ``<run>/evaluations/segment_<g>.h5``."""
+    return Path(run) / EVALUATION_SEGMENTS / f"segment_{generation:06d}.h5"
 
 
 @dataclass(frozen=True)
