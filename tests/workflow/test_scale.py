@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import h5py
 import numpy as np
 import pytest
 from conftest import (
@@ -38,6 +39,9 @@ def test_dask_mode_matches_shard_mode(
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
     assert evaluation_digests(tmp_path) == reference_small_evaluations
+    kept = run_folder(tmp_path, small_config, "me", "sphere", 0) / "checkpoints"
+    with h5py.File(kept / "gen_000003.h5", "r") as handle:
+        assert "evaluations" not in handle, "segment jobs record their rows, not the checkpoint"
     metrics = np.genfromtxt(
         run_folder(tmp_path, small_config, "me", "sphere", 0) / "metrics.csv",
         delimiter=",",
