@@ -2,10 +2,12 @@
 
     python benchmarks/files_per_run.py [--generations 1000] [--shards 8] [--checkpoint-every 10]
     python benchmarks/files_per_run.py --checkout /path/to/other/clone   # measure another version
+    python benchmarks/files_per_run.py --keep-evaluations false   # or true, auto (the default)
 
 Runs one campaign of one run (MAP-Elites on a 4-d sphere: evaluation is negligible, so
 the count is all orchestration) and counts the files below ``results/`` (run folder,
-its logs, campaign figures) and in Snakemake's ``.snakemake/`` folder.
+its logs, campaign figures) and in Snakemake's ``.snakemake/`` folder, and the bytes of
+the kept evaluations (``evaluations.h5``, in total and per generation).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--checkout", type=Path, default=REPO, help="clone to measure")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--keep-evaluations",
+        choices=("auto", "true", "false"),
+        default=None,
+        help="the campaign's keep_evaluations (default: left out, its default)",
+    )
     args = parser.parse_args()
     with scratch_folder("evocamp-files-", keep=args.workdir) as workdir:
         config = {
@@ -47,6 +55,9 @@ def main() -> None:
             "shards": args.shards,
             "checkpoint_every": args.checkpoint_every,
         }
+        if args.keep_evaluations is not None:
+            keep = {"true": True, "false": False}.get(args.keep_evaluations, "auto")
+            config["keep_evaluations"] = keep
         write_config(workdir, config)
         checkout = args.checkout.resolve()
         command = snakemake(workdir, "--quiet", snakefile=checkout / "Snakefile")
@@ -63,6 +74,8 @@ def main() -> None:
         run = results / "files" / "me" / "sphere" / "seed0"
         logs = results / "files" / "logs" / "me" / "sphere" / "seed0"
         kept = len(list((run / "checkpoints").glob("gen_*.h5")))
+        evaluations = run / "evaluations.h5"
+        evaluation_bytes = evaluations.stat().st_size if evaluations.exists() else 0
         rows = [
             [
                 revision,
@@ -76,13 +89,15 @@ def main() -> None:
                 count_files(snakemake_folder / "metadata"),
                 count_files(snakemake_folder),
                 count_files(results) + count_files(snakemake_folder),
+                f"{evaluation_bytes:,}",
+                f"{evaluation_bytes / args.generations:,.0f}",
                 f"{seconds:.0f}",
             ]
         ]
     print(f"machine: {machine()}")
     header = ["version", "generations", "shards", "K", "kept checkpoints", "run folder"]
     header += ["run logs", "results/ total", ".snakemake/metadata", ".snakemake/ total"]
-    header += ["files + folders", "wall s"]
+    header += ["files + folders", "evaluations.h5 bytes", "bytes / generation", "wall s"]
     print(table(header, rows))
 
 

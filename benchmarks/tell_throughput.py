@@ -1,7 +1,7 @@
 """Tell throughput, the tell job's step time and the bytes a shard-mode generation
 writes to the shared filesystem.
 
-    python benchmarks/tell_throughput.py [--generations 30] [--keep-every 10]
+    python benchmarks/tell_throughput.py [--generations 30] [--keep-every 10] [--keep-evaluations]
 
 CMA-ME on the 100-d sphere (100x100 grid), batches of 540 (15 emitters x 36) and 10,000
 (20 x 500), one shard. "tell" is evocamp.loop.engine.tell (fold shards, update archive
@@ -14,7 +14,10 @@ checkpoints (every --keep-every generations; hard links, so no bytes). "cache MB
 goes to node-local memory instead. "rebuild" is reading the state at the end of a window
 when the cache no longer holds it (telling the window again). Run it with
 PYTHONPATH=<other clone>/src to measure another version of the layered package, and with
-EVOCAMP_STATE_CACHE=0 to write every state whole (no cache); for a version from before
+EVOCAMP_STATE_CACHE=0 to write every state whole (no cache); --keep-evaluations keeps
+every evaluation (solutions of 100 parameters included: the rows go into each state
+and, at kept generations, into the window's evaluations segment; not counted: the final
+merge into evaluations.h5, once per run); for a version from before
 the layers (flat modules: evocamp.engine, evocamp.storage, ...), run that clone's own
 copy of this script.
 """
@@ -42,10 +45,18 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -> list:
+def measure(
+    emitters: int, batch_size: int, generations: int, keep_every: int, keep_evaluations: bool
+) -> list:
     from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
     from evocamp.files.checkpoint import write_state
+    from evocamp.files.evaluations import (
+        EvaluationSettings,
+        evaluation_segment,
+        gather_states,
+        record_evaluations,
+    )
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import initialise, tell
     from evocamp.loop.evaluation import evaluate_shard
@@ -91,7 +102,8 @@ def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -
             began = time.perf_counter()
             state = read_full_state(previous)  # light: from the cache
             told = time.perf_counter()
-            state = tell(state, [read_shard(shard_path)])
+            record = EvaluationSettings(keep=True) if keep_evaluations else None
+            state = tell(state, [read_shard(shard_path)], record=record)
             tells.append(time.perf_counter() - told)
             path = run / "work" / f"state_{generation:06d}.h5"
             write_told_state(
@@ -100,6 +112,14 @@ def measure(emitters: int, batch_size: int, generations: int, keep_every: int) -
             steps.append(time.perf_counter() - began)
             if generation % keep_every == 0:
                 atomic_copy(path, run / "checkpoints" / f"gen_{generation:06d}.h5")
+                # What the keep step records: the rows of the window's states.
+                window = range(generation - keep_every + 1, generation + 1)
+                rows = gather_states(
+                    [run / "work" / f"state_{g:06d}.h5" for g in window],
+                    spec=state.spec,
+                    up_to=generation,
+                )
+                record_evaluations(evaluation_segment(run, generation), rows, spec=state.spec)
             now = folder_bytes(run)
             shared_bytes.append(now - shared)
             shared = now
@@ -132,13 +152,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=30)
     parser.add_argument("--keep-every", type=int, default=10)
+    parser.add_argument("--keep-evaluations", action="store_true", help="keep every evaluation")
+    parser.add_argument("--small-only", action="store_true", help="only the batch of 540")
     args = parser.parse_args()
+    settings = [(15, 36)] + ([] if args.small_only else [(20, 500)])
     rows = [
-        measure(15, 36, args.generations, args.keep_every),
-        measure(20, 500, args.generations, args.keep_every),
+        measure(emitters, size, args.generations, args.keep_every, args.keep_evaluations)
+        for emitters, size in settings
     ]
     print(f"machine: {machine()}")
     print(f"{args.generations} generations, a kept checkpoint every {args.keep_every}")
+    print(f"evaluations kept: {args.keep_evaluations}")
     header = ["batch", "tell ms (median)", "solutions/s", "step ms (median)"]
     header += ["shared MB / gen (mean)", "shared MB (max gen)", "cache MB"]
     header += ["whole state MB (last)", "rebuild ms (generations)"]

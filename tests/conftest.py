@@ -178,6 +178,30 @@ def archive_digests(workdir: Path) -> dict[str, str]:
     return digests
 
 
+def evaluation_digests(workdir: Path) -> dict[str, str]:
+    """sha256 of every ``evaluations.h5`` below ``workdir``, by run folder: of every
+    dataset's bytes and every attribute but the measured ``eval_seconds``."""
+    import h5py
+
+    from evocamp.files.evaluations import TIMING_FIELDS
+
+    digests = {}
+    for path in sorted((workdir / "results").rglob("evaluations.h5")):
+        digest = hashlib.sha256()
+        with h5py.File(path, "r") as handle:
+            for name, value in sorted(handle.attrs.items()):
+                digest.update(f"{name}={value}".encode())
+
+            def add(name, item, digest=digest):
+                if isinstance(item, h5py.Dataset) and name.split("/")[-1] not in TIMING_FIELDS:
+                    digest.update(name.encode() + str(item.dtype).encode() + item[()].tobytes())
+
+            handle.visititems(add)
+        key = str(path.parent.relative_to(workdir / "results"))
+        digests[key] = digest.hexdigest()
+    return digests
+
+
 def jobs_run(completed: subprocess.CompletedProcess) -> dict[str, int]:
     """Job counts per rule from Snakemake's "Job stats" table."""
     counts = {}
@@ -230,6 +254,12 @@ def small_campaign_done(tmp_path_factory) -> Path:
 def reference_small(small_campaign_done) -> dict[str, str]:
     """Archive digests of one uninterrupted run of the small campaign."""
     return archive_digests(small_campaign_done)
+
+
+@pytest.fixture(scope="session")
+def reference_small_evaluations(small_campaign_done) -> dict[str, str]:
+    """Digests of the kept evaluations of one uninterrupted run of the small campaign."""
+    return evaluation_digests(small_campaign_done)
 
 
 def shard_results(state, shards: int) -> list:

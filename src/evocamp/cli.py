@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
+from evocamp.files.evaluations import EvaluationSettings
 
 
 def cmd_check_config(args) -> None:
@@ -43,7 +44,11 @@ def cmd_evaluate(args) -> None:
 def cmd_tell(args) -> None:
     """Fold a generation's shards into the archive and write the next checkpoint."""
     steps.tell_step(
-        state=args.state, shard_files=args.shard_files, output=args.output, total=args.total
+        state=args.state,
+        shard_files=args.shard_files,
+        output=args.output,
+        total=args.total,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -75,6 +80,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -148,6 +154,15 @@ def cmd_status(args) -> None:
         config = load_config_file(configfile, check_plugins=False)
         folder = Path(config["results_dir"]) / config["campaign"]
     print(status_report(folder, plots=not args.no_plots))
+
+
+def cmd_export(args) -> None:
+    """Write a campaign's metrics (or its elites, or its kept evaluations) as one
+    table: CSV, or Parquet for a .parquet file (needs pyarrow)."""
+    from evocamp.results import export
+
+    rows = export(args.folder, args.to, what=args.what)
+    print(f"{rows} rows ({args.what}) -> {args.to}")
 
 
 def _total_from_environment() -> int | None:
@@ -254,6 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-plots", action="store_true", help="table only")
     sub.set_defaults(func=cmd_status)
 
+    sub = commands.add_parser("export", help=cmd_export.__doc__)
+    sub.add_argument("folder", help="campaign folder (e.g. results/default)")
+    sub.add_argument("--to", required=True, help="a .csv or .parquet file")
+    sub.add_argument(
+        "--what",
+        choices=("campaign", "archives", "evaluations"),
+        default="campaign",
+        help="campaign: one row per run and generation (default); archives: the final "
+        "elites; evaluations: every kept evaluation",
+    )
+    sub.set_defaults(func=cmd_export)
+
     sub = commands.add_parser("compare", help=cmd_compare.__doc__)
     sub.add_argument("--metrics", nargs="+", required=True, help="metrics.csv of every run")
     sub.add_argument("--archives", nargs="+", required=True, help="archives for heatmaps")
@@ -281,7 +308,7 @@ def main(argv: list[str] | None = None, *, warm: bool = False) -> int:
             print(error.details, file=sys.stderr, end="", flush=True)
         print(f"evocamp: error: {error}", file=sys.stderr, flush=True)
         return 1
-    if args.command != "status":
+    if args.command not in ("status", "export"):
         how = ", warm start" if warm else ""
         steps.log(f"[{args.command} took {time.perf_counter() - began:.2f} s{how}]")
     return 0

@@ -21,6 +21,7 @@ LAYERS = (
     ("loop", ("evocamp.loop",)),
     ("executors", ("evocamp.executors",)),
     ("reporting", ("evocamp.reporting",)),
+    ("results", ("evocamp.results",)),
     ("entry", ("evocamp.cli", "evocamp.warmstart", "evocamp.__main__")),
 )
 #: Libraries whose import is slow enough to keep out of the short steps that do not
@@ -37,6 +38,7 @@ HEAVY = {
     "gymnasium",
     "jsonschema",
     "psutil",
+    "pyarrow",
 }
 #: evocamp's own imports inside functions, each for start-up time: the warm-start server
 #: forks a child that runs the step (the client, ``python -m evocamp``, must not import
@@ -48,6 +50,7 @@ LATE_OWN_IMPORTS = {
     ("evocamp.cli", "evocamp.executors.dask_mode"),
     ("evocamp.cli", "evocamp.reporting.plotting"),
     ("evocamp.cli", "evocamp.reporting.status"),
+    ("evocamp.cli", "evocamp.results"),
 }
 
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import (
     BO_CAMPAIGN,
     archive_digests,
+    evaluation_digests,
     jobs_run,
     kill_tree_after,
     merged,
@@ -46,26 +47,39 @@ def copied(reference, tmp_path):
 
 def test_bo_campaign_is_identical_on_any_executor_and_after_kills(tmp_path, bo_reference):
     """Shard mode, Dask mode and a shard-mode campaign killed and rerun give bitwise
-    identical archives (for the same shard count); the best solutions are stored."""
+    identical archives (for the same shard count) and kept evaluations (on by default
+    for BO; the decentralised runs' proposed solutions included); the best solutions
+    are stored."""
     reference = archive_digests(bo_reference)
     assert len(reference) == 3
+    evaluations = evaluation_digests(bo_reference)
+    assert len(evaluations) == 3
 
     dask_mode = tmp_path / "dask"
     write_config(dask_mode, merged(BO_CAMPAIGN, {"mode": "dask", "dask": {"workers": 2}}))
     run_snakemake(dask_mode, "runs")
     assert archive_digests(dask_mode) == reference
+    assert evaluation_digests(dask_mode) == evaluations
 
     killed = tmp_path / "killed"
     write_config(killed, BO_CAMPAIGN)
     assert kill_tree_after(killed, 6.0) == -signal.SIGKILL
     run_snakemake(killed, "runs")
     assert archive_digests(killed) == reference
+    assert evaluation_digests(killed) == evaluations
 
     path = run_folder(bo_reference, BO_CAMPAIGN, "dec", "ackley4", 0) / "archive.h5"
     assert read_archive(path)["file_attrs"]["evaluations"] == 36
     with h5py.File(path) as handle:
         assert handle["best/solution"].shape == (4,)
         assert handle["best/ackley"][()] == pytest.approx(-handle["best/objective"][()])
+        best = handle["best/solution"][()], handle["best/objective"][()]
+    with h5py.File(path.with_name("evaluations.h5")) as handle:
+        rows = handle["evaluations"]
+        assert rows["solution"].shape == (36, 4) and rows["extra/ackley"].shape == (36,)
+        first = int(np.argmax(rows["objective"][()]))
+        assert np.array_equal(rows["solution"][first], best[0])
+        assert rows["objective"][first] == best[1]
 
 
 def test_shard_count_is_part_of_the_decentralised_run(tmp_path, bo_reference):

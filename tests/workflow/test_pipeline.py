@@ -13,6 +13,7 @@ from conftest import (
     PLUGINS,
     REPO,
     archive_digests,
+    evaluation_digests,
     executed,
     job_log_text,
     merged,
@@ -21,6 +22,7 @@ from conftest import (
     write_config,
 )
 
+from evocamp.base.seeding import evaluation_seeds, run_key
 from evocamp.config import load_config_file
 from evocamp.files.hdf5 import SCHEMA_VERSION
 
@@ -70,7 +72,7 @@ def test_small_campaign_outputs(small_campaign_done, small_config):
         )
         assert "generation 2 shard 1/3: solutions" in shard
         assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == sorted(
-            ["archive.h5", "metrics.csv", "gen_000006.json"]
+            ["archive.h5", "metrics.csv", "gen_000006.json", "evaluations.h5"]
             + [f"gen_{g:06d}.h5" for g in (0, 3, 6)]
             + ["segment_000003.csv", "segment_000006.csv"]
             + [
@@ -114,6 +116,90 @@ def test_every_family_leaves_its_results(small_campaign_done, small_config):
     assert snes["sigma"][0] == pytest.approx(np.sqrt(6)), "norm of SNES's initial sigma"
 
 
+def test_every_evaluation_is_kept(small_campaign_done, small_config):
+    """evaluations.h5 (kept by default in small runs): one row per evaluation, in
+    generation and index order, with the seed the function got, the objectives that
+    made the metrics, the solutions (ES: regenerated from the noise seeds, bitwise
+    those of the archive's elites)."""
+    from evocamp.files.evaluations import read_evaluations
+    from evocamp.results import regenerated_solutions
+
+    for algorithm in small_config["algorithms"]:
+        folder = run_folder(small_campaign_done, small_config, algorithm, "sphere", 0)
+        metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+        rows = read_evaluations(folder / "evaluations.h5")
+        assert len(rows) == metrics["evaluations"][-1]
+        batch = int(metrics["evaluations"][1])
+        assert list(rows.generation) == [g for g in range(1, 7) for _ in range(batch)]
+        assert list(rows.index) == list(range(batch)) * 6
+        key = run_key(algorithm=algorithm, domain="sphere", seed=0)
+        for generation in range(1, 7):
+            mine = rows.generation == generation
+            seeds = evaluation_seeds(small_config["master_seed"], key, generation, batch)
+            assert np.array_equal(rows.seed[mine], seeds)
+            assert rows.objective[mine].max() == metrics["gen_obj_max"][generation]
+            assert rows.objective[mine].mean() == metrics["gen_obj_mean"][generation]
+        assert rows.measures.shape == (len(rows), 2) and np.all(rows.eval_seconds >= 0)
+        if algorithm in ("oes", "snes"):
+            assert rows.solution is None and rows.noise_seed is not None
+            solutions = regenerated_solutions(folder, rows)
+        else:
+            assert rows.noise_seed is None
+            solutions = rows.solution
+        with h5py.File(folder / "archive.h5", "r") as handle:
+            elites = handle["archive/solution"][()]
+            objectives = handle["archive/objective"][()]
+        for elite, objective in zip(elites, objectives, strict=True):
+            assert np.array_equal(solutions[rows.objective == objective][0], elite)
+    assert not list(small_campaign_done.rglob("evaluations/segment_*.h5")), "segments merged"
+
+
+def test_campaign_as_dataframes_and_export(small_campaign_done, small_config, tmp_path):
+    """load_campaign: one row per run and generation with every metrics.csv column;
+    load_evaluations: one row per evaluation; export to CSV reads back equal; Parquet
+    needs pyarrow (a clear message when missing)."""
+    import pandas as pd
+
+    from evocamp.cli import main
+    from evocamp.model.metrics import METRIC_DTYPE
+    from evocamp.results import load_archives, load_campaign, load_evaluations
+
+    folder = small_campaign_done / "results" / "small"
+    frame = load_campaign(folder)
+    assert list(frame.columns) == ["campaign", "algorithm", "domain", "seed", *METRIC_DTYPE.names]
+    total = 0
+    for algorithm in small_config["algorithms"]:
+        metrics = pd.read_csv(
+            run_folder(small_campaign_done, small_config, algorithm, "sphere", 0) / "metrics.csv"
+        )
+        run = frame[frame.algorithm == algorithm].reset_index(drop=True)
+        pd.testing.assert_frame_equal(run[list(metrics.columns)], metrics, check_dtype=False)
+        assert set(run.campaign) == {"small"} and set(run.seed) == {0}
+        total += len(metrics)
+    assert len(frame) == total == 5 * 7
+    evaluations = load_evaluations(folder)
+    assert len(evaluations) == sum(frame[frame.generation == 6].evaluations), (
+        "one row per evaluation"
+    )
+    archives = load_archives(folder)
+    assert len(archives) == sum(frame[frame.generation == 6].num_elites)
+
+    assert main(["export", str(folder), "--to", str(tmp_path / "campaign.csv")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "campaign.csv"), frame)
+    parquet = tmp_path / "campaign.parquet"
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        with pytest.raises(Exception, match="needs pyarrow, which is not installed"):
+            from evocamp.results import export
+
+            export(folder, parquet)
+        assert not parquet.exists()
+    else:
+        assert main(["export", str(folder), "--to", str(parquet)]) == 0
+        pd.testing.assert_frame_equal(pd.read_parquet(parquet), frame)
+
+
 def test_readme_optimizer_example_is_the_tested_plugin():
     """The small campaign runs the optimizer example of docs/plugins.md exactly as printed."""
     readme = (REPO / "docs" / "plugins.md").read_text()
@@ -137,13 +223,15 @@ def test_kept_checkpoints_every_k_and_final(tmp_path, small_config):
 
 @pytest.mark.parametrize(("shards", "cores"), [(1, 1), (8, 8)])
 def test_archives_identical_whatever_the_shards_and_cores(
-    tmp_path, small_config, reference_small, shards, cores
+    tmp_path, small_config, reference_small, reference_small_evaluations, shards, cores
 ):
     """Shards 1 and 8 with --cores 8 and 1 give the archives of the reference run
-    (3 shards, --cores 2), bit for bit."""
+    (3 shards, --cores 2), bit for bit, and its kept evaluations (but their measured
+    seconds)."""
     write_config(tmp_path, merged(small_config, {"shards": shards}))
     run_snakemake(tmp_path, "runs", cores=cores)
     assert archive_digests(tmp_path) == reference_small
+    assert evaluation_digests(tmp_path) == reference_small_evaluations
 
 
 def test_default_campaign_runs(tmp_path):
@@ -158,9 +246,12 @@ def test_default_campaign_runs(tmp_path):
     assert "map_elites" in (tables / "final_metrics.csv").read_text()
 
 
-def test_raising_generations_runs_only_new_ones(tmp_path, small_config, reference_small):
+def test_raising_generations_runs_only_new_ones(
+    tmp_path, small_config, reference_small, reference_small_evaluations
+):
     """N -> 2N: only generations N+1..2N run; the result equals an uninterrupted 2N run
-    (and going from 3 to 6 with K=3 also crosses a kept boundary)."""
+    (and going from 3 to 6 with K=3 also crosses a kept boundary), kept evaluations
+    included (those of the first run are kept, the new ones added)."""
     write_config(tmp_path, merged(small_config, {"generations": 4}))
     run_snakemake(tmp_path, "runs")
     write_config(tmp_path, merged(small_config, {"generations": 6}))
@@ -168,6 +259,7 @@ def test_raising_generations_runs_only_new_ones(tmp_path, small_config, referenc
     assert sorted(set(executed(again, "tell"))) == ["000005", "000006"]
     assert executed(again, "initialise") == []
     assert archive_digests(tmp_path) == reference_small
+    assert evaluation_digests(tmp_path) == reference_small_evaluations
     nothing = run_snakemake(tmp_path, "runs")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
 

@@ -10,6 +10,7 @@ import numpy as np
 from conftest import (
     PLUGINS,
     archive_digests,
+    evaluation_digests,
     job_log_text,
     kill_tree_after,
     merged,
@@ -22,9 +23,12 @@ from conftest import (
 from evocamp.base.seeding import evaluation_seeds, run_key
 
 
-def test_sigkill_at_several_moments_then_rerun(tmp_path, small_config, reference_small):
+def test_sigkill_at_several_moments_then_rerun(
+    tmp_path, small_config, reference_small, reference_small_evaluations
+):
     """Kill the whole snakemake process tree three times at different moments; rerunning
-    the same command completes and the archives equal an uninterrupted run's."""
+    the same command completes and the archives equal an uninterrupted run's, and so
+    do the kept evaluations (every row once: none lost, none twice)."""
     write_config(tmp_path, small_config)
     kills = 0
     for delay in (3.0, 4.5, 3.6):  # a warm-started small campaign takes ~10 s
@@ -33,6 +37,7 @@ def test_sigkill_at_several_moments_then_rerun(tmp_path, small_config, reference
     assert kills >= 2, "the campaign finished before it could be killed twice"
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
+    assert evaluation_digests(tmp_path) == reference_small_evaluations
 
 
 def test_resume_without_the_node_cache_rebuilds_the_window(tmp_path, small_config, reference_small):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import h5py
 import numpy as np
 from conftest import (
     REPO,
     archive_digests,
+    evaluation_digests,
     job_log_text,
     merged,
     run_folder,
@@ -26,12 +28,18 @@ TRIVIAL_RUN = {
 }
 
 
-def test_dask_mode_matches_shard_mode(tmp_path, small_config, reference_small):
-    """Bitwise equal to shard mode; utilisation counts the Dask workers (2), not the
-    shards (3)."""
+def test_dask_mode_matches_shard_mode(
+    tmp_path, small_config, reference_small, reference_small_evaluations
+):
+    """Bitwise equal to shard mode (archives, and kept evaluations but their measured
+    seconds); utilisation counts the Dask workers (2), not the shards (3)."""
     write_config(tmp_path, merged(small_config, {"mode": "dask"}))
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == reference_small
+    assert evaluation_digests(tmp_path) == reference_small_evaluations
+    kept = run_folder(tmp_path, small_config, "me", "sphere", 0) / "checkpoints"
+    with h5py.File(kept / "gen_000003.h5", "r") as handle:
+        assert "evaluations" not in handle, "segment jobs record their rows, not the checkpoint"
     metrics = np.genfromtxt(
         run_folder(tmp_path, small_config, "me", "sphere", 0) / "metrics.csv",
         delimiter=",",

@@ -1,5 +1,6 @@
 import functools
 import os
+import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -14,6 +15,7 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.executors.housekeeping import release_stale_locks
+from evocamp.files.evaluations import SETTINGS_VARIABLE, EvaluationSettings
 from evocamp.files.checkpoint import kept_for_spec
 
 min_version("9.0")
@@ -57,11 +59,17 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 # `--sdm conda` environment (which holds the dependencies only). The tell steps print
 # "generation g/N"; N reaches them through this prefix so that raising `generations`
 # changes no rule's params or code (nothing reruns).
+# The keys keep_evaluations and evaluations reach them the same way: they change no
+# result, so they are no part of the run spec or of any rule's params.
 # (shell.prefix formats its text once more, hence the doubled braces.)
+EVALUATIONS = shlex.quote(EvaluationSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
     f"export PYTHONPATH={workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
     f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
+    + f"export {SETTINGS_VARIABLE}={EVALUATIONS}; ".replace("{", "{{").replace(
+        "}", "}}"
+    )
 )
 
 

@@ -20,6 +20,12 @@ from pathlib import Path
 
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.files.checkpoint import RunState, write_state
+from evocamp.files.evaluations import (
+    EvaluationSettings,
+    concatenate,
+    evaluation_segment,
+    record_evaluations,
+)
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import tell
 from evocamp.loop.evaluation import evaluate_shard
@@ -147,6 +153,7 @@ def run_generations(
     workers: int,
     total: int | None,
     log=print,
+    evaluations: EvaluationSettings | None = None,
 ) -> RunState:
     """Advance ``state`` generation by generation up to ``until`` (inclusive).
 
@@ -166,8 +173,15 @@ def run_generations(
         Generations of the run, for the progress line.
     log : callable
         Receives one progress line per generation.
+    evaluations : EvaluationSettings, optional
+        What to keep of the evaluations (default: the defaults); when kept, the
+        returned state's ``evaluations`` holds the rows of every generation run here.
     """
     client.run(_configure_worker_logging)
+    record = (evaluations or EvaluationSettings()).for_run(
+        state.spec, batch_size=len(state.next_seeds), total=total
+    )
+    told = []
     while state.generation < until:
         generation = state.generation + 1
         size = len(state.next_seeds)
@@ -184,9 +198,10 @@ def run_generations(
             [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
             pure=False,
         )
-        state = tell(state, client.gather(futures), workers=workers)
+        state = tell(state, client.gather(futures), workers=workers, record=record)
+        told.append(state.evaluations)
         log(generation_line(state, total=total))
-    return state
+    return dataclasses.replace(state, evaluations=concatenate(told))
 
 
 def run_segment(
@@ -199,9 +214,15 @@ def run_segment(
     workers: int,
     total: int | None,
     log=print,
+    evaluations: EvaluationSettings | None = None,
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
+    The evaluations of these generations, when kept (``evaluations``), are recorded
+    first, in the segment of the run's evaluations named after ``until``
+    (``<run>/evaluations/segment_<until>.h5``, the run being the folder of ``output``'s
+    folder): a kill before the checkpoint is written makes the job run again and
+    record them again, in place of the first.
 
     The first generation's ``wall_seconds`` counts from this job's start, not from when
     the checkpoint was written: time between segments (waiting for a core or a queue,
@@ -220,7 +241,18 @@ def run_segment(
             workers=cluster_workers(client) if scheduler_file else workers,
             total=total,
             log=log,
+            evaluations=evaluations,
         )
+    if state.evaluations is not None:
+        segment = evaluation_segment(Path(output).parent.parent, state.generation)
+        record_evaluations(segment, state.evaluations, spec=state.spec, up_to=state.generation)
+        print(
+            f"generation {state.generation}: {len(state.evaluations)} evaluations recorded "
+            f"in {segment}",
+            file=sys.stderr,
+            flush=True,
+        )
+        state = dataclasses.replace(state, evaluations=None)
     began = time.perf_counter()
     write_state(output, state)
     print(

@@ -8,6 +8,7 @@ rules send to the job's log; per-generation progress lines also go to standard o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,18 @@ from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
+from evocamp.files.evaluations import (
+    EVALUATION_SEGMENTS,
+    EVALUATIONS_FILE,
+    EvaluationSettings,
+    as_ranges,
+    concatenate,
+    evaluation_segment,
+    gather_states,
+    missing_generations,
+    read_evaluations,
+    record_evaluations,
+)
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import initialise, optimizer_result, tell
@@ -64,11 +77,22 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
 
 
 def tell_step(
-    *, state: str | Path, shard_files: list[str], output: str | Path, total: int | None
+    *,
+    state: str | Path,
+    shard_files: list[str],
+    output: str | Path,
+    total: int | None,
+    evaluations: EvaluationSettings | None = None,
 ) -> None:
     """Fold a generation's shards into the archive and write the next state (light,
-    with the full state in the node-local cache, between kept generations)."""
-    told = tell(read_full_state(state), [read_shard(path) for path in shard_files])
+    with the full state in the node-local cache, between kept generations); the
+    generation's evaluations, when kept (``evaluations``, default: the defaults), go
+    into that state file."""
+    before = read_full_state(state)
+    record = (evaluations or EvaluationSettings()).for_run(
+        before.spec, batch_size=len(before.next_seeds), total=total
+    )
+    told = tell(before, [read_shard(path) for path in shard_files], record=record)
     written = write_told_state(output, told, told_from=state, shard_files=shard_files, total=total)
     log(f"generation {told.generation}: {written}")
     progress(generation_line(told, total=total))
@@ -81,10 +105,45 @@ def keep_step(
     working files of the generations it covers and fold their job logs."""
     kept = read_state(state, with_optimizer=False)
     keep_whole(state, checkpoint)
+    # Before the metrics segment (the rule's output): a kill in between reruns this step.
+    record_window(
+        work=Path(state).parent,
+        record=evaluation_segment(Path(checkpoint).parent.parent, kept.generation),
+        spec=kept.spec,
+        up_to=kept.generation,
+    )
     write_rows(segment, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
     own_log = Path(logs) / KEEP_LOG.format(generation=kept.generation)
     tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
+
+
+def record_window(*, work: Path, record: Path, spec: dict, up_to: int) -> None:
+    """Record the evaluations stored in a window's working states (generations
+    ``<= up_to``) in ``record``; nothing when the run does not keep them."""
+    rows = gather_states(list(work.glob("state_*.h5")), spec=spec, up_to=up_to)
+    if rows is not None:
+        record_evaluations(record, rows, spec=spec, up_to=up_to)
+        log(f"generation {up_to}: {len(rows)} evaluations recorded in {record}")
+
+
+def finalise_evaluations(*, run: Path, work: Path, spec: dict, generation: int) -> None:
+    """Merge a run's evaluation segments and its last window into ``evaluations.h5``,
+    then remove the segments (recorded first, removed after: a kill in between
+    merges them again, keyed by generation)."""
+    segments = sorted((run / EVALUATION_SEGMENTS).glob("segment_*.h5"))
+    blocks = [read_evaluations(path, spec=spec) for path in segments]
+    blocks.append(gather_states(list(work.glob("state_*.h5")), spec=spec, up_to=generation))
+    path = run / EVALUATIONS_FILE
+    rows = record_evaluations(path, concatenate(blocks), spec=spec, up_to=generation)
+    if rows is not None:
+        missing = as_ranges(missing_generations(rows, generation))
+        note = f" (none of generation(s) {missing}: not kept then)" if missing else ""
+        log(f"generation {generation}: {len(rows)} evaluations in {path}{note}")
+    for segment in segments:
+        segment.unlink()
+    with contextlib.suppress(OSError):
+        (run / EVALUATION_SEGMENTS).rmdir()
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -130,6 +189,12 @@ def finalise_step(
     rows = merge_history(sorted(Path(segments).glob("segment_*.csv")), final_state.metrics_window)
     write_rows(metrics, rows)
     write_run_archive(archive, final_state, evaluations=int(rows["evaluations"][-1]))
+    finalise_evaluations(
+        run=Path(archive).parent,
+        work=Path(work),
+        spec=final_state.spec,
+        generation=final_state.generation,
+    )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
     text = json.dumps({"run_spec": final_state.spec, "final": final}, indent=1, sort_keys=True)
     atomic_write_text(summary, text + "\n")

@@ -85,3 +85,12 @@ def read_archive(path: str | Path) -> dict:
             data["attrs"] = dict(group.attrs)
         data["file_attrs"] = dict(handle.attrs)
     return data
+
+
+def read_best(path: str | Path) -> dict | None:
+    """The ``/best`` group of an archive or checkpoint file (runs without an archive: the
+    best solution evaluated, its objective and extra fields), or ``None`` without one."""
+    with open_for_reading(path, what="archive") as handle:
+        if "best" not in handle or "objective" not in handle["best"]:
+            return None
+        return {name: data[()] for name, data in handle["best"].items()}

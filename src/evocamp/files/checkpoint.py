@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from evocamp.files.archive import write_archive_group, write_best_group
+from evocamp.files.evaluations import EvaluationRows, write_evaluations_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
@@ -51,6 +52,10 @@ class RunState:
     best : dict or None
         Runs without an archive: the best solution evaluated so far, with its
         ``objective`` and extra fields (empty before generation 1); ``None`` otherwise.
+    evaluations : EvaluationRows or None
+        Rows of the evaluations told since the state was read (kept evaluations,
+        :mod:`evocamp.files.evaluations`): written with the state in ``/evaluations``,
+        never read back into a state (``None`` when read, or when not kept).
     """
 
     spec: dict
@@ -62,6 +67,7 @@ class RunState:
     metrics_window: np.ndarray
     finished_at: float
     best: dict | None = None
+    evaluations: EvaluationRows | None = None
 
 
 def write_state(
@@ -103,6 +109,8 @@ def write_state(
             write_dataset(batch, name, state.next_batch[name])
         write_dataset(handle, "next_seeds", state.next_seeds)
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
+        if state.evaluations is not None:
+            write_evaluations_group(handle, state.evaluations)
 
 
 def is_light(handle: h5py.File) -> bool:

@@ -14,12 +14,13 @@ import numpy as np
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.families.qd import add_to_passive_archive, build_passive_archive
 from evocamp.files.checkpoint import RunState
+from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
 from evocamp.files.shard import ShardResult
-from evocamp.loop.evaluation import combine_shards
+from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key
-from evocamp.registry import batch_format, build_optimizer, owns_archive
+from evocamp.registry import batch_format, build_optimizer, family_of, owns_archive
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
@@ -77,7 +78,13 @@ def initialise(spec: dict) -> RunState:
     )
 
 
-def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = None) -> RunState:
+def tell(
+    state: RunState,
+    shards: list[ShardResult],
+    *,
+    workers: int | None = None,
+    record: EvaluationSettings | None = None,
+) -> RunState:
     """Fold a generation's shard results into the optimizer (and the passive archive)
     and ask the next batch.
 
@@ -90,6 +97,9 @@ def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = No
     workers : int, optional
         Evaluations that could run at once, for the ``utilisation`` column (Dask
         mode: its workers); the number of shards when not given (shard mode).
+    record : EvaluationSettings, optional
+        Keep the generation's evaluations: the returned state's ``evaluations``
+        holds one row per solution (:func:`evaluation_rows`); ``None``: not kept.
 
     The metrics window restarts after every kept checkpoint (a generation that is
     a positive multiple of ``checkpoint_every``), whose rows were already saved.
@@ -130,6 +140,9 @@ def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = No
         best = improved_best(
             state.best, objective=objective, extra=extra, solutions_of=solutions_of
         )
+    rows = None
+    if record is not None:
+        rows = evaluation_rows(state, results, generation=generation, settings=record)
     told = dict(extra)
     if batch_kind.proposes_in_shards:
         told["solutions"] = results.solutions
@@ -163,6 +176,65 @@ def tell(state: RunState, shards: list[ShardResult], *, workers: int | None = No
         metrics_window=window,
         finished_at=finished,
         best=best,
+        evaluations=rows,
+    )
+
+
+def evaluation_rows(
+    state: RunState,
+    results: GenerationResults,
+    *,
+    generation: int,
+    settings: EvaluationSettings,
+) -> EvaluationRows:
+    """One row per solution of a generation (the batch of ``state``, evaluated as
+    ``results``): generation, index, evaluation seed, objective, measures, extra fields,
+    seconds, and the solution when small (``settings``); evolution strategies store
+    each offspring's noise seed and the generation's centre and sigma instead, from
+    which :meth:`~evocamp.model.protocol.BatchFormat.materialise` regenerates it.
+    Another compact batch's solutions are materialised once for the whole batch."""
+    count = len(results.objective)
+    index = np.arange(count, dtype=np.int64)
+    solution = noise_seed = None
+    batch = {}
+    if family_of(state.spec["algorithm_spec"]) == "es":
+        noise = np.asarray(state.next_batch["noise"], dtype=np.uint64)
+        noise_seed = noise[index // (count // len(noise))]
+        batch = {"generation": np.array([generation], dtype=np.int64)}
+        batch.update(
+            {
+                name: np.asarray(values)[np.newaxis]
+                for name, values in state.next_batch.items()
+                if name != "noise"
+            }
+        )
+    elif settings.stores_solutions(state.spec):
+        if results.solutions is not None:
+            solution = results.solutions
+        elif set(state.next_batch) == {"solutions"}:
+            solution = np.asarray(state.next_batch["solutions"], dtype=np.float64)
+        else:
+            batch_kind = batch_format(state.spec)
+            solution, _ = call_optimizer(
+                state.spec,
+                generation,
+                f"{batch_kind.name}.solutions",
+                batch_kind.materialise,
+                state.next_batch,
+                0,
+                count,
+            )
+    return EvaluationRows(
+        generation=np.full(count, generation, dtype=np.int64),
+        index=index,
+        seed=np.asarray(state.next_seeds, dtype=np.uint64),
+        objective=results.objective,
+        measures=results.measures,
+        extra=dict(results.extra),
+        eval_seconds=results.seconds,
+        solution=solution,
+        noise_seed=noise_seed,
+        batch=batch,
     )
 
 

@@ -257,6 +257,8 @@ class GenerationResults:
     extra: dict
     #: Seconds spent evaluating, summed over all solutions.
     eval_seconds: float
+    #: Seconds spent evaluating each solution (its call's time over its chunk).
+    seconds: np.ndarray
     #: The evaluated solutions, when the shards proposed them (else ``None``).
     solutions: np.ndarray | None
     #: Mean over shards of the seconds they spent proposing (``SHARD_STATS``).
@@ -290,6 +292,7 @@ def combine_shards(
         measures=np.concatenate([r.measures for r in ordered]),
         extra={name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
         eval_seconds=float(sum(r.eval_seconds.sum() for r in ordered)),
+        seconds=np.concatenate([r.eval_seconds for r in ordered]),
         solutions=np.concatenate(proposed) if len(proposed) == len(ordered) else None,
         shard_stats={
             name: float(np.mean([r.stats[name] for r in ordered if name in r.stats]))

@@ -1,0 +1,420 @@
+"""Kept evaluations: one row per evaluated solution (``evaluations.h5``).
+
+A block of rows (:class:`EvaluationRows`) is made by the loop after each tell
+(:func:`evocamp.loop.engine.tell`) and travels with the state written next: shard
+mode's tell job stores its generation's rows in its state file, Dask mode's segment
+job the rows of its generations (``/evaluations`` of ``work/state_<g>.h5``), in the
+same atomic write as the state they belong to. When a checkpoint is kept, the rows of
+its window are recorded in ``evaluations/gen_<g>.h5``; ``finalise`` records the last
+window and merges them into ``evaluations.h5`` (:func:`record_evaluations` in both
+cases).
+
+Recording is keyed by generation: the rows of a generation replace the rows of the
+same generation already in the file, rows of other generations are kept, and a file
+written for another run spec is replaced. A step killed and run again therefore
+records the same rows once, never twice, and never loses any (every write is atomic).
+Rows are reproducible (but ``eval_seconds``, a measured time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from evocamp.base.errors import CorruptFileError
+from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.model.runspec import measure_count
+from evocamp.registry import family_of
+
+#: Name of the group (state files) and of the file kind (``kind`` attribute).
+GROUP = "evaluations"
+#: Columns measured in seconds: they differ between runs of the same campaign.
+TIMING_FIELDS = ("eval_seconds",)
+#: Environment variable through which the workflow hands the campaign's
+#: ``keep_evaluations`` and ``evaluations`` keys to the step commands (JSON). They are
+#: not part of the run spec: they change no result, and kept checkpoints stay valid.
+SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
+#: A run's kept evaluations, and the folder of the segments they are recorded in until
+#: the run is finalised (one per kept checkpoint), both in the run's folder.
+EVALUATIONS_FILE = "evaluations.h5"
+EVALUATION_SEGMENTS = "evaluations"
+
+
+def evaluation_segment(run: str | Path, generation: int) -> Path:
+    """The segment of kept evaluations recorded with the kept (or last) checkpoint of
+    ``generation``: ``<run>/evaluations/segment_<g>.h5``."""
+    return Path(run) / EVALUATION_SEGMENTS / f"segment_{generation:06d}.h5"
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """What to keep of every evaluation (configuration keys ``keep_evaluations`` and
+    ``evaluations``).
+
+    Attributes
+    ----------
+    keep : bool or "auto"
+        Keep every evaluation; ``auto``: for Bayesian optimisation, and for runs
+        whose ``evaluations.h5`` is estimated to stay under ``auto_max_mb``.
+    max_solution_params : int
+        Store the solutions themselves when they have at most this many parameters
+        (evolution strategies store the noise seed instead, whatever the size).
+    auto_max_mb : float
+        The size bound of ``auto``, in MB (10^6 bytes).
+    """
+
+    keep: bool | str = "auto"
+    max_solution_params: int = 100
+    auto_max_mb: float = 100.0
+
+    @classmethod
+    def from_config(cls, config: dict) -> EvaluationSettings:
+        """The settings of a validated campaign configuration."""
+        more = config.get("evaluations") or {}
+        keep = config.get("keep_evaluations", "auto")
+        return cls(
+            keep={"true": True, "false": False}.get(keep, keep) if isinstance(keep, str) else keep,
+            max_solution_params=int(more.get("max_solution_params", 100)),
+            auto_max_mb=float(more.get("auto_max_mb", 100.0)),
+        )
+
+    def to_json(self) -> str:
+        """The settings as :data:`SETTINGS_VARIABLE` carries them."""
+        return json.dumps(
+            {
+                "keep_evaluations": self.keep,
+                "evaluations": {
+                    "max_solution_params": self.max_solution_params,
+                    "auto_max_mb": self.auto_max_mb,
+                },
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_environment(cls) -> EvaluationSettings:
+        """The settings in :data:`SETTINGS_VARIABLE` (the defaults when unset)."""
+        text = os.environ.get(SETTINGS_VARIABLE, "")
+        return cls.from_config(json.loads(text)) if text else cls()
+
+    def stores_solutions(self, spec: dict) -> bool:
+        """Whether the rows of this run hold the solutions (else ES's noise seeds, or
+        nothing)."""
+        is_es = family_of(spec["algorithm_spec"]) == "es"
+        return not is_es and spec["domain_spec"]["solution_dim"] <= self.max_solution_params
+
+    def row_bytes(self, spec: dict) -> int:
+        """Bytes of one row: generation, index, seed, objective, seconds, measures,
+        extra fields and the solution (or noise seed)."""
+        domain = spec["domain_spec"]
+        values = 5 + measure_count(domain) + len(domain.get("extra_fields") or [])
+        if family_of(spec["algorithm_spec"]) == "es":
+            values += 1
+        elif self.stores_solutions(spec):
+            values += domain["solution_dim"]
+        return 8 * values
+
+    def for_run(
+        self, spec: dict, *, batch_size: int, total: int | None
+    ) -> EvaluationSettings | None:
+        """These settings when the run keeps its evaluations (:meth:`keeps`), else
+        ``None``: what :func:`evocamp.loop.engine.tell` takes as ``record``."""
+        return self if self.keeps(spec, batch_size=batch_size, total=total) else None
+
+    def keeps(self, spec: dict, *, batch_size: int, total: int | None) -> bool:
+        """Whether a run keeps its evaluations (``total``: its generations, ``None``
+        when unknown, which ``auto`` treats as too many but for BO)."""
+        if self.keep != "auto":
+            return bool(self.keep)
+        if family_of(spec["algorithm_spec"]) == "bo":
+            return True
+        if total is None:
+            return False
+        return total * batch_size * self.row_bytes(spec) <= self.auto_max_mb * 1e6
+
+
+@dataclass
+class EvaluationRows:
+    """Evaluated solutions, one row each, in (generation, index) order.
+
+    Attributes
+    ----------
+    generation, index : numpy.ndarray
+        int64: the generation and the solution's index in its batch.
+    seed : numpy.ndarray
+        uint64: the evaluation seed the function received.
+    objective : numpy.ndarray
+        float64 (n,).
+    measures : numpy.ndarray
+        float64 (n, measure_dim).
+    extra : dict of str to numpy.ndarray
+        The domain's ``extra_fields``, float64 (n,) each.
+    eval_seconds : numpy.ndarray
+        float64 (n,): wall time of the evaluation call per solution.
+    solution : numpy.ndarray or None
+        float64 (n, solution_dim), when stored (``evaluations.solution_params``).
+    noise_seed : numpy.ndarray or None
+        uint64 (n,): evolution strategies' noise seed of each offspring.
+    batch : dict of str to numpy.ndarray
+        Per generation (axis 0, one entry per value of ``batch["generation"]``): what
+        regenerates the solutions of a compact batch with the noise seeds (ES:
+        ``centre``, ``sigma``, ``bounds``); empty otherwise.
+    """
+
+    generation: np.ndarray
+    index: np.ndarray
+    seed: np.ndarray
+    objective: np.ndarray
+    measures: np.ndarray
+    extra: dict
+    eval_seconds: np.ndarray
+    solution: np.ndarray | None = None
+    noise_seed: np.ndarray | None = None
+    batch: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.generation)
+
+    def generations(self) -> np.ndarray:
+        """The distinct generations of the rows, ascending."""
+        return np.unique(self.generation)
+
+    def select(self, keep: np.ndarray) -> EvaluationRows:
+        """The rows where ``keep`` (a boolean mask) holds, with their generations' batch
+        entries."""
+        kept_generations = np.unique(self.generation[keep])
+        in_batch = (
+            np.isin(self.batch["generation"], kept_generations) if self.batch else slice(None)
+        )
+        return EvaluationRows(
+            generation=self.generation[keep],
+            index=self.index[keep],
+            seed=self.seed[keep],
+            objective=self.objective[keep],
+            measures=self.measures[keep],
+            extra={name: values[keep] for name, values in self.extra.items()},
+            eval_seconds=self.eval_seconds[keep],
+            solution=None if self.solution is None else self.solution[keep],
+            noise_seed=None if self.noise_seed is None else self.noise_seed[keep],
+            batch={name: values[in_batch] for name, values in self.batch.items()},
+        )
+
+
+def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
+    """Blocks joined and sorted by (generation, index); ``None`` for no blocks.
+
+    A generation found in several blocks is taken from the last of them (blocks hold
+    whole generations). Optional columns are kept only when every block has them.
+    """
+    blocks = [block for block in blocks if block is not None and len(block)]
+    if not blocks:
+        return None
+    latest = {}
+    for number, block in enumerate(blocks):
+        for generation in block.generations():
+            latest[int(generation)] = number
+    blocks = [
+        block.select(
+            np.isin(block.generation, [g for g, owner in latest.items() if owner == number])
+        )
+        for number, block in enumerate(blocks)
+    ]
+    blocks = [block for block in blocks if len(block)]
+
+    def joined(name: str):
+        parts = [getattr(block, name) for block in blocks]
+        return None if any(part is None for part in parts) else np.concatenate(parts)
+
+    extra_names = sorted(set.intersection(*(set(block.extra) for block in blocks)))
+    batch_names = sorted(set.intersection(*(set(block.batch) for block in blocks)))
+    rows = EvaluationRows(
+        generation=joined("generation"),
+        index=joined("index"),
+        seed=joined("seed"),
+        objective=joined("objective"),
+        measures=joined("measures"),
+        extra={n: np.concatenate([b.extra[n] for b in blocks]) for n in extra_names},
+        eval_seconds=joined("eval_seconds"),
+        solution=joined("solution"),
+        noise_seed=joined("noise_seed"),
+        batch={n: np.concatenate([b.batch[n] for b in blocks]) for n in batch_names},
+    )
+    order = np.lexsort((rows.index, rows.generation))
+    return _reordered(rows, order)
+
+
+def _reordered(rows: EvaluationRows, order: np.ndarray) -> EvaluationRows:
+    batch = rows.batch
+    if batch:
+        batch_order = np.argsort(batch["generation"], kind="stable")
+        batch = {name: values[batch_order] for name, values in batch.items()}
+    return EvaluationRows(
+        generation=rows.generation[order],
+        index=rows.index[order],
+        seed=rows.seed[order],
+        objective=rows.objective[order],
+        measures=rows.measures[order],
+        extra={name: values[order] for name, values in rows.extra.items()},
+        eval_seconds=rows.eval_seconds[order],
+        solution=None if rows.solution is None else rows.solution[order],
+        noise_seed=None if rows.noise_seed is None else rows.noise_seed[order],
+        batch=batch,
+    )
+
+
+_COLUMNS = ("generation", "index", "seed", "objective", "measures", "eval_seconds")
+
+
+def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
+    """Store rows as the group ``/evaluations`` of an open file (datasets without
+    timestamps, so equal rows give equal bytes)."""
+    group = parent.create_group(GROUP)
+    group.attrs["rows"] = len(rows)
+    for name in _COLUMNS:
+        write_dataset(group, name, getattr(rows, name))
+    for name in ("solution", "noise_seed"):
+        if getattr(rows, name) is not None:
+            write_dataset(group, name, getattr(rows, name))
+    extra = group.create_group("extra")
+    for name in sorted(rows.extra):
+        write_dataset(extra, name, rows.extra[name])
+    if rows.batch:
+        batch = group.create_group("batch")
+        for name in sorted(rows.batch):
+            write_dataset(batch, name, rows.batch[name])
+
+
+def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
+    """The rows stored in ``/evaluations`` of an open file (``None`` without)."""
+    if GROUP not in parent:
+        return None
+    group = parent[GROUP]
+    return EvaluationRows(
+        **{name: group[name][()] for name in _COLUMNS},
+        extra={name: data[()] for name, data in group["extra"].items()},
+        solution=group["solution"][()] if "solution" in group else None,
+        noise_seed=group["noise_seed"][()] if "noise_seed" in group else None,
+        batch={name: data[()] for name, data in group["batch"].items()} if "batch" in group else {},
+    )
+
+
+def read_evaluations(path: str | Path, *, spec: dict | None = None) -> EvaluationRows | None:
+    """The rows of an evaluations file, or of the ``/evaluations`` group of a state file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    spec : dict, optional
+        Only rows written for this run spec: ``None`` when the file was written for
+        another one.
+
+    Raises
+    ------
+    CorruptFileError
+        When the file is broken (the message names it).
+    """
+    with open_for_reading(path, what="evaluations file") as handle:
+        if spec is not None and json.loads(handle.attrs["run_spec"]) != spec:
+            return None
+        return read_evaluations_group(handle)
+
+
+def evaluations_run_spec(path: str | Path) -> dict:
+    """The run spec an evaluations file was written for."""
+    with open_for_reading(path, what="evaluations file") as handle:
+        return json.loads(handle.attrs["run_spec"])
+
+
+def record_evaluations(
+    path: str | Path, rows: EvaluationRows | None, *, spec: dict, up_to: int | None = None
+) -> EvaluationRows | None:
+    """Record evaluated rows in an evaluations file, keyed by generation.
+
+    The one function that writes evaluations files: the ``keep`` and ``finalise``
+    steps call it, and so can any loop that evaluates solutions (write rows per
+    checkpoint, not per evaluation: each call rewrites the file). The file is
+    rewritten atomically with the union of its rows and ``rows``: the rows of a
+    generation in ``rows`` replace that generation's rows in the file (a step run
+    again after a kill records them once), rows of generations after ``up_to`` are
+    dropped, and a file written for another run spec is replaced.
+
+    Parameters
+    ----------
+    path : str or Path
+        The evaluations file (created if missing).
+    rows : EvaluationRows or None
+        Whole generations of evaluated solutions, in any order.
+    spec : dict
+        The run spec (stored as the file's ``run_spec``).
+    up_to : int, optional
+        The last generation of the run.
+
+    Returns
+    -------
+    EvaluationRows or None
+        What the file holds now (``None``: nothing to record, no file written).
+    """
+    path = Path(path)
+    existing = read_evaluations(path, spec=spec) if path.exists() else None
+    if rows is None or not len(rows):
+        return existing
+    merged = concatenate([existing, rows])
+    if merged is not None and up_to is not None:
+        merged = merged.select(merged.generation <= up_to)
+    if merged is None or not len(merged):
+        return None
+    write_evaluations_file(path, merged, spec=spec, up_to=up_to)
+    return merged
+
+
+def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:
+    """Generations ``1..up_to`` without rows."""
+    return sorted(set(range(1, up_to + 1)) - {int(g) for g in rows.generations()})
+
+
+def write_evaluations_file(
+    path: str | Path, rows: EvaluationRows, *, spec: dict, up_to: int | None = None
+) -> None:
+    """Write an evaluations file atomically (see ``docs/hdf5-schema.md``): its
+    ``generation`` is ``up_to`` (default: the last with rows), ``missing_generations``
+    names the generations up to it without rows."""
+    last = int(rows.generation.max()) if up_to is None else up_to
+    with atomic_h5(path) as handle:
+        write_identity(handle, spec, kind=GROUP, generation=last)
+        handle.attrs["run_spec"] = json.dumps(spec, sort_keys=True)
+        handle.attrs["missing_generations"] = as_ranges(missing_generations(rows, last))
+        write_evaluations_group(handle, rows)
+
+
+def as_ranges(numbers: list[int]) -> str:
+    """``1..3,7``: sorted integers as ranges (empty for none)."""
+    parts, start = [], None
+    for position, number in enumerate(numbers):
+        if start is None:
+            start = number
+        if position + 1 == len(numbers) or numbers[position + 1] != number + 1:
+            parts.append(str(start) if start == number else f"{start}..{number}")
+            start = None
+    return ",".join(parts)
+
+
+def gather_states(states: list[Path], *, spec: dict, up_to: int) -> EvaluationRows | None:
+    """The rows stored in state files (``/evaluations``) written for ``spec``, of
+    generations ``<= up_to``; unreadable or foreign files are passed over (their
+    generations are then missing, which :func:`record_evaluations` notes)."""
+    blocks = []
+    for path in sorted(states):
+        try:
+            block = read_evaluations(path, spec=spec)
+        except (OSError, KeyError, CorruptFileError):
+            continue
+        if block is not None:
+            blocks.append(block)
+    rows = concatenate(blocks)
+    return None if rows is None else rows.select(rows.generation <= up_to)

@@ -1,0 +1,298 @@
+"""A campaign's results as pandas DataFrames: metrics, elites and kept evaluations.
+
+::
+
+    from evocamp.results import load_archives, load_campaign, load_evaluations
+
+    runs = load_campaign("results/default")       # one row per run and generation
+    final = runs[runs.generation == runs.groupby(["algorithm", "domain", "seed"])
+                 .generation.transform("max")]
+    final.groupby(["domain", "algorithm"]).qd_score.describe()
+
+Every frame starts with the columns ``campaign, algorithm, domain, seed`` (the run),
+so frames of several campaigns concatenate. The files are read, never changed, and
+can be read while the campaign runs (every file appears atomically):
+:func:`load_campaign` gives the generations finished so far, :func:`load_evaluations`
+the evaluations recorded so far (at kept checkpoints). ``evocamp export`` writes them
+as CSV or Parquet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from evocamp.base.errors import ConfigError
+from evocamp.base.files import replaced_atomically
+from evocamp.files.archive import read_archive, read_best
+from evocamp.files.evaluations import (
+    EVALUATION_SEGMENTS,
+    EVALUATIONS_FILE,
+    EvaluationRows,
+    concatenate,
+    evaluations_run_spec,
+    read_evaluations,
+)
+from evocamp.model.metrics import METRIC_DTYPE
+from evocamp.model.protocol import call_optimizer
+from evocamp.registry import batch_format
+from evocamp.reporting.status import find_runs, run_progress
+
+#: The columns that name a run, first in every frame.
+RUN_COLUMNS = ("campaign", "algorithm", "domain", "seed")
+#: What ``evocamp export --what`` can write.
+TABLES = ("campaign", "archives", "evaluations")
+
+
+def _runs(folder: str | Path) -> tuple[Path, list[Path]]:
+    folder = Path(folder)
+    runs = find_runs(folder)
+    if not runs:
+        raise ConfigError(
+            f"{folder} holds no runs of a campaign (expected <algorithm>/<domain>/seed<k>/ "
+            "folders, as in results/<campaign>)"
+        )
+    return folder, runs
+
+
+def _run_columns(folder: Path, run: Path) -> dict:
+    algorithm, domain, seed = run.relative_to(folder).parts
+    return {
+        "campaign": folder.name,
+        "algorithm": algorithm,
+        "domain": domain,
+        "seed": int(seed.removeprefix("seed")),
+    }
+
+
+def _frame(run: dict, columns: dict):
+    import pandas as pd
+
+    count = len(next(iter(columns.values()))) if columns else 0
+    identity = {name: [value] * count for name, value in run.items()}
+    return pd.DataFrame({**identity, **columns})
+
+
+def _joined(frames: list, columns: list[str]):
+    import pandas as pd
+
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_campaign(folder: str | Path):
+    """A campaign's metrics as one tidy DataFrame: one row per run and generation.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The campaign folder (``results/<campaign>``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``campaign, algorithm, domain, seed`` and every ``metrics.csv`` column
+        (``docs/outputs.md``), rows sorted by algorithm, domain, seed and generation;
+        runs still running contribute the generations finished so far.
+
+    Raises
+    ------
+    ConfigError
+        When ``folder`` holds no runs.
+    """
+    folder, runs = _runs(folder)
+    frames = []
+    for run in runs:
+        rows = run_progress(run, folder).rows
+        frames.append(
+            _frame(_run_columns(folder, run), {name: rows[name] for name in METRIC_DTYPE.names})
+        )
+    return _joined(frames, [*RUN_COLUMNS, *METRIC_DTYPE.names])
+
+
+def load_archives(folder: str | Path, *, solutions: bool = False):
+    """The final elites of every finished run: one row per elite.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The campaign folder.
+    solutions : bool
+        Add the elites' parameters as columns ``solution_0, solution_1, ...``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``campaign, algorithm, domain, seed, index`` (the cell), ``objective``,
+        ``measure_0, ...``, ``threshold`` and the domain's extra fields. Runs without
+        an archive (domains without measures) give their best solution, with
+        ``index`` -1.
+    """
+    folder, runs = _runs(folder)
+    frames = []
+    for run in runs:
+        path = run / "archive.h5"
+        if not path.exists():
+            continue
+        data = read_archive(path)
+        if "objective" not in data:
+            best = read_best(path)
+            if best is None:
+                continue
+            data = {name: np.atleast_1d(value) for name, value in best.items()}
+            data["solution"] = data["solution"].reshape(1, -1)
+            data["index"] = np.array([-1])
+        columns = {"index": data["index"], "objective": data["objective"]}
+        for number, values in enumerate(np.asarray(data.get("measures", np.empty((1, 0)))).T):
+            columns[f"measure_{number}"] = values
+        not_columns = ("index", "objective", "measures", "solution", "centroids", "attrs")
+        for name in sorted(set(data) - {*not_columns, "file_attrs"}):
+            columns[name] = data[name]
+        if solutions:
+            columns.update(_wide("solution", data["solution"]))
+        frames.append(_frame(_run_columns(folder, run), columns))
+    return _joined(frames, [*RUN_COLUMNS, "index", "objective"])
+
+
+def _wide(prefix: str, values: np.ndarray) -> dict:
+    return {f"{prefix}_{number}": column for number, column in enumerate(np.asarray(values).T)}
+
+
+def run_evaluations(run: str | Path) -> EvaluationRows | None:
+    """The evaluations kept for one run so far: ``evaluations.h5`` and the segments
+    recorded at kept checkpoints since (``None`` when none were kept)."""
+    return concatenate([read_evaluations(path) for path in _evaluation_files(Path(run))])
+
+
+def regenerated_solutions(run: str | Path, rows: EvaluationRows) -> np.ndarray:
+    """The solutions of kept evaluations of an evolution strategy, regenerated from
+    their noise seeds and their generation's centre and sigma (with the run's own
+    batch format, exactly as the evaluation shards made them)."""
+    spec = _run_spec(Path(run))
+    kind = batch_format(spec)
+    # Offspring per noise seed: 2 for OpenAI-ES's antithetic pairs, 1 for SNES.
+    share = kind.size({"noise": np.zeros(1, dtype=np.uint64)})
+    out = np.empty((len(rows), spec["domain_spec"]["solution_dim"]))
+    for position, generation in enumerate(rows.batch["generation"]):
+        mine = np.flatnonzero(rows.generation == generation)
+        batch = {
+            name: values[position] for name, values in rows.batch.items() if name != "generation"
+        }
+        batch["noise"] = np.zeros((int(rows.index[mine].max()) + share) // share, np.uint64)
+        batch["noise"][rows.index[mine] // share] = rows.noise_seed[mine]
+        made, _ = call_optimizer(
+            spec,
+            int(generation),
+            f"{kind.name}.solutions",
+            kind.materialise,
+            batch,
+            0,
+            kind.size(batch),
+        )
+        out[mine] = made[rows.index[mine]]
+    return out
+
+
+def _run_spec(run: Path) -> dict:
+    for path in _evaluation_files(run):
+        return evaluations_run_spec(path)
+    raise ConfigError(f"{run} has no kept evaluations")
+
+
+def _evaluation_files(run: Path) -> list[Path]:
+    """A run's evaluations file and segments, those that exist."""
+    segments = sorted((run / EVALUATION_SEGMENTS).glob("segment_*.h5"))
+    paths = [run / EVALUATIONS_FILE, *segments]
+    return [path for path in paths if path.exists()]
+
+
+def load_evaluations(folder: str | Path, *, solutions: bool = False):
+    """Every kept evaluation of a campaign: one row per evaluated solution.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The campaign folder.
+    solutions : bool
+        Add the solutions as columns ``solution_0, ...`` (where stored, or
+        regenerated from the noise seeds of evolution strategies).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``campaign, algorithm, domain, seed, generation, index`` (in the
+        generation's batch), ``eval_seed`` (the seed the evaluation function got),
+        ``objective``, ``measure_0, ...``, the extra fields, ``eval_seconds`` and, for
+        evolution strategies, ``noise_seed``. Runs that keep no evaluations give no
+        rows (``keep_evaluations``).
+    """
+    import pandas as pd
+
+    folder, runs = _runs(folder)
+    frames = []
+    for run in runs:
+        rows = run_evaluations(run)
+        if rows is None:
+            continue
+        columns = {
+            "generation": rows.generation,
+            "index": rows.index,
+            "eval_seed": rows.seed,
+            "objective": rows.objective,
+            **_wide("measure", rows.measures),
+            **{name: rows.extra[name] for name in sorted(rows.extra)},
+            "eval_seconds": rows.eval_seconds,
+        }
+        if rows.noise_seed is not None:
+            # Nullable: runs of other families have none, and float64 would round them.
+            columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")
+        if solutions:
+            stored = rows.solution
+            if stored is None and rows.noise_seed is not None:
+                stored = regenerated_solutions(run, rows)
+            if stored is not None:
+                columns.update(_wide("solution", stored))
+        frames.append(_frame(_run_columns(folder, run), columns))
+    frame = _joined(frames, [*RUN_COLUMNS, "generation", "index", "eval_seed", "objective"])
+    if "noise_seed" in frame:
+        frame["noise_seed"] = frame["noise_seed"].astype("UInt64")
+    return frame
+
+
+def export(folder: str | Path, to: str | Path, *, what: str = "campaign") -> int:
+    """Write :func:`load_campaign` (or ``load_archives``, ``load_evaluations``) to a
+    CSV file, or a Parquet file when ``to`` ends in ``.parquet`` (needs pyarrow).
+
+    Returns
+    -------
+    int
+        Rows written.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown ``what`` or suffix, or Parquet without pyarrow.
+    """
+    to = Path(to)
+    loaders = dict(zip(TABLES, (load_campaign, load_archives, load_evaluations), strict=True))
+    if what not in loaders:
+        raise ConfigError(f"cannot export {what!r}: choose one of {', '.join(TABLES)}")
+    if to.suffix not in (".csv", ".parquet"):
+        raise ConfigError(f"cannot export to {to}: name a .csv or .parquet file")
+    if to.suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"writing {to} needs pyarrow, which is not installed: `pip install pyarrow`, "
+                "or export to a .csv file"
+            ) from None
+    frame = loaders[what](folder)
+    with replaced_atomically(to) as temporary:
+        if to.suffix == ".parquet":
+            frame.to_parquet(temporary, index=False)
+        else:
+            frame.to_csv(temporary, index=False, float_format="%.17g")
+    return len(frame)

@@ -1,0 +1,168 @@
+"""Kept evaluations (evocamp.files.evaluations): rows made by tell, recorded keyed by
+generation, the settings' size bound."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import h5py
+import numpy as np
+import pytest
+from campaigns import SMALL_CAMPAIGN
+from conftest import shard_results
+
+from evocamp.config import run_spec, validate_config
+from evocamp.files.checkpoint import read_state, write_state
+from evocamp.files.evaluations import (
+    EvaluationSettings,
+    read_evaluations,
+    record_evaluations,
+)
+from evocamp.loop.engine import initialise, tell
+
+
+def spec_of(algorithm: str, **config) -> dict:
+    campaign = validate_config({**SMALL_CAMPAIGN, **config}, check_plugins=False)
+    return run_spec(campaign, algorithm=algorithm, domain="sphere", seed=0)
+
+
+def told_rows(spec: dict, *, generations: int, shards: int, settings=None) -> list:
+    """Rows of each generation, told in this process with ``shards`` shards."""
+    state = initialise(spec)
+    blocks = []
+    for _ in range(generations):
+        state = tell(state, shard_results(state, shards), record=settings or EvaluationSettings())
+        blocks.append(state.evaluations)
+    return blocks
+
+
+def same_rows(a, b) -> bool:
+    """Equal rows, measured seconds aside."""
+    fields = [f.name for f in dataclasses.fields(a) if f.name != "eval_seconds"]
+    for name in fields:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, dict):
+            if sorted(x) != sorted(y) or not all(np.array_equal(x[k], y[k]) for k in x):
+                return False
+        elif not (x is None and y is None) and not np.array_equal(x, y):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("algorithm", ["me", "oes"])
+def test_rows_do_not_depend_on_the_shards(algorithm):
+    """Rows of 1 and 3 shards are equal (but the measured seconds); ES rows hold noise
+    seeds and the generation's centre, others the solutions."""
+    spec = spec_of(algorithm)
+    one = told_rows(spec, generations=2, shards=1)
+    three = told_rows(spec, generations=2, shards=3)
+    for a, b in zip(one, three, strict=True):
+        assert same_rows(a, b)
+    rows = three[1]
+    assert list(rows.generation) == [2] * 16 and list(rows.index) == list(range(16))
+    if algorithm == "oes":
+        assert rows.solution is None and len(rows.noise_seed) == 16
+        assert np.array_equal(rows.noise_seed[0::2], rows.noise_seed[1::2]), "antithetic"
+        assert rows.batch["centre"].shape == (1, 6)
+    else:
+        assert rows.solution.shape == (16, 6) and rows.noise_seed is None
+
+
+def test_rows_are_written_with_the_state_and_read_back(tmp_path):
+    spec = spec_of("me")
+    state = initialise(spec)
+    state = tell(state, shard_results(state, 2), record=EvaluationSettings())
+    write_state(tmp_path / "state.h5", state)
+    assert read_state(tmp_path / "state.h5").evaluations is None, "never read into a state"
+    assert same_rows(read_evaluations(tmp_path / "state.h5"), state.evaluations)
+    without = tell(initialise(spec), shard_results(initialise(spec), 2))
+    assert without.evaluations is None
+
+
+def test_recording_is_keyed_by_generation(tmp_path):
+    """Recording again (a step rerun after a kill) replaces a generation's rows, never
+    adds them twice; later generations than the run's are dropped; a file of another
+    run spec is replaced; gaps are named in the file."""
+    spec = spec_of("me")
+    blocks = told_rows(spec, generations=4, shards=2)
+    path = tmp_path / "evaluations.h5"
+    record_evaluations(path, blocks[0], spec=spec)
+    record_evaluations(path, blocks[1], spec=spec)
+    again = dataclasses.replace(blocks[1], eval_seconds=blocks[1].eval_seconds + 1)
+    rows = record_evaluations(path, again, spec=spec)
+    assert list(np.unique(rows.generation, return_counts=True)[1]) == [16, 16]
+    assert np.array_equal(read_evaluations(path).eval_seconds[16:], again.eval_seconds)
+    record_evaluations(path, blocks[3], spec=spec)
+    with h5py.File(path, "r") as handle:
+        assert handle.attrs["missing_generations"] == "3"
+        assert handle.attrs["kind"] == "evaluations" and handle.attrs["generation"] == 4
+    assert list(record_evaluations(path, blocks[2], spec=spec, up_to=3).generations()) == [1, 2, 3]
+    with h5py.File(path, "r") as handle:
+        assert handle.attrs["missing_generations"] == ""
+    record_evaluations(path, blocks[3], spec=spec, up_to=6)  # 5 and 6 ran without keeping
+    with h5py.File(path, "r") as handle:
+        assert handle.attrs["missing_generations"] == "5..6"
+        assert handle.attrs["generation"] == 6
+    other = spec_of("me", master_seed=8)
+    assert read_evaluations(path, spec=other) is None
+    assert list(record_evaluations(path, blocks[0], spec=other).generations()) == [1]
+
+
+def test_auto_keeps_bo_and_small_runs():
+    settings = EvaluationSettings()
+    me = spec_of("me")
+    assert settings.row_bytes(me) == 8 * (5 + 2 + 6)
+    assert settings.keeps(me, batch_size=16, total=6)
+    assert not settings.keeps(me, batch_size=16, total=10**6)
+    assert not settings.keeps(me, batch_size=16, total=None)
+    assert EvaluationSettings(keep=True).keeps(me, batch_size=16, total=None)
+    assert not EvaluationSettings(keep=False).keeps(me, batch_size=16, total=6)
+    assert EvaluationSettings(max_solution_params=5).row_bytes(me) == 8 * (5 + 2)
+    bo = validate_config(
+        {
+            "algorithms": {"bo": {"type": "qucb_centralised", "batch_size": 4}},
+            "domains": {"ackley": {"type": "ackley", "solution_dim": 4}},
+        },
+        check_plugins=False,
+    )
+    spec = run_spec(bo, algorithm="bo", domain="ackley", seed=0)
+    assert settings.keeps(spec, batch_size=4, total=None)
+    oes = spec_of("oes")
+    assert not settings.stores_solutions(oes) and settings.row_bytes(oes) == 8 * (5 + 2 + 1)
+    round_trip = EvaluationSettings.from_config(
+        __import__("json").loads(EvaluationSettings(keep=True, auto_max_mb=3).to_json())
+    )
+    assert round_trip == EvaluationSettings(keep=True, auto_max_mb=3)
+    from_command_line = {"keep_evaluations": "false"}  # --config keep_evaluations=false
+    assert EvaluationSettings.from_config(from_command_line).keep is False
+
+
+def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
+    """The keep step's recording and finalise's merge, each run twice (a kill after
+    the write and before the step's end makes Snakemake run it again): every row once."""
+    from evocamp.executors.steps import finalise_evaluations, record_window
+    from evocamp.files.evaluations import evaluation_segment
+
+    spec = spec_of("me")
+    run, work = tmp_path / "run", tmp_path / "run" / "work"
+    state = initialise(spec)
+    for generation in range(1, 6):
+        state = tell(state, shard_results(state, 2), record=EvaluationSettings())
+        write_state(work / f"state_{generation:06d}.h5", state)
+        if generation == 3:
+            for _ in range(2):
+                record_window(work=work, record=evaluation_segment(run, 3), spec=spec, up_to=3)
+            for path in work.glob("state_*.h5"):  # the keep step prunes its window
+                if int(path.stem[-6:]) <= 3:
+                    path.unlink()
+    segment = evaluation_segment(run, 3)
+    kept = segment.read_bytes()
+    finalise_evaluations(run=run, work=work, spec=spec, generation=5)
+    assert not segment.exists()
+    segment.parent.mkdir()
+    segment.write_bytes(kept)  # killed before the segments were removed
+    finalise_evaluations(run=run, work=work, spec=spec, generation=5)
+    rows = read_evaluations(run / "evaluations.h5", spec=spec)
+    assert list(rows.generation) == [g for g in range(1, 6) for _ in range(16)]
+    assert list(rows.index) == list(range(16)) * 5
+    assert not segment.parent.exists()
