@@ -67,6 +67,7 @@ def cmd_segment(args) -> None:
             workers=args.workers,
             total=args.total,
             log=steps.progress,
+            evaluations=EvaluationSettings.from_environment(),
         )
         return
     from evocamp.executors.dask_mode import run_segment

@@ -22,6 +22,8 @@ from conftest import (
     write_config,
 )
 
+from evocamp.files.evaluations import read_evaluations
+
 
 def log_lines(workdir, config, algorithm: str) -> list[str]:
     path = run_folder(workdir, config, algorithm, "ackley4", 0) / "completions.jsonl"
@@ -62,6 +64,15 @@ def test_replay_reproduces_every_finished_run(reference_async):
         per_generation = 4 if algorithm == "mine" else 6  # a plugin's generation: its slots
         assert list(metrics["evaluations"]) == [per_generation * g for g in range(7)]
         assert len(log_lines(reference_async, config, algorithm)) >= 6 * per_generation
+        if algorithm != "mine":  # BO runs keep their evaluations by default
+            spec = json.loads(next(run.glob("finished/gen_*.json")).read_text())["run_spec"]
+            rows = read_evaluations(run / "evaluations.h5", spec=spec)
+            logged = results_of(log_lines(reference_async, config, algorithm))
+            assert list(rows.generation) == [g for g in range(1, 7) for _ in range(6)]
+            assert sorted(rows.index) == sorted(rows.index) and len(set(rows.index)) == 36
+            for index, objective, solution in zip(rows.index, rows.objective, rows.solution):
+                assert logged[int(index)][2] == objective
+                assert logged[int(index)][1] == list(solution)
         replayed = replay(run)
         assert replayed.returncode == 0, replayed.stderr
         assert "bitwise identical to" in replayed.stderr

@@ -21,11 +21,18 @@ from evocamp.base.errors import ConfigError
 from evocamp.executors.dask_mode import cluster_workers, dask_client
 from evocamp.files.checkpoint import RunState, write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
+from evocamp.files.evaluations import (
+    EvaluationSettings,
+    evaluation_segment,
+    record_evaluations,
+)
 from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     InFlight,
     Resume,
     asynchronous_settings,
+    completion_rows,
+    completions_per_generation,
     decode_in_flight,
     evaluate_in_flight,
 )
@@ -78,9 +85,12 @@ def run_async_segment(
     workers: int,
     total: int | None,
     log=print,
+    evaluations: EvaluationSettings | None = None,
 ) -> RunState:
     """Run an asynchronous run from the checkpoint ``state_path`` until generation
-    ``until`` is complete, on Dask, and write the resulting state to ``output``.
+    ``until`` is complete, on Dask, and write the resulting state to ``output``. The
+    completions told, when the run keeps its evaluations (``evaluations``), are recorded
+    first in the run's evaluation segment named after ``until``, as Dask mode does.
 
     Parameters
     ----------
@@ -126,6 +136,13 @@ def run_async_segment(
         )
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         kept = slots.finish(completion_log.append)
+    settings = (evaluations or EvaluationSettings()).for_run(
+        state.spec, batch_size=completions_per_generation(state.spec), total=total
+    )
+    rows = completion_rows(state.spec, loop.told, settings=settings) if settings else None
+    if rows is not None:
+        segment = evaluation_segment(Path(output).parent.parent, state.generation)
+        record_evaluations(segment, rows, spec=state.spec, up_to=state.generation)
     began = time.perf_counter()
     write_state(output, state)
     print(

@@ -36,11 +36,12 @@ from evocamp.base.seeding import asynchronous_evaluation_seeds
 from evocamp.families.qd import add_to_passive_archive, build_passive_archive
 from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
+from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
 from evocamp.loop.engine import improved_best, optimizer_stats
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
-from evocamp.model.runspec import run_label, spec_run_key
+from evocamp.model.runspec import measure_count, run_label, spec_run_key
 from evocamp.registry import ALGORITHMS, batch_format, build_optimizer, owns_archive
 
 
@@ -313,6 +314,8 @@ class AsynchronousLoop:
         self.per_generation = completions_per_generation(self.spec)
         self.arrived: dict[int, Completion] = {}
         self.block: list[Completion] = []
+        #: ``(generation, completion)`` of every completion told by this loop.
+        self.told: list[tuple[int, Completion]] = []
         for entry in self.progress.in_flight.values():
             self._start(entry)
 
@@ -401,6 +404,7 @@ class AsynchronousLoop:
         self.progress.told += 1
         self.progress.now = finished
         self.block.append(completion)
+        self.told.append((generation, completion))
         for new in _propose(spec, state.optimizer, self.progress, [entry.slot], start=finished):
             self._start(new)
         if self.progress.told % self.per_generation == 0:
@@ -452,6 +456,39 @@ class AsynchronousLoop:
     def unfinished(self) -> list[int]:
         """Evaluations submitted and not told (cancel them, or let them be logged)."""
         return sorted(self.progress.in_flight)
+
+
+def completion_rows(
+    spec: dict, told: list[tuple[int, Completion]], *, settings: EvaluationSettings
+) -> EvaluationRows | None:
+    """The kept-evaluation rows (:mod:`evocamp.files.evaluations`) of completions told
+    by an asynchronous loop (:attr:`AsynchronousLoop.told`), in (generation, evaluation
+    id) order; ``index`` is the evaluation id (the completion log keeps the order they
+    were told in and their slots)."""
+    if not told:
+        return None
+    told = sorted(told, key=lambda item: (item[0], item[1].evaluation))
+    completions = [completion for _, completion in told]
+    evaluations = np.asarray([c.evaluation for c in completions], dtype=np.int64)
+    count = len(completions)
+    extra_fields = list(spec["domain_spec"].get("extra_fields") or [])
+    return EvaluationRows(
+        generation=np.asarray([generation for generation, _ in told], dtype=np.int64),
+        index=evaluations,
+        seed=asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations),
+        objective=np.asarray([c.objective for c in completions], dtype=np.float64),
+        measures=np.asarray([c.measures for c in completions], dtype=np.float64).reshape(
+            count, measure_count(spec["domain_spec"])
+        ),
+        extra={
+            name: np.asarray([c.extra[name] for c in completions], dtype=np.float64)
+            for name in extra_fields
+        },
+        eval_seconds=np.asarray([c.eval_seconds for c in completions], dtype=np.float64),
+        solution=np.stack([c.solution for c in completions])
+        if settings.stores_solutions(spec)
+        else None,
+    )
 
 
 def replay(spec: dict, logged: list[Completion], *, generations: int) -> RunState:
