@@ -51,6 +51,7 @@ CONDA_ENV = "../../envs/evocamp.yaml"
 FIGURE_CODE = [
     f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
     f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
+    f"{workflow.basedir}/src/evocamp/reporting/statistics.py",
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] == "dask" else SHARDS

@@ -313,21 +313,24 @@ def _nothing_to_show(plt, why: str, stem: Path) -> None:
 
 
 def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> None:
-    """rliable's three views per aggregated metric (one row each): IQM with its 95%
-    stratified-bootstrap interval per algorithm, performance profiles with bands, and
-    the probability of improvement of each pair; the normalisation is stated under
-    each row."""
+    """rliable's three views per aggregated metric (one block each, titled with the
+    metric and how each domain was normalised): IQM with its 95% stratified-bootstrap
+    interval per algorithm, performance profiles with bands, and below them the
+    probability of improvement of each pair."""
     plt = pyplot()
     if not aggregates:
         _nothing_to_show(plt, "no final metric to aggregate (figures.aggregate_metrics)", stem)
         return
     colours = _colours(algorithms)
-    figure, axes = plt.subplots(
-        len(aggregates), 3, squeeze=False, figsize=(TWO_COLUMNS, 2.3 * len(aggregates) + 0.2)
-    )
-    for row, aggregate in enumerate(aggregates):
+    heights = [2.0 + 0.22 * len(a.improvement) + 0.5 for a in aggregates]
+    figure = plt.figure(figsize=(TWO_COLUMNS, sum(heights)), layout="constrained")
+    blocks = figure.subfigures(len(aggregates), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for block, aggregate in zip(blocks, aggregates, strict=True):
         metric = _label(aggregate.normalised.metric)
-        left, middle, right = axes[row]
+        block.suptitle(f"{metric}, {statistics.normalisation_statement(aggregate)}", fontsize=8)
+        pairs = list(aggregate.improvement.items())
+        grid = block.add_gridspec(2, 2, height_ratios=[1.6, 0.22 * len(pairs) + 0.45])
+        left, middle = block.add_subplot(grid[0, 0]), block.add_subplot(grid[0, 1])
         names = aggregate.algorithms
         for y, algorithm in enumerate(names):
             value, low, high = aggregate.summaries["iqm"][algorithm]
@@ -341,8 +344,9 @@ def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> No
             )
         left.set_yticks(range(len(names)), [f"{a} (n={aggregate.runs[a]})" for a in names])
         left.set_ylim(len(names) - 0.5, -0.5)
-        left.set_xlabel(f"IQM of normalised {metric}")
-        left.set_title("interquartile mean, 95% CI")
+        left.set_xlim(aggregate.taus[0] - 0.03, aggregate.taus[-1] + 0.03)
+        left.set_xlabel(f"IQM of normalised {metric} (95% CI)")
+        left.grid(axis="y", visible=False)
         for algorithm in names:
             fraction, low, high = aggregate.profiles[algorithm]
             style = {"color": colours[algorithm]}
@@ -350,29 +354,25 @@ def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> No
             middle.fill_between(aggregate.taus, low, high, alpha=0.25, linewidth=0, **style)
         middle.set_xlabel(f"normalised {metric} \u03c4")
         middle.set_ylabel("fraction of runs > \u03c4")
-        middle.set_title("performance profile")
-        middle.legend(frameon=False)
-        pairs = list(aggregate.improvement.items())
-        for y, (_, (value, low, high)) in enumerate(pairs):
-            right.errorbar(
-                value, y, xerr=[[value - low], [high - value]], fmt="o", color="black", capsize=3
-            )
-        right.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
-        right.set_yticks(range(len(pairs)), [f"{a} > {b}" for (a, b), _ in pairs])
-        right.set_ylim(len(pairs) - 0.5, -0.5)
-        right.set_xlim(-0.02, 1.02)
-        right.set_xlabel("probability of improvement")
-        right.set_title("P(X > Y), 95% CI")
-        for ax in (left, right):
-            ax.grid(axis="y", visible=False)
-        left.annotate(
-            statistics.normalisation_statement(aggregate),
-            xy=(0, -0.32),
-            xycoords="axes fraction",
-            va="top",
-            fontsize=6.5,
-        )
-    figure.tight_layout()
+        middle.set_ylim(-0.02, 1.02)
+        middle.legend(frameon=False, loc="best")
+        if pairs:
+            right = block.add_subplot(grid[1, :])
+            for y, (_, (value, low, high)) in enumerate(pairs):
+                right.errorbar(
+                    value,
+                    y,
+                    xerr=[[value - low], [high - value]],
+                    fmt="o",
+                    color="black",
+                    capsize=3,
+                )
+            right.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
+            right.set_yticks(range(len(pairs)), [f"P({a} > {b})" for (a, b), _ in pairs])
+            right.set_ylim(len(pairs) - 0.5, -0.5)
+            right.set_xlim(-0.02, 1.02)
+            right.set_xlabel("probability of improvement (95% CI; 0.5: no difference)")
+            right.grid(axis="y", visible=False)
     save_figure(figure, stem)
 
 
@@ -503,6 +503,9 @@ def plot_seeds(runs, *, stem: Path) -> None:
             ax.set_xlim(-0.6, len(names) - 0.1)
             ax.grid(axis="x", visible=False)
             ax.set_ylabel(f"final {_label(field)}")
+    figure.suptitle(
+        "Final values: a box per algorithm, every seed a point (labelled with its seed)"
+    )
     figure.tight_layout()
     save_figure(figure, stem)
 
