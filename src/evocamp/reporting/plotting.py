@@ -355,7 +355,7 @@ def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> No
         middle.set_xlabel(f"normalised {metric} \u03c4")
         middle.set_ylabel("fraction of runs > \u03c4")
         middle.set_ylim(-0.02, 1.02)
-        middle.legend(frameon=False, loc="best")
+        middle.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
         if pairs:
             right = block.add_subplot(grid[1, :])
             for y, (_, (value, low, high)) in enumerate(pairs):
@@ -504,7 +504,8 @@ def plot_seeds(runs, *, stem: Path) -> None:
             ax.grid(axis="x", visible=False)
             ax.set_ylabel(f"final {_label(field)}")
     figure.suptitle(
-        "Final values: a box per algorithm, every seed a point (labelled with its seed)"
+        "Final values: a box per algorithm, every seed a point (labelled with its seed)",
+        fontsize=8,
     )
     figure.tight_layout()
     save_figure(figure, stem)

@@ -20,6 +20,7 @@ seeded from the campaign's master seed, so every table is reproducible byte for 
 
 from __future__ import annotations
 
+import functools
 import gc
 from dataclasses import dataclass, field
 
@@ -381,6 +382,19 @@ def _pooled_summaries(*samples, axis=-1):
     )
 
 
+def _profile(*samples, taus, axis=-1):
+    """Performance profile: per domain (sample) the fraction of runs above each tau,
+    averaged over domains; taus first (scipy's bootstrap batches are the last axis)."""
+    fractions = np.mean([np.mean(s[..., None] > taus, axis=-2) for s in samples], axis=0)
+    return np.moveaxis(fractions, -1, 0)
+
+
+def _improvement(*samples, axis=-1):
+    """Probability of improvement from samples ``x_1, y_1, x_2, y_2, ...`` (one pair
+    per domain): the A12 of x against y, averaged over domains."""
+    return np.mean([a12(x, y) for x, y in zip(samples[::2], samples[1::2], strict=True)], axis=0)
+
+
 AGGREGATE_STATISTICS = ("iqm", "median", "mean")
 
 
@@ -439,12 +453,6 @@ def aggregate_scores(
     algorithms = [a for a in algorithms_of(runs) if _strata(normalised, a)]
     every = np.concatenate(list(normalised.scores.values()))
     taus = np.linspace(min(0.0, every.min()), max(1.0, every.max()), PROFILE_POINTS)
-
-    def profile(*samples, axis=-1):
-        # (..., taus) per domain, averaged over domains; taus first (scipy's batches last)
-        fractions = np.mean([np.mean(s[..., None] > taus, axis=-2) for s in samples], axis=0)
-        return np.moveaxis(fractions, -1, 0)
-
     summaries = {name: {} for name in AGGREGATE_STATISTICS}
     profiles = {}
     for algorithm in algorithms:
@@ -456,27 +464,23 @@ def aggregate_scores(
                 float(low[index]),
                 float(high[index]),
             )
-        profiles[algorithm] = _stratified_ci(strata, profile, resamples=resamples, rng=rng)
+        profiles[algorithm] = _stratified_ci(
+            strata, functools.partial(_profile, taus=taus), resamples=resamples, rng=rng
+        )
     improvement = {}
     for first, algorithm in enumerate(algorithms):
         for other in algorithms[first + 1 :]:
-            pairs = [
-                (normalised.scores[(d, algorithm)], normalised.scores[(d, other)])
+            shared = [
+                sample
                 for d in normalised.how
                 if (d, algorithm) in normalised.scores and (d, other) in normalised.scores
+                for sample in (normalised.scores[(d, algorithm)], normalised.scores[(d, other)])
             ]
-            if not pairs:
-                continue
-
-            def probability(*samples, axis=-1):
-                return np.mean(
-                    [a12(x, y) for x, y in zip(samples[::2], samples[1::2], strict=True)],
-                    axis=0,
+            if shared:
+                point, low, high = _stratified_ci(
+                    shared, _improvement, resamples=resamples, rng=rng
                 )
-
-            flat = [sample for pair in pairs for sample in pair]
-            point, low, high = _stratified_ci(flat, probability, resamples=resamples, rng=rng)
-            improvement[(algorithm, other)] = (float(point), float(low), float(high))
+                improvement[(algorithm, other)] = (float(point), float(low), float(high))
     counts = {a: sum(len(s) for s in _strata(normalised, a)) for a in algorithms}
     return Aggregate(
         normalised=normalised,
