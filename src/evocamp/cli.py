@@ -124,8 +124,9 @@ def cmd_plot_run(args) -> None:
 
 def cmd_compare(args) -> None:
     """Campaign comparison: metric curves with 95% bootstrap bands, side-by-side
-    heatmaps on a shared colour scale, and the final-metrics table (CSV, Markdown,
-    LaTeX)."""
+    heatmaps on a shared colour scale, final values per seed, aggregates across
+    domains, runtime-to-target ECDFs, and the tables (final metrics with significance
+    marks, tests, aggregates, expected running times)."""
     from evocamp.reporting.plotting import compare_campaign
 
     compare_campaign(
@@ -135,6 +136,7 @@ def cmd_compare(args) -> None:
         tables=Path(args.tables),
         samples=args.bootstrap,
         seed=args.seed,
+        settings=json.loads(args.statistics),
     )
 
 
@@ -289,6 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--tables", required=True, help="folder for final_metrics.*")
     sub.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples")
     sub.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    sub.add_argument(
+        "--statistics",
+        default="{}",
+        help="the campaign's figures keys as JSON (alpha, aggregate_metrics, targets, "
+        "reference); missing keys take their defaults",
+    )
     sub.set_defaults(func=cmd_compare)
     return parser
 

@@ -179,6 +179,29 @@ def _semantic_problems(config: dict) -> list[str]:
         problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
+    return problems + _figures_problems(config)
+
+
+def _figures_problems(config: dict) -> list[str]:
+    """Domain names in ``figures.reference`` and ``figures.targets.values`` that the
+    campaign does not define, and reference values whose worst equals their best."""
+    figures = config["figures"]
+    problems = []
+    for key, names in (
+        ("figures.reference", figures["reference"]),
+        ("figures.targets.values", figures["targets"]["values"]),
+    ):
+        problems += [
+            f"key '{key}.{name}': unknown domain '{name}'; defined are {sorted(config['domains'])}"
+            for name in names
+            if name not in config["domains"]
+        ]
+    for domain, metrics in figures["reference"].items():
+        for metric, (worst, best) in metrics.items():
+            if worst == best:
+                problems.append(
+                    f"key 'figures.reference.{domain}.{metric}': worst and best are both {worst}"
+                )
     return problems
 
 

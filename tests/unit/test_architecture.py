@@ -26,11 +26,13 @@ LAYERS = (
 )
 #: Libraries whose import is slow enough to keep out of the short steps that do not
 #: need them (pyribs and scikit-learn pull in scipy and pandas; jsonschema only
-#: validates a campaign): the only imports allowed inside functions.
+#: validates a campaign; statsmodels only corrects the campaign tables' p-values): the
+#: only imports allowed inside functions.
 HEAVY = {
     "ribs",
     "sklearn",
     "scipy",
+    "statsmodels",
     "pandas",
     "matplotlib",
     "dask",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO, executed, merged, run_snakemake, snakemake_command, write_config
 
@@ -71,6 +73,56 @@ def test_campaign_figures_and_tables_exist(campaign):
     assert "| sphere | me | 2 |" in markdown
     latex = (campaign_folder / "tables" / "final_metrics.tex").read_text()
     assert "\\toprule" in latex and "\\bottomrule" in latex and "sphere & oes" in latex
+    assert "Mann-Whitney U" in markdown and "alpha = 0.05" in markdown and "**" in markdown
+    assert "% Caption: Bold: the best mean" in latex and "\\textbf{" in latex
+
+
+def test_campaign_statistics_from_the_runs_own_numbers(campaign):
+    """tests.csv holds scipy's Mann-Whitney U of the runs' final values (read back from
+    their metrics.csv); the aggregate, ECDF and per-seed figures and tables exist."""
+    from scipy.stats import mannwhitneyu
+
+    from evocamp.model.metrics import read_metrics_csv
+
+    folder = campaign / "results" / "fig"
+    for name in ("seeds", "aggregate", "ecdf"):
+        for suffix in ("pdf", "png"):
+            assert (folder / "figures" / f"{name}.{suffix}").stat().st_size > 5000
+    finals = {
+        algorithm: np.array(
+            [
+                read_metrics_csv(folder / algorithm / "sphere" / f"seed{seed}" / "metrics.csv")[-1]
+                for seed in (0, 1)
+            ]
+        )
+        for algorithm in ("me", "oes")
+    }
+    rows = list(csv.DictReader((folder / "tables" / "tests.csv").open()))
+    assert {row["metric"] for row in rows} == {
+        "qd_score",
+        "norm_qd_score",
+        "coverage",
+        "best_objective",
+        "elapsed_seconds",
+    }
+    for row in rows:
+        if row["metric"] == "elapsed_seconds" or row["algorithm"] == row["reference"]:
+            continue
+        values, reference = (finals[row[key]][row["metric"]] for key in ("algorithm", "reference"))
+        direct = mannwhitneyu(values, reference, alternative="two-sided")
+        assert (float(row["statistic"]), float(row["p"])) == (direct.statistic, direct.pvalue)
+        assert float(row["p_holm"]) == direct.pvalue, "one comparison: Holm changes nothing"
+        assert float(row["a12"]) == direct.statistic / 4
+        assert row["n"] == row["n_reference"] == "2" and row["significant"] == "false"
+    aggregate = list(csv.DictReader((folder / "tables" / "aggregate.csv").open()))
+    assert {(r["metric"], r["statistic"]) for r in aggregate} >= {
+        ("qd_score", "iqm"),
+        ("best_objective", "probability_of_improvement"),
+    }
+    ert = list(csv.DictReader((folder / "tables" / "ert.csv").open()))
+    assert len(ert) == 2 * 51 and {r["metric"] for r in ert} == {"best_objective"}
+    hardest = [r for r in ert if r["target_index"] == "50"]
+    assert sum(int(r["successes"]) for r in hardest) >= 1
 
 
 def test_rebuilding_figures_is_byte_identical_and_evaluates_nothing(campaign):
@@ -129,11 +181,17 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
     )
     assert "Report created" in completed.stdout + completed.stderr
     html = report.read_text()
-    assert html.count("data:image/png") >= 2 * 2 * 3 + 2, "every run figure and campaign figure"
+    assert html.count("data:image/png") >= 2 * 2 * 3 + 5, "every run figure and campaign figure"
     for caption in (
         "95% percentile-bootstrap confidence band",
         "effective utilisation",
         "master_seed",
+        "two-sided Mann-Whitney U test",
+        "significant at alpha = 0.05",
+        "stratified bootstrap interval",
+        "min-max over all runs of the campaign",
+        "Runtime to target",
+        "every seed as a labelled point",
     ):
         assert caption in html
     screenshot = tmp_path / "report.png"

@@ -1,4 +1,5 @@
 import functools
+import json
 import os
 import shlex
 import sys
@@ -52,6 +53,7 @@ CONDA_ENV = "../../envs/evocamp.yaml"
 FIGURE_CODE = [
     f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
     f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
+    f"{workflow.basedir}/src/evocamp/reporting/statistics.py",
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
@@ -244,11 +246,19 @@ def figure_targets():
     for name in ("heatmap", "curves", "timing"):
         for suffix in ("pdf", "png"):
             targets += all_run_files(f"figures/{name}.{suffix}")
-    for name in ("curves", "heatmaps"):
+    for name in ("curves", "heatmaps", "seeds", "aggregate", "ecdf"):
         targets += [f"{RESULTS}/figures/{name}.pdf", f"{RESULTS}/figures/{name}.png"]
     for suffix in ("csv", "md", "tex"):
         targets.append(f"{RESULTS}/tables/final_metrics.{suffix}")
+    for name in ("tests", "aggregate", "ert"):
+        targets += [f"{RESULTS}/tables/{name}.csv", f"{RESULTS}/tables/{name}.md"]
     return targets
+
+
+def statistics_settings():
+    """The figures keys the campaign statistics read, as JSON for `evocamp compare`."""
+    keys = ("alpha", "aggregate_metrics", "targets", "reference")
+    return json.dumps({key: config["figures"][key] for key in keys}, sort_keys=True)
 
 
 def folder_of_curves(wildcards, output):

@@ -78,6 +78,48 @@ rule compare:
         ),
         table_md=f"{RESULTS}/tables/final_metrics.md",
         table_tex=f"{RESULTS}/tables/final_metrics.tex",
+        tests_csv=report(
+            f"{RESULTS}/tables/tests.csv",
+            caption="../report/campaign_tests.rst",
+            category="Campaign",
+            labels={"figure": "significance tests"},
+        ),
+        tests_md=f"{RESULTS}/tables/tests.md",
+        seeds=report(
+            f"{RESULTS}/figures/seeds.png",
+            caption="../report/campaign_seeds.rst",
+            category="Campaign",
+            labels={"figure": "final values per seed"},
+        ),
+        seeds_pdf=f"{RESULTS}/figures/seeds.pdf",
+        aggregate=report(
+            f"{RESULTS}/figures/aggregate.png",
+            caption="../report/campaign_aggregate.rst",
+            category="Campaign",
+            labels={"figure": "aggregates across domains"},
+        ),
+        aggregate_pdf=f"{RESULTS}/figures/aggregate.pdf",
+        aggregate_csv=report(
+            f"{RESULTS}/tables/aggregate.csv",
+            caption="../report/campaign_aggregate_table.rst",
+            category="Campaign",
+            labels={"figure": "aggregates table"},
+        ),
+        aggregate_md=f"{RESULTS}/tables/aggregate.md",
+        ecdf=report(
+            f"{RESULTS}/figures/ecdf.png",
+            caption="../report/campaign_ecdf.rst",
+            category="Campaign",
+            labels={"figure": "runtime to target"},
+        ),
+        ecdf_pdf=f"{RESULTS}/figures/ecdf.pdf",
+        ert_csv=report(
+            f"{RESULTS}/tables/ert.csv",
+            caption="../report/campaign_ert.rst",
+            category="Campaign",
+            labels={"figure": "expected running time table"},
+        ),
+        ert_md=f"{RESULTS}/tables/ert.md",
     log:
         f"{RESULTS}/logs/compare.log",
     conda:
@@ -87,10 +129,12 @@ rule compare:
         tables=folder_of_tables,
         bootstrap=config["figures"]["bootstrap_samples"],
         seed=config["master_seed"],
+        statistics=statistics_settings(),
     shell:
         "python -m evocamp compare --metrics {input.metrics} --archives {input.archives} "
         "--figures {params.figures} --tables {params.tables} "
-        "--bootstrap {params.bootstrap} --seed {params.seed} 2> {log}"
+        "--bootstrap {params.bootstrap} --seed {params.seed} "
+        "--statistics {params.statistics:q} 2> {log}"
 
 
 rule figures:

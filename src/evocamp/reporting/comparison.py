@@ -27,6 +27,10 @@ TABLE_METRICS = (
 )
 
 
+#: The mark of a value not significantly different from the best one.
+DAGGER = "\u2020"
+
+
 @dataclass
 class RunMetrics:
     """The metrics history of one run.
@@ -218,16 +222,32 @@ def shown_metrics(table: list[dict]) -> list[tuple[str, str, str]]:
     ]
 
 
-def table_markdown(table: list[dict]) -> str:
-    """Markdown: mean [95% CI] per metric (those some row has)."""
+def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
+    """Markdown: mean [95% CI] per metric (those some row has).
+
+    ``marks`` maps (domain, algorithm, metric) to ``best`` (shown bold) or ``tied``
+    (not significantly different from the best: a dagger), and ``note`` is the
+    caption line that says so (:mod:`evocamp.reporting.statistics`).
+    """
+    marks = marks or {}
     metrics = shown_metrics(table)
     header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table:
         cells = [row["domain"], row["algorithm"], str(row["seeds"])]
-        cells += [_interval(row[field]) for field, _, _ in metrics]
+        for field, _, _ in metrics:
+            mark = marks.get((row["domain"], row["algorithm"], field))
+            text = _interval(row[field])
+            if mark == "best":
+                mean, rest = text.split(" ", 1)
+                text = f"**{mean}** {rest}"
+            elif mark == "tied":
+                text += f" {DAGGER}"
+            cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
+    if note:
+        caption += " " + note
     return caption + "\n\n" + "\n".join(lines) + "\n"
 
 
@@ -235,14 +255,17 @@ def _latex_escape(text: str) -> str:
     return text.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&")
 
 
-def table_latex(table: list[dict]) -> str:
+def table_latex(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
     """LaTeX (booktabs): mean with the 95% CI below in a smaller font (metrics some row
-    has)."""
+    has); ``marks`` and ``note`` as in :func:`table_markdown` (the note is a comment
+    line above the table, for the caption)."""
+    marks = marks or {}
     metrics = shown_metrics(table)
     columns = "ll" + "r" * len(metrics)
     header = " & ".join(["Domain", "Algorithm"] + [latex for _, _, latex in metrics])
     lines = [
         "% Requires \\usepackage{booktabs}.",
+        *(["% Caption: " + _latex_escape(note).replace(DAGGER, "\\dag{}")] if note else []),
         f"\\begin{{tabular}}{{{columns}}}",
         "\\toprule",
         header + " \\\\",
@@ -252,7 +275,13 @@ def table_latex(table: list[dict]) -> str:
         cells = [_latex_escape(row["domain"]), _latex_escape(row["algorithm"])]
         for field, _, _ in metrics:
             mean, low, high = row[field]
-            cells.append(f"{_number(mean)} {{\\scriptsize [{_number(low)}, {_number(high)}]}}")
+            mark = marks.get((row["domain"], row["algorithm"], field))
+            shown = _number(mean)
+            if mark == "best":
+                shown = f"\\textbf{{{shown}}}"
+            elif mark == "tied":
+                shown += "\\textsuperscript{\\dag}"
+            cells.append(f"{shown} {{\\scriptsize [{_number(low)}, {_number(high)}]}}")
         lines.append(" & ".join(cells) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"

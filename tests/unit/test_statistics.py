@@ -1,0 +1,306 @@
+"""Campaign statistics (evocamp.reporting.statistics) on metrics files written by the
+package's own writer: significance tests against scipy, Holm on a hand-made example,
+aggregates, runtime to target against a direct count, tables stable byte for byte."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu, trim_mean
+
+from evocamp.config import run_spec, validate_config
+from evocamp.model.metrics import blank_metric_rows, write_rows
+from evocamp.reporting import statistics
+from evocamp.reporting.comparison import final_metrics_table, load_runs, table_markdown
+from evocamp.reporting.statistics import StatisticsSettings
+
+#: A BO-like campaign: three algorithms on a minimisation benchmark (Ackley, lower is
+#: better) and a maximised one (the plain sphere's objective), five seeds each.
+CONFIG = validate_config(
+    {
+        "campaign": "stats",
+        "seeds": 5,
+        "algorithms": {
+            "good": {"type": "random_search", "batch_size": 4},
+            "fair": {"type": "random_search", "batch_size": 4},
+            "poor": {"type": "random_search", "batch_size": 4},
+        },
+        "domains": {
+            "ackley5": {"type": "ackley", "solution_dim": 5},
+            "arm": {"type": "arm", "solution_dim": 4},
+        },
+    },
+    check_plugins=False,
+)
+GENERATIONS = 12
+
+
+def best_so_far(rng, start: float, step: float) -> np.ndarray:
+    """A best-so-far curve rising from ``start`` by random improvements."""
+    gains = rng.exponential(step, GENERATIONS) * (rng.random(GENERATIONS) < 0.6)
+    return start + np.cumsum(gains)
+
+
+def write_campaign(folder, *, seeds: int = 5) -> list:
+    """Runs of :data:`CONFIG` (``seeds`` each): metrics.csv through the package's
+    writer, and the finished summary that names the domain's type."""
+    rng = np.random.default_rng(7)
+    quality = {"good": 1.0, "fair": 0.6, "poor": 0.2}
+    paths = []
+    for algorithm, domain in itertools.product(CONFIG["algorithms"], CONFIG["domains"]):
+        for seed in range(seeds):
+            run = folder / algorithm / domain / f"seed{seed}"
+            rows = blank_metric_rows(GENERATIONS + 1)
+            rows["generation"] = np.arange(GENERATIONS + 1)
+            rows["evaluations"] = 4 * np.arange(GENERATIONS + 1)
+            rows["wall_seconds"] = 0.5 + rng.random(GENERATIONS + 1)
+            curve = best_so_far(rng, -20.0, quality[algorithm])
+            rows["best_objective"] = np.concatenate([[np.nan], curve])
+            if domain == "arm":
+                rows["qd_score"] = 10 * quality[algorithm] * np.arange(GENERATIONS + 1)
+                rows["qd_score"] += rng.normal(0, 3, GENERATIONS + 1)
+                rows["coverage"] = np.linspace(0, 0.5 * quality[algorithm], GENERATIONS + 1)
+            write_rows(run / "metrics.csv", rows)
+            spec = run_spec(CONFIG, algorithm=algorithm, domain=domain, seed=seed)
+            (run / "finished").mkdir()
+            (run / "finished" / f"gen_{GENERATIONS:06d}.json").write_text(
+                json.dumps({"run_spec": spec}, sort_keys=True)
+            )
+            paths.append(run / "metrics.csv")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def campaign_metrics(tmp_path_factory) -> list:
+    return write_campaign(tmp_path_factory.mktemp("stats"))
+
+
+@pytest.fixture
+def runs(campaign_metrics):
+    return load_runs(campaign_metrics)
+
+
+def read_csv(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def final(runs, algorithm, domain, field) -> np.ndarray:
+    members = sorted(
+        (r for r in runs if r.algorithm == algorithm and r.domain == domain), key=lambda r: r.seed
+    )
+    return np.array([r.values(field)[-1] for r in members])
+
+
+def direct_a12(x, y, *, lower_is_better=False) -> float:
+    """A12 counted over every pair of runs (ties half)."""
+    wins = sum((a < b) if lower_is_better else (a > b) for a in x for b in y)
+    ties = sum(a == b for a in x for b in y)
+    return (wins + 0.5 * ties) / (len(x) * len(y))
+
+
+def test_tests_csv_matches_a_direct_scipy_computation_on_the_runs_numbers(runs):
+    rows = read_csv(statistics.tests_csv(statistics.significance_tests(runs, alpha=0.05)))
+    assert list(rows[0]) == list(statistics.TEST_COLUMNS)
+    tested = {(r["domain"], r["metric"]) for r in rows}
+    assert ("ackley5", "best_value") in tested and ("arm", "qd_score") in tested
+    assert ("ackley5", "qd_score") not in tested, "a metric no run of the domain has"
+    assert ("arm", "best_value") not in tested, "the arm is not minimised"
+    for row in rows:
+        lower = row["metric"] in ("best_value", "elapsed_seconds")
+        values = final(runs, row["algorithm"], row["domain"], row["metric"])
+        reference = final(runs, row["reference"], row["domain"], row["metric"])
+        assert int(row["n"]) == len(values) == 5
+        best = min if lower else max
+        means = {
+            a: final(runs, a, row["domain"], row["metric"]).mean() for a in CONFIG["algorithms"]
+        }
+        assert means[row["reference"]] == best(means.values())
+        if row["algorithm"] == row["reference"]:
+            assert row["p"] == row["statistic"] == row["a12"] == row["significant"] == ""
+            continue
+        direct = mannwhitneyu(values, reference, alternative="two-sided")
+        assert float(row["statistic"]) == direct.statistic
+        assert float(row["p"]) == direct.pvalue
+        assert float(row["a12"]) == pytest.approx(
+            direct_a12(values, reference, lower_is_better=lower)
+        )
+    ackley = {
+        r["algorithm"]: r for r in rows if r["metric"] == "best_value" and r["domain"] == "ackley5"
+    }
+    assert ackley["good"]["reference"] == "good"
+    assert ackley["poor"]["significant"] == "true" and float(ackley["poor"]["a12"]) == 0.0
+
+
+def test_holm_on_a_hand_made_example():
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04, made
+    # monotone: 0.02, 0.03, 0.06, 0.06.
+    corrected, reject = statistics.holm([0.01, 0.04, 0.03, 0.005], alpha=0.05)
+    assert corrected == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert reject.tolist() == [True, False, False, True]
+    assert statistics.holm([], alpha=0.05)[0].size == 0
+
+
+def test_holm_corrects_within_each_domain_and_metric(runs):
+    tests = statistics.significance_tests(runs, alpha=0.05)
+    for (domain, metric), block in itertools.groupby(tests, lambda r: (r["domain"], r["metric"])):
+        block = [r for r in block if r["p"] is not None]
+        assert len(block) == 2, (domain, metric)
+        low, high = sorted(block, key=lambda r: r["p"])
+        assert low["p_holm"] == pytest.approx(min(1.0, 2 * low["p"]))
+        assert high["p_holm"] == pytest.approx(min(1.0, max(2 * low["p"], high["p"])))
+        for row in block:
+            assert row["significant"] == (row["p_holm"] <= 0.05)
+
+
+def test_tables_mark_the_best_and_the_algorithms_tied_with_it(runs):
+    tests = statistics.significance_tests(runs, alpha=0.05)
+    marks = statistics.table_marks(tests)
+    note = statistics.tests_caption(tests, alpha=0.05)
+    assert "Mann-Whitney U" in note and "Holm" in note and "alpha = 0.05" in note
+    table = final_metrics_table(runs, samples=200, seed=0)
+    markdown = table_markdown(table, marks=marks, note=note)
+    good_ackley = next(line for line in markdown.splitlines() if "| ackley5 | good |" in line)
+    assert good_ackley.count("**") == 4, "bold best objective and best value"
+    for row in tests:
+        if row["significant"] is False:
+            line = next(
+                line
+                for line in markdown.splitlines()
+                if f"| {row['domain']} | {row['algorithm']} |" in line
+            )
+            assert "\u2020" in line
+
+
+def test_fewer_than_two_seeds_leave_the_tests_out_with_a_note(tmp_path):
+    runs = load_runs(write_campaign(tmp_path, seeds=1))
+    tests = statistics.significance_tests(runs, alpha=0.05)
+    assert tests and all(row["p"] is None and row["significant"] is None for row in tests)
+    assert "No significance tests" in statistics.tests_caption(tests, alpha=0.05)
+    assert ",,,," in statistics.tests_csv(tests).splitlines()[1]
+
+
+def test_aggregates_match_a_direct_computation(runs):
+    settings = StatisticsSettings()
+    rng = np.random.default_rng(0)
+    aggregate = statistics.aggregate_scores(
+        runs, "best_objective", settings, resamples=500, rng=rng
+    )
+    finals = {
+        (d, a): final(runs, a, d, "best_objective")
+        for d in CONFIG["domains"]
+        for a in CONFIG["algorithms"]
+    }
+    normalised = {}
+    for domain in CONFIG["domains"]:
+        joined = np.concatenate([v for (d, _), v in finals.items() if d == domain])
+        for algorithm in CONFIG["algorithms"]:
+            values = finals[(domain, algorithm)]
+            normalised[(domain, algorithm)] = (values - joined.min()) / np.ptp(joined)
+    for algorithm in CONFIG["algorithms"]:
+        pooled = np.concatenate([normalised[(d, algorithm)] for d in CONFIG["domains"]])
+        iqm, low, high = aggregate.summaries["iqm"][algorithm]
+        assert iqm == pytest.approx(trim_mean(pooled, 0.25))
+        assert low <= iqm <= high
+        assert aggregate.summaries["median"][algorithm][0] == pytest.approx(np.median(pooled))
+        profile = aggregate.profiles[algorithm][0]
+        tau = aggregate.taus[40]
+        assert profile[40] == pytest.approx(
+            np.mean([np.mean(normalised[(d, algorithm)] > tau) for d in CONFIG["domains"]])
+        )
+    probability = aggregate.improvement[("good", "poor")][0]
+    assert probability == pytest.approx(
+        np.mean([direct_a12(finals[(d, "good")], finals[(d, "poor")]) for d in CONFIG["domains"]])
+    )
+    assert "min-max" in statistics.normalisation_statement(aggregate)
+
+
+def test_reference_values_set_a_domains_normalisation(runs):
+    settings = StatisticsSettings(reference={"ackley5": {"best_value": [25.0, 0.0]}})
+    scores = statistics.normalised_scores(runs, "best_objective", settings)
+    values = final(runs, "fair", "ackley5", "best_value")
+    assert scores.scores[("ackley5", "fair")] == pytest.approx((values - 25.0) / (0.0 - 25.0))
+    assert scores.how["ackley5"] == "reference [-25, -0]"
+    assert scores.how["arm"] == "min-max over the campaign's runs"
+
+
+def test_targets_are_log_spaced_for_minimised_values():
+    finals = np.array([4.0, 0.5, 2.0])
+    targets, spacing = statistics.domain_targets(
+        finals, lower_is_better=True, count=4, spacing="auto"
+    )
+    assert spacing == "log" and targets == pytest.approx([4.0, 2.0, 1.0, 0.5])
+    targets, spacing = statistics.domain_targets(
+        -finals, lower_is_better=False, count=3, spacing="auto"
+    )
+    assert spacing == "linear" and targets == pytest.approx([-4.0, -2.25, -0.5])
+    with_zero = np.array([3.0, 0.0])
+    assert (
+        statistics.domain_targets(with_zero, lower_is_better=True, count=4, spacing="log")[1]
+        == "linear"
+    )
+
+
+def test_ecdf_and_ert_match_a_direct_count(runs):
+    (ackley, arm) = statistics.runtime_to_target(runs, StatisticsSettings(target_count=11))
+    assert ackley.field == "best_value" and arm.field == "best_objective"
+    assert len(ackley.targets) == 11 and ackley.spacing == "log"
+    for entry, lower in ((ackley, True), (arm, False)):
+        for algorithm in CONFIG["algorithms"]:
+            members = sorted(
+                (r for r in runs if r.algorithm == algorithm and r.domain == entry.domain),
+                key=lambda r: r.seed,
+            )
+            direct = np.full((len(members), len(entry.targets)), np.inf)
+            for i, run in enumerate(members):
+                values = run.values(entry.field)
+                for j, target in enumerate(entry.targets):
+                    for g in range(len(values)):
+                        if (values[g] <= target) if lower else (values[g] >= target):
+                            direct[i, j] = run.rows["evaluations"][g]
+                            break
+            assert np.array_equal(entry.evaluations[algorithm], direct)
+            for budget in (0, 8, 20, 47, 48):
+                pairs = sum(hit <= budget for hit in direct.ravel())
+                assert statistics.ecdf(direct, np.array([budget]))[0] == pairs / direct.size
+            ert = statistics.expected_running_time(direct, np.full(len(members), 48.0))
+            for j in range(len(entry.targets)):
+                hits = direct[:, j][np.isfinite(direct[:, j])]
+                spent = hits.sum() + 48.0 * (len(members) - len(hits))
+                assert ert[j] == (spent / len(hits) if len(hits) else np.inf)
+    hardest = ackley.evaluations["good"][:, -1]
+    assert np.isfinite(hardest).sum() >= 1, "the best final value is a target some run reaches"
+
+
+def test_expected_running_time_on_a_hand_made_example():
+    runtimes = np.array([[10.0, np.inf], [30.0, 40.0], [np.inf, np.inf]])
+    ert = statistics.expected_running_time(runtimes, totals=np.array([50.0, 40.0, 60.0]))
+    assert ert.tolist() == [(10 + 30 + 60) / 2, (50 + 40 + 60) / 1]
+    assert statistics.expected_running_time(runtimes[2:], np.array([60.0])).tolist() == [np.inf] * 2
+
+
+def test_tables_are_byte_stable_across_reruns(campaign_metrics):
+    metrics = campaign_metrics
+    settings = StatisticsSettings(target_count=21)
+    first, second = (
+        statistics.campaign_statistics(load_runs(metrics), samples=300, seed=0, settings=settings)
+        for _ in range(2)
+    )
+    assert sorted(first.tables) == [
+        "aggregate.csv",
+        "aggregate.md",
+        "ert.csv",
+        "ert.md",
+        "final_metrics.csv",
+        "final_metrics.md",
+        "final_metrics.tex",
+        "tests.csv",
+        "tests.md",
+    ]
+    assert first.tables == second.tables
+    assert "probability_of_improvement,good,fair" in first.tables["aggregate.csv"]
+    assert first.tables["tests.csv"].startswith("domain,metric,algorithm,reference,n,n_reference,")
