@@ -24,10 +24,12 @@ from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.registry import (
     ALGORITHMS,
+    CELL_ARCHIVE_KEYS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
     DEFAULT_SOLUTION_DIM,
     DOMAINS,
     PLUGIN_DOMAIN,
+    TYPE_ARCHIVE_KEYS,
     AlgorithmType,
     Derived,
     plugin_class,
@@ -240,6 +242,18 @@ def _algorithm_problems(
         )
     if algorithm["archive"].get("dims") is not None and not entry.grid_archive:
         problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
+    problems += [
+        f"key '{key}.archive.{option}': not used by type {entry.name}"
+        for option in algorithm["archive"]
+        if option in TYPE_ARCHIVE_KEYS and option not in entry.archive_defaults
+    ]
+    if entry.recipe is not None and entry.recipe.archive not in ("grid", "cvt"):
+        problems += [
+            f"key '{key}.archive.{option}': not used by type {entry.name} (its emitters "
+            f"learn on a {entry.recipe.archive} archive, which has no cells)"
+            for option in CELL_ARCHIVE_KEYS
+            if option in algorithm["archive"]
+        ]
     for algorithm_name, domain_name in experiments_of(config):
         domain = config["domains"].get(domain_name)
         if algorithm_name != name or domain is None or domain_name in broken_domains:
@@ -358,7 +372,8 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
             "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
         )
     for name, value in entry.archive_defaults.items():
-        archive.setdefault(name, value)
+        if name not in archive:
+            archive[name] = _default_value(value, domain_spec)
     if entry.recipe is not None:
         archive.pop("passive", None)  # the run's archive is the optimizer's own
     return spec

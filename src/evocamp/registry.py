@@ -174,9 +174,20 @@ def _qd_batch(algorithm: dict) -> int:
     return algorithm["emitters"] * algorithm["batch_size"]
 
 
-def _qd(name: str, summary: str, reference: str, recipe: QDRecipe, **more) -> AlgorithmType:
+def _qd(
+    name: str,
+    summary: str,
+    reference: str,
+    recipe: QDRecipe,
+    *,
+    defaults: dict | None = None,
+    batch_size: Callable[[dict], int] = _qd_batch,
+    **more,
+) -> AlgorithmType:
+    """A QD type: ``defaults`` (:data:`_QD_DEFAULTS` unless given) plus ``ranker``, if
+    given; its archive (or result archive) is a grid unless it is a CVT."""
     ranker = more.pop("ranker", None)
-    defaults = dict(_QD_DEFAULTS)
+    defaults = dict(_QD_DEFAULTS if defaults is None else defaults)
     if ranker is not None:
         defaults["ranker"] = ranker
     return AlgorithmType(
@@ -187,11 +198,42 @@ def _qd(name: str, summary: str, reference: str, recipe: QDRecipe, **more) -> Al
         defaults=defaults,
         cls=QDOptimizer,
         recipe=recipe,
-        batch_size=_qd_batch,
+        batch_size=batch_size,
         needs_measures=True,
-        grid_archive=recipe.archive == "grid",
+        grid_archive=recipe.archive != "cvt",
         **more,
     )
+
+
+def _mean_measure_width(domain: dict) -> float:
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    return float(np.mean(ranges[:, 1] - ranges[:, 0]))
+
+
+def _novelty_threshold(domain: dict) -> float:
+    return 0.037 * _mean_measure_width(domain)
+
+
+def _density_bandwidth(domain: dict) -> float:
+    return 0.05 * _mean_measure_width(domain)
+
+
+#: Keys of the QD types whose variation is a Gaussian or iso-line emitter of choice.
+_VARIATION_DEFAULTS = {**_QD_DEFAULTS, "variation": "iso_line"}
+
+
+def _bop_batch(algorithm: dict) -> int:
+    """BOP-Elites' smallest batch: its initial design or a later proposal."""
+    return algorithm["emitters"] * min(algorithm["batch_size"], algorithm["initial_points"])
+
+
+#: Emitter kinds of the bandit's pool (pyribs' sphere example, ``me_map_elites``).
+_BANDIT_POOL = (
+    ("evolution_strategy", {"ranker": "obj"}),
+    ("evolution_strategy", {"ranker": "2rd"}),
+    ("evolution_strategy", {"ranker": "2imp"}),
+    ("iso_line", {}),
+)
 
 
 def _snes_popsize(domain: dict) -> int:
@@ -261,6 +303,107 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             ),
             ranker="imp",
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
+        ),
+        _qd(
+            "novelty_search",
+            "novelty search: ProximityArchive (k nearest neighbours, novelty threshold, "
+            "optional local competition) + Gaussian or iso-line emitters (`variation`); "
+            "QD metrics from a grid result archive of every evaluated solution, the "
+            "novelty archive's size in `own_archive_size`",
+            "Lehman & Stanley 2011 (NS, NSLC); pyribs",
+            QDRecipe(archive="proximity", emitter="variation", result_archive=True),
+            defaults=_VARIATION_DEFAULTS,
+            archive_defaults={
+                "k_neighbors": 15,
+                "novelty_threshold": Derived(
+                    _novelty_threshold,
+                    "0.037 x the mean width of the measure ranges (pyribs' sphere example)",
+                ),
+                "local_competition": False,
+            },
+        ),
+        _qd(
+            "dominated_novelty_search",
+            "dominated novelty search: DNSArchive (a population of `archive.capacity`, "
+            "competition by distance to the k nearest fitter solutions) + Gaussian or "
+            "iso-line emitters (`variation`); QD metrics from a grid result archive",
+            "Bahlous-Boldi et al. 2025 (Dominated Novelty Search); pyribs",
+            QDRecipe(archive="dns", emitter="variation", result_archive=True),
+            defaults=_VARIATION_DEFAULTS,
+            archive_defaults={"capacity": 1024, "k_neighbors": 3},
+        ),
+        _qd(
+            "bop_elites",
+            "BOP-Elites: Gaussian-process surrogates of objective and measures, batches "
+            "that maximise the expected joint improvement of elites (EJIE), after a Sobol "
+            "initial design of `initial_points`; GP fit and EJIE search run in tell "
+            "(needs pymoo: pip install 'evocamp[bop]')",
+            "Kent et al. 2024 (BOP-Elites, IEEE TEVC); pyribs",
+            QDRecipe(
+                archive="grid",
+                emitter="bayesian_optimization",
+                scheduler="bayesian_optimization",
+            ),
+            defaults={
+                "emitters": 1,
+                "batch_size": 4,
+                "initial_points": 20,
+                "search_restarts": 5,
+                "entropy_ejie": False,
+            },
+            batch_size=_bop_batch,
+            needs_bounds=True,
+        ),
+        _qd(
+            "cma_me_bandit",
+            "CMA-ME with a BanditScheduler (UCB1) choosing `emitters` active emitters out "
+            "of a pool of `emitters` of each kind: EvolutionStrategyEmitters with rankers "
+            "obj, 2rd and 2imp, and IsoLineEmitters",
+            "Cully 2021 (ME-MAP-Elites); pyribs' sphere example (me_map_elites)",
+            QDRecipe(archive="grid", emitter_pool=_BANDIT_POOL, scheduler="bandit"),
+            defaults={**_QD_DEFAULTS, "emitters": 4, "line_sigma": 0.1},
+        ),
+        _qd(
+            "density_descent",
+            "density descent search: DensityArchive (a kernel density estimate of a "
+            "reservoir of measures) + EvolutionStrategyEmitters (ranker density, mu "
+            "selection, basic restarts) sampling the grid result archive",
+            "Lee et al. 2024 (DDS, arXiv 2312.11331); pyribs",
+            QDRecipe(
+                archive="density",
+                emitter="evolution_strategy",
+                emitter_options={
+                    "ranker": "density",
+                    "selection_rule": "mu",
+                    "restart_rule": "basic",
+                },
+                result_archive=True,
+                emitters_on_result=True,
+            ),
+            defaults={"emitters": 1, "batch_size": 32, "sigma": 1.5},
+            archive_defaults={
+                "density_method": "kde",
+                "bandwidth": Derived(
+                    _density_bandwidth,
+                    "0.05 x the mean width of the measure ranges (pyribs' sphere example)",
+                ),
+                "buffer_size": 10000,
+            },
+        ),
+        AlgorithmType(
+            name="cma_es",
+            family="es",
+            summary="CMA-ES on the objective alone (pyribs' CMA-ES as its "
+            "EvolutionStrategyEmitter runs it with ranker obj and mu selection; restarts "
+            "from x0 when it converges)",
+            reference="Hansen & Ostermeier 2001; pyribs",
+            defaults={
+                "sigma": 0.5,
+                "popsize": Derived(_snes_popsize, "4 + floor(3 ln d)"),
+            },
+            params=("popsize", "sigma"),
+            cls=es.CMAES,
+            batch_size=_population,
         ),
         AlgorithmType(
             name="openai_es",
@@ -332,6 +475,15 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
     )
 }
+
+#: ``archive.*`` keys that only the types whose ``archive_defaults`` name them accept
+#: (CMA-MAE's ``learning_rate`` and ``threshold_min`` are those of any grid or CVT
+#: archive the emitters learn on).
+TYPE_ARCHIVE_KEYS = frozenset(
+    name for entry in ALGORITHMS.values() for name in entry.archive_defaults
+) - {"learning_rate", "threshold_min"}
+#: ``archive.*`` keys of archives with cells (grid, CVT) that the emitters learn on.
+CELL_ARCHIVE_KEYS = ("learning_rate", "threshold_min")
 
 # --- domains ---------------------------------------------------------------------
 
