@@ -32,6 +32,7 @@ from evocamp.registry import (
     TYPE_ARCHIVE_KEYS,
     AlgorithmType,
     Derived,
+    missing_extra,
     plugin_class,
 )
 
@@ -211,6 +212,12 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
             problems.append(
                 f"key '{key}.measure_ranges[{index}]': low {low} must be below high {high}"
             )
+    cqd = domain.get("cqd") or {}
+    low = cqd.get("obj_min", DOMAINS[kind].qd_score_offset if kind in DOMAINS else None)
+    high = cqd.get("obj_max", DOMAINS[kind].objective_max if kind in DOMAINS else None)
+    if low is not None and high is not None and ("obj_min" in cqd or "obj_max" in cqd):
+        if low >= high:
+            problems.append(f"key '{key}.cqd': obj_min {low} must be below obj_max {high}")
     if "bounds" in domain and domain["bounds"][0] >= domain["bounds"][1]:
         low, high = domain["bounds"]
         problems.append(f"key '{key}.bounds': low {low} must be below high {high}")
@@ -235,6 +242,9 @@ def _algorithm_problems(
         for required in entry.required
         if required not in algorithm
     ]
+    missing = missing_extra(entry)
+    if missing:
+        problems.append(f"key '{key}.type': {missing}")
     if entry.name == "openai_es" and algorithm.get("popsize", 2) % 2:
         problems.append(
             f"key '{key}.popsize': openai_es samples antithetic pairs; "

@@ -11,6 +11,7 @@ one entry here.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy as np
 from evocamp import domains
 from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.base.seeding import optimizer_seeds
+from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.families import bo, es
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import QDOptimizer, QDRecipe
@@ -31,6 +32,9 @@ from evocamp.model.protocol import (
     check_methods,
 )
 from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
+
+#: Optional dependency groups of ``pyproject.toml`` and the modules each provides.
+EXTRAS = {"bop": ("pymoo",)}
 
 #: Families, in the order the documentation lists them.
 FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
@@ -88,6 +92,10 @@ class AlgorithmType:
         Defaults of ``archive.*`` keys particular to the type.
     shards_in_spec : bool
         The shard count is part of the algorithm (every shard is one worker).
+    extra : str or None
+        The optional dependency group of evocamp the type needs (``pip install
+        'evocamp[EXTRA]'``; :data:`EXTRAS` names its modules): a campaign using the
+        type is refused, with that command, when one is missing.
     """
 
     name: str
@@ -106,6 +114,7 @@ class AlgorithmType:
     grid_archive: bool = True
     archive_defaults: dict = field(default_factory=dict)
     shards_in_spec: bool = False
+    extra: str | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -143,6 +152,9 @@ class DomainType:
         Defaults of the evaluation function's keyword arguments.
     extra_fields : tuple of str
         Extra outputs stored with every elite by default.
+    objective_max : float or None
+        The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
+        needs ``cqd.obj_max``).
     """
 
     name: str
@@ -156,6 +168,7 @@ class DomainType:
     minimised: str | None = None
     params: dict = field(default_factory=dict)
     extra_fields: tuple[str, ...] = ()
+    objective_max: float | None = None
 
 
 #: Solution dimension of domains that do not fix it.
@@ -353,6 +366,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             },
             batch_size=_bop_batch,
             needs_bounds=True,
+            extra="bop",
         ),
         _qd(
             "cma_me_bandit",
@@ -524,6 +538,7 @@ DOMAINS: dict[str, DomainType] = {
             evaluate=domains.sphere,
             measure_ranges=_projection_ranges,
             measure_count=2,
+            objective_max=100.0,
         ),
         DomainType(
             name="rastrigin",
@@ -531,6 +546,7 @@ DOMAINS: dict[str, DomainType] = {
             evaluate=domains.rastrigin,
             measure_ranges=_projection_ranges,
             measure_count=2,
+            objective_max=100.0,
         ),
         DomainType(
             name="arm",
@@ -541,6 +557,7 @@ DOMAINS: dict[str, DomainType] = {
             measure_count=2,
             bounds=[-math.pi, math.pi],
             qd_score_offset=-(math.pi**2),
+            objective_max=0.0,
         ),
         DomainType(
             name="lunar_lander",
@@ -551,6 +568,7 @@ DOMAINS: dict[str, DomainType] = {
             measure_ranges=_lunar_lander_ranges,
             measure_count=2,
             qd_score_offset=-600.0,
+            objective_max=300.0,
             params={"env_seed": domains.LUNAR_LANDER_ENV_SEED},
         ),
         DomainType(
@@ -620,6 +638,57 @@ def minimised_value(domain_spec: dict) -> str | None:
     return entry.minimised if entry else None
 
 
+#: Defaults of the CQD score's settings (``domains.NAME.cqd``).
+CQD_DEFAULTS = {"target_points": 200, "iterations": 5, "penalties": 5}
+
+
+def cqd_settings(spec: dict) -> dict | None:
+    """The arguments of :func:`evocamp.families.qd.cqd_score` for a run, or ``None`` when
+    the run gets no CQD score (no grid archive, no measures, an unknown best objective,
+    or ``cqd.target_points: 0``).
+
+    Defaults (:data:`CQD_DEFAULTS`; ``domains.NAME.cqd`` overrides each): target points
+    drawn uniformly within the measure ranges from the master seed and the domain's
+    name (the same for every algorithm and seed of the campaign), ``obj_min`` the
+    archive's QD score offset, ``obj_max`` the domain's best objective, ``dist_max``
+    the diagonal of the measure ranges.
+    """
+    domain = spec["domain_spec"]
+    given = {**CQD_DEFAULTS, **(domain.get("cqd") or {})}
+    entry = DOMAINS.get(domain["type"])
+    obj_max = given.get("obj_max", entry.objective_max if entry else None)
+    if not (algorithm_type(spec).grid_archive and domain.get("measure_ranges")):
+        return None
+    if obj_max is None or not given["target_points"]:
+        return None
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    rng = domain_rng(spec["master_seed"], spec["domain"])
+    targets = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(given["iterations"], given["target_points"], len(ranges))
+    )
+    return {
+        "target_points": targets,
+        "penalties": given["penalties"],
+        "obj_min": given.get("obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)),
+        "obj_max": obj_max,
+        "dist_max": given.get("dist_max", float(np.linalg.norm(ranges[:, 1] - ranges[:, 0]))),
+    }
+
+
+def missing_extra(entry: AlgorithmType) -> str | None:
+    """What to install when a module of the type's optional extra is missing, else
+    ``None``."""
+    if entry.extra is None:
+        return None
+    missing = [name for name in EXTRAS[entry.extra] if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        f"{entry.name} needs {', '.join(missing)}, which is not installed: "
+        f"pip install 'evocamp[{entry.extra}]' (or pip install {' '.join(missing)})"
+    )
+
+
 def load_evaluator(domain_spec: dict) -> Callable:
     """The evaluation function of a resolved domain spec (a plugin's is imported)."""
     if domain_spec["type"] != PLUGIN_DOMAIN:
@@ -681,6 +750,9 @@ def build_optimizer(spec: dict):
     """
     entry = algorithm_type(spec)
     cls = optimizer_class(spec)
+    missing = missing_extra(entry)
+    if missing:
+        raise OptimizerError(f"run {run_label(spec)}: {missing}")
     if entry.recipe is not None:
         return cls.from_spec(spec, recipe=entry.recipe)
     algorithm = spec["algorithm_spec"]

@@ -97,7 +97,10 @@ def test_every_type_has_a_summary_and_its_defaults_validate(name):
     assert entry.summary and entry.family in ("qd", "es", "bo", "baseline", "plugin")
     if entry.cls is None:
         return
-    domain = "ackley" if entry.needs_bounds or not entry.needs_measures else "sphere"
+    if entry.needs_measures:
+        domain = "arm" if entry.needs_bounds else "sphere"
+    else:
+        domain = "ackley" if entry.needs_bounds else "sphere"
     config = validate_config(
         {"algorithms": {"a": {"type": name}}, "domains": {"d": {"type": domain}}, "shards": 1}
     )
