@@ -11,8 +11,10 @@ one entry here.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,8 +35,11 @@ from evocamp.model.protocol import (
 )
 from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
 
-#: Optional dependency groups of ``pyproject.toml`` and the modules each provides.
-EXTRAS = {"bop": ("pymoo",)}
+#: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
+#: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
+#: PatternSearch draws unseeded random numbers, so BOP-Elites' proposals would differ
+#: from run to run.
+EXTRAS = {"bop": (("pymoo", (0, 6, 1), (0, 6, 2)),)}
 
 #: Families, in the order the documentation lists them.
 FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
@@ -669,24 +674,32 @@ def cqd_settings(spec: dict) -> dict | None:
     return {
         "target_points": targets,
         "penalties": given["penalties"],
-        "obj_min": given.get("obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)),
+        "obj_min": given.get(
+            "obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)
+        ),
         "obj_max": obj_max,
         "dist_max": given.get("dist_max", float(np.linalg.norm(ranges[:, 1] - ranges[:, 0]))),
     }
 
 
 def missing_extra(entry: AlgorithmType) -> str | None:
-    """What to install when a module of the type's optional extra is missing, else
-    ``None``."""
+    """What to install when a distribution of the type's optional extra is missing or of
+    a version that breaks reproducibility, else ``None``."""
     if entry.extra is None:
         return None
-    missing = [name for name in EXTRAS[entry.extra] if importlib.util.find_spec(name) is None]
-    if not missing:
+    problems = []
+    for name, low, below in EXTRAS[entry.extra]:
+        wanted = f"{name}>={'.'.join(map(str, low))},<{'.'.join(map(str, below))}"
+        if importlib.util.find_spec(name) is None:
+            problems.append(f"{name}, which is not installed")
+            continue
+        version = importlib.metadata.version(name)
+        found = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+        if not low <= found < below:
+            problems.append(f"{wanted}, not {name} {version} (results would not be reproducible)")
+    if not problems:
         return None
-    return (
-        f"{entry.name} needs {', '.join(missing)}, which is not installed: "
-        f"pip install 'evocamp[{entry.extra}]' (or pip install {' '.join(missing)})"
-    )
+    return f"{entry.name} needs {'; '.join(problems)}: pip install 'evocamp[{entry.extra}]'"
 
 
 def load_evaluator(domain_spec: dict) -> Callable:

@@ -21,7 +21,7 @@ def test_conda_environment_pins_the_same_dependencies_as_pyproject():
         for requirement in requirements
     ]
     assert pip_section == project["dependencies"] + extras
-    assert project["optional-dependencies"]["bop"] == ["pymoo>=0.6.1"]
+    assert project["optional-dependencies"]["bop"] == ["pymoo>=0.6.1,<0.6.2"]
     assert "python=3.11" in environment["dependencies"]
 
 

@@ -317,8 +317,9 @@ class CMAES:
         Initial step size sigma0.
     """
 
-    def __init__(self, *, solution_dim: int, x0: np.ndarray, bounds, seed: int, popsize: int,
-                 sigma: float):
+    def __init__(
+        self, *, solution_dim: int, x0: np.ndarray, bounds, seed: int, popsize: int, sigma: float
+    ):
         from ribs.emitters.opt import CMAEvolutionStrategy
 
         low, high = (-np.inf, np.inf) if bounds is None else bounds

@@ -123,7 +123,10 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
     emitter_seeds = iter(seeds[3:])
     emitters = [
         _build_emitter(
-            spec, learns_on, kind=kind, options={**recipe.emitter_options, **options},
+            spec,
+            learns_on,
+            kind=kind,
+            options={**recipe.emitter_options, **options},
             seed=next(emitter_seeds),
         )
         for kind, options in recipe.emitter_kinds
@@ -321,22 +324,26 @@ def cqd_score(
     obj_max: float,
     dist_max: float,
 ) -> float:
-    """The CQD score (Kent & Branke 2023; pyribs' :func:`ribs.archives.cqd_score`) of an
-    archive: the mean over ``target_points`` (iterations x n x measures) of the sum, over
-    targets and penalties theta, of the best ``f / (obj_max - obj_min) - theta d / dist_max``
-    among the elites (``d``: distance to the target)."""
+    """The CQD score (Kent & Branke 2023) of an archive, with pyribs'
+    :func:`ribs.archives.cqd_score`: the mean over the sets of ``target_points``
+    (iterations x n x measures) of the sum, over targets and penalties theta, of the best
+    ``(f - obj_min) / (obj_max - obj_min) - theta d / dist_max`` among the elites (``d``:
+    their distance to the target). pyribs normalises ``f / (obj_max - obj_min)`` without
+    shifting by ``obj_min``; the shift (a constant per target and penalty) is added here,
+    so that objectives normalised to [0, 1] give scores that do not depend on where the
+    objective's range lies."""
     from ribs.archives import cqd_score as ribs_cqd_score
 
     if archive.empty:
         return float("nan")
-    return float(
-        ribs_cqd_score(
-            archive,
-            iterations=len(target_points),
-            target_points=target_points,
-            penalties=penalties,
-            obj_min=obj_min,
-            obj_max=obj_max,
-            dist_max=dist_max,
-        ).mean
+    result = ribs_cqd_score(
+        archive,
+        iterations=len(target_points),
+        target_points=target_points,
+        penalties=penalties,
+        obj_min=obj_min,
+        obj_max=obj_max,
+        dist_max=dist_max,
     )
+    shift = -obj_min / (obj_max - obj_min) * target_points.shape[1] * len(result.penalties)
+    return float(result.mean + shift)
