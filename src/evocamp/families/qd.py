@@ -11,6 +11,7 @@ and the evaluation shards never need it.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,24 +144,45 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
 
 class QDOptimizer:
     """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
-    the run's elites are the scheduler's result archive."""
+    the run's elites are the scheduler's result archive.
 
-    def __init__(self, scheduler) -> None:
+    With a surrogate (BOP-Elites) the seconds of the last ``tell`` (the Gaussian
+    processes' fit) and ``ask`` (the EJIE search) are its ``fit_seconds`` and
+    ``propose_seconds`` metrics.
+    """
+
+    #: Whether the scheduler fits a surrogate (its timings are metrics).
+    surrogate = False
+
+    def __init__(self, scheduler, *, surrogate: bool = False) -> None:
         self.scheduler = scheduler
+        if surrogate:
+            self.surrogate = True
+            self.seconds = {"fit_seconds": np.nan, "propose_seconds": np.nan}
 
     @classmethod
     def from_spec(cls, spec: dict, *, recipe: QDRecipe) -> QDOptimizer:
         """The seeded scheduler of a run spec (:func:`build_scheduler`)."""
-        return cls(build_scheduler(spec, recipe=recipe))
+        return cls(
+            build_scheduler(spec, recipe=recipe),
+            surrogate=recipe.scheduler == "bayesian_optimization",
+        )
 
     def ask(self) -> np.ndarray:
         """The next batch of solutions (all emitters)."""
-        return np.asarray(self.scheduler.ask(), dtype=np.float64)
+        started = time.perf_counter()
+        batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        if self.surrogate:
+            self.seconds["propose_seconds"] = time.perf_counter() - started
+        return batch
 
     def tell(self, objective, measures, **extra) -> None:
         """Fold the batch's results into the archive and the emitters."""
         check_numba_disabled()
+        started = time.perf_counter()
         self.scheduler.tell(objective, measures, **extra)
+        if self.surrogate:
+            self.seconds["fit_seconds"] = time.perf_counter() - started
 
     @property
     def archive(self):
@@ -170,12 +192,14 @@ class QDOptimizer:
     def stats(self) -> dict:
         """``own_archive_size``: entries of the archive the emitters learn on, when it is
         not the run's archive (novelty search's, DNS's, density descent's buffer,
-        CMA-MAE's learning archive)."""
+        CMA-MAE's learning archive); a surrogate's ``fit_seconds`` and
+        ``propose_seconds``."""
+        stats = dict(self.seconds) if self.surrogate else {}
         learning = self.scheduler.archive
-        if learning is self.scheduler.result_archive:
-            return {}
-        buffer = getattr(learning, "buffer", None)  # a density archive stores measures only
-        return {"own_archive_size": len(learning) if buffer is None else len(buffer)}
+        if learning is not self.scheduler.result_archive:
+            buffer = getattr(learning, "buffer", None)  # a density archive keeps measures only
+            stats["own_archive_size"] = len(learning) if buffer is None else len(buffer)
+        return stats
 
 
 def build_passive_archive(spec: dict):
