@@ -53,6 +53,7 @@ CURVES = (
     ("qd_score", "QD score"),
     ("norm_qd_score", "normalised QD score"),
     ("coverage", "coverage (fraction of cells)"),
+    ("cqd_score", "CQD score"),
     ("best_objective", "best objective"),
 )
 
@@ -253,7 +254,8 @@ def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
                 keep = np.isfinite(values).all(axis=0)
                 mean, low, high = bootstrap_mean_ci(values[:, keep], samples=samples, rng=rng)
                 style = {"color": PALETTE[colour % len(PALETTE)]}
-                ax.plot(x[keep], mean, label=f"{algorithm} (n={len(members)})", **style)
+                dashed = "--" if colour >= len(PALETTE) else "-"  # more algorithms than colours
+                ax.plot(x[keep], mean, dashed, label=f"{algorithm} (n={len(members)})", **style)
                 ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
             ax.set_ylabel(label)
             ax.set_xlabel(x_label)
