@@ -170,23 +170,23 @@ def pyribs_scheduler(name: str, seed: int, spec: dict):
         )
         return Scheduler(archive, [IsoLineEmitter(archive, **iso, seed=seeds[2])], result)
     if name == "cma_me_bandit":
-        pool = []
-        for ranker in ("obj", "2rd", "2imp"):
-            pool += [
-                EvolutionStrategyEmitter(
-                    result,
-                    x0=x0,
-                    sigma0=0.5,
-                    ranker=ranker,
-                    bounds=bounds,
-                    batch_size=16,
-                    seed=seeds[len(pool) + 2],
-                )
-                for _ in range(2)
-            ]
+        fresh = iter(seeds[2:])
+        pool = [
+            EvolutionStrategyEmitter(
+                result,
+                x0=x0,
+                sigma0=0.5,
+                ranker=ranker,
+                bounds=bounds,
+                batch_size=16,
+                seed=next(fresh),
+            )
+            for ranker in ("obj", "2rd", "2imp")
+            for _ in range(2)
+        ]
         pool += [
-            IsoLineEmitter(result, **{**iso, "line_sigma": 0.1, "batch_size": 16}, seed=s)
-            for s in seeds[10:12]
+            IsoLineEmitter(result, **{**iso, "line_sigma": 0.1, "batch_size": 16}, seed=next(fresh))
+            for _ in range(2)
         ]
         return BanditScheduler(result, pool, num_active=2, reselect="terminated")
     if name == "density_descent":

@@ -644,7 +644,7 @@ def minimised_value(domain_spec: dict) -> str | None:
 
 
 #: Defaults of the CQD score's settings (``domains.NAME.cqd``).
-CQD_DEFAULTS = {"target_points": 200, "iterations": 5, "penalties": 5}
+CQD_DEFAULTS = {"target_points": 200, "iterations": 1, "penalties": 5}
 
 
 def cqd_settings(spec: dict) -> dict | None:

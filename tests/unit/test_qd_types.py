@@ -55,7 +55,7 @@ def test_cqd_targets_are_the_domains_whatever_the_algorithm_and_seed():
     first = cqd_settings(spec_of({"type": "map_elites"}, name="me", seed=0))
     other = cqd_settings(spec_of({"type": "cma_es"}, name="es", seed=4))
     assert first["target_points"].tobytes() == other["target_points"].tobytes()
-    assert first["target_points"].shape == (5, 200, 2)
+    assert first["target_points"].shape == (1, 200, 2)
     assert (first["obj_min"], first["obj_max"]) == (-(np.pi**2), 0.0)
     assert first["dist_max"] == pytest.approx(np.hypot(8, 8))
 
