@@ -131,6 +131,7 @@ def pyribs_scheduler(name: str, seed: int, spec: dict):
     from ribs.emitters import (
         BayesianOptimizationEmitter,
         EvolutionStrategyEmitter,
+        GaussianEmitter,
         IsoLineEmitter,
     )
     from ribs.schedulers import BanditScheduler, BayesianOptimizationScheduler, Scheduler
@@ -149,6 +150,7 @@ def pyribs_scheduler(name: str, seed: int, spec: dict):
         seed=seeds[0],
     )
     iso = {"iso_sigma": 0.01, "line_sigma": 0.2, "x0": x0, "bounds": bounds, "batch_size": 32}
+    gauss = {"sigma": 0.5, "x0": x0, "bounds": bounds, "batch_size": 32}
     if name == "novelty_search":
         archive = ProximityArchive(
             solution_dim=dim,
@@ -158,7 +160,7 @@ def pyribs_scheduler(name: str, seed: int, spec: dict):
             qd_score_offset=OFFSET,
             seed=seeds[1],
         )
-        return Scheduler(archive, [IsoLineEmitter(archive, **iso, seed=seeds[2])], result)
+        return Scheduler(archive, [GaussianEmitter(archive, **gauss, seed=seeds[2])], result)
     if name == "dominated_novelty_search":
         archive = DNSArchive(
             solution_dim=dim,
@@ -168,7 +170,7 @@ def pyribs_scheduler(name: str, seed: int, spec: dict):
             qd_score_offset=OFFSET,
             seed=seeds[1],
         )
-        return Scheduler(archive, [IsoLineEmitter(archive, **iso, seed=seeds[2])], result)
+        return Scheduler(archive, [GaussianEmitter(archive, **gauss, seed=seeds[2])], result)
     if name == "cma_me_bandit":
         fresh = iter(seeds[2:])
         pool = [

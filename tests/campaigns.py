@@ -97,10 +97,11 @@ QD_ZOO_CAMPAIGN = {
     "checkpoint_every": 2,
     "seeds": 1,
     "algorithms": {
-        "ns": {"type": "novelty_search", "batch_size": 6, "variation": "gaussian"},
+        "ns": {"type": "novelty_search", "batch_size": 6},
         "nslc": {
             "type": "novelty_search",
             "batch_size": 6,
+            "variation": "iso_line",
             "archive": {"local_competition": True},
         },
         "dns": {"type": "dominated_novelty_search", "batch_size": 6, "archive": {"capacity": 12}},

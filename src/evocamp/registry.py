@@ -237,7 +237,9 @@ def _density_bandwidth(domain: dict) -> float:
 
 
 #: Keys of the QD types whose variation is a Gaussian or iso-line emitter of choice.
-_VARIATION_DEFAULTS = {**_QD_DEFAULTS, "variation": "iso_line"}
+#: Gaussian by default: pyribs' emitters start from one point (x0), where iso-line
+#: variation between identical parents hardly moves (benchmarks/RESULTS.md).
+_VARIATION_DEFAULTS = {**_QD_DEFAULTS, "variation": "gaussian"}
 
 
 def _bop_batch(algorithm: dict) -> int:

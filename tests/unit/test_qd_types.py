@@ -80,13 +80,15 @@ def test_cqd_needs_a_grid_and_a_best_objective():
 
 def test_each_type_is_its_pyribs_components():
     from ribs.archives import DensityArchive, DNSArchive, GridArchive, ProximityArchive
-    from ribs.emitters import EvolutionStrategyEmitter, IsoLineEmitter
+    from ribs.emitters import EvolutionStrategyEmitter, GaussianEmitter, IsoLineEmitter
     from ribs.schedulers import BanditScheduler, BayesianOptimizationScheduler
 
     ns = build_optimizer(spec_of({"type": "novelty_search"})).scheduler
     assert isinstance(ns.archive, ProximityArchive) and isinstance(ns.result_archive, GridArchive)
     assert ns.archive._novelty_threshold == pytest.approx(0.037 * 8)
-    assert isinstance(ns.emitters[0], IsoLineEmitter)
+    assert isinstance(ns.emitters[0], GaussianEmitter)
+    line = build_optimizer(spec_of({"type": "novelty_search", "variation": "iso_line"}))
+    assert isinstance(line.scheduler.emitters[0], IsoLineEmitter)
     dns = build_optimizer(spec_of({"type": "dominated_novelty_search"})).scheduler
     assert isinstance(dns.archive, DNSArchive) and dns.archive.capacity == 1024
     optimizer = build_optimizer(spec_of({"type": "cma_me_bandit", "emitters": 3}))
