@@ -186,6 +186,28 @@ def test_bop_elites_without_pymoo_says_what_to_install(small_config, monkeypatch
     ) in error_of(config)
 
 
+def test_bop_elites_with_pymoo_0_6_2_is_refused(small_config, monkeypatch):
+    """pymoo 0.6.2's pattern search draws unseeded random numbers: the version installed
+    (as importlib.metadata reports it) is named with what to install."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.6.2" if name == "pymoo" else real(name)
+    )
+    config = merged(
+        small_config,
+        {
+            "algorithms": {"bop": {"type": "bop_elites", "batch_size": 3}},
+            "domains": {"sphere": {"bounds": [-5.12, 5.12]}},
+        },
+    )
+    assert (
+        "key 'algorithms.bop.type': bop_elites needs pymoo>=0.6.1,<0.6.2, not pymoo 0.6.2 "
+        "(results would not be reproducible): pip install 'evocamp[bop]'"
+    ) in error_of(config)
+
+
 def test_run_spec_leaves_out_what_may_change(small_config):
     config = validate_config(small_config)
     spec = run_spec(config, algorithm="cmame", domain="sphere", seed=0)
