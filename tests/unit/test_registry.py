@@ -65,6 +65,31 @@ def every_type_campaigns() -> dict[str, dict]:
         "algorithms": {t: {"type": t} for t in unmeasured},
         "domains": {t: {"type": t} for t in ["ackley", "plain_sphere", "plain_rastrigin"]},
     }
+    # Issue 24's types (recorded when they were added), a domain with CQD settings, and
+    # CMA-ES on a domain without measures.
+    added = [
+        "novelty_search",
+        "dominated_novelty_search",
+        "bop_elites",
+        "cma_me_bandit",
+        "density_descent",
+        "cma_es",
+    ]
+    campaigns["issue24_types"] = {
+        "campaign": "issue24",
+        "shards": 2,
+        "algorithms": {t: {"type": t} for t in added},
+        "domains": {
+            "arm": {"type": "arm"},
+            "arm_cqd": {"type": "arm", "cqd": {"target_points": 100, "penalties": [0, 0.5, 1]}},
+        },
+    }
+    campaigns["issue24_cma_es"] = {
+        "campaign": "issue24_nm",
+        "shards": 2,
+        "algorithms": {"cma_es": {"type": "cma_es"}},
+        "domains": {"ackley": {"type": "ackley"}},
+    }
     campaigns["digits_es"] = {
         "campaign": "d",
         "shards": 2,
