@@ -58,6 +58,10 @@ CURVES = (
 )
 
 
+#: Campaign curves with more algorithms than this have their legend beside the figure.
+LEGEND_INSIDE = 5
+
+
 def pyplot():
     """matplotlib.pyplot with the non-interactive backend and the project style."""
     import matplotlib
@@ -70,8 +74,9 @@ def pyplot():
     return plt
 
 
-def save_figure(figure, stem: str | Path) -> list[Path]:
-    """Save ``<stem>.pdf`` and ``<stem>.png`` with no timestamps; close the figure."""
+def save_figure(figure, stem: str | Path, *, tight: bool = False) -> list[Path]:
+    """Save ``<stem>.pdf`` and ``<stem>.png`` with no timestamps; close the figure
+    (``tight``: grow the saved area to what is drawn outside the axes, e.g. a legend)."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -80,7 +85,7 @@ def save_figure(figure, stem: str | Path) -> list[Path]:
         (".png", {"Software": None}),
     ):
         path = stem.with_suffix(suffix)
-        figure.savefig(path, metadata=metadata)
+        figure.savefig(path, metadata=metadata, bbox_inches="tight" if tight else None)
         written.append(path)
     import matplotlib.pyplot as plt
 
@@ -259,9 +264,13 @@ def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
                 ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
             ax.set_ylabel(label)
             ax.set_xlabel(x_label)
-        axes[0, column].legend(frameon=False)
+        if len(algorithms) <= LEGEND_INSIDE:
+            axes[0, column].legend(frameon=False)
+    if len(algorithms) > LEGEND_INSIDE:  # beside the figure, not over the first curves
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        figure.legend(handles, labels, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     figure.tight_layout()
-    save_figure(figure, stem)
+    save_figure(figure, stem, tight=len(algorithms) > LEGEND_INSIDE)
 
 
 def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
