@@ -284,7 +284,9 @@ def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
         len(domains),
         len(algorithms),
         squeeze=False,
-        figsize=(TWO_COLUMNS, 2.2 * len(domains) + 0.3),
+        # At least 2 inches per archive: many algorithms make a wider figure, not
+        # thinner heatmaps.
+        figsize=(max(TWO_COLUMNS, 2.0 * len(algorithms)), 2.2 * len(domains) + 0.3),
     )
     for row, domain in enumerate(domains):
         members = [d for d in data if d["file_attrs"]["domain"] == domain]
@@ -296,7 +298,7 @@ def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
                 ax.set_axis_off()
                 continue
             draw_heatmap(ax, match[0], vmin=vmin, vmax=vmax, colorbar=column == len(algorithms) - 1)
-            ax.set_title(f"{algorithm} on {domain} (seed {match[0]['file_attrs']['seed']})")
+            ax.set_title(f"{algorithm}\non {domain} (seed {match[0]['file_attrs']['seed']})")
     figure.tight_layout()
     save_figure(figure, stem)
 
