@@ -15,6 +15,7 @@ import numpy as np
 #: Spawn-key tags: the first element after the run key says what a stream is for.
 OPTIMIZER_STREAM = 0
 EVALUATION_STREAM = 1
+DOMAIN_STREAM = 2
 
 
 def name_key(name: str) -> int:
@@ -47,3 +48,11 @@ def evaluation_seeds(
     """
     sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
     return sequence.generate_state(count, dtype=np.uint64)
+
+
+def domain_rng(master_seed: int, domain: str) -> np.random.Generator:
+    """A generator shared by every run of a campaign on domain ``domain`` (e.g. the CQD
+    score's target points, the same for every algorithm and seed)."""
+    return np.random.default_rng(
+        np.random.SeedSequence(master_seed, spawn_key=(name_key(domain), DOMAIN_STREAM))
+    )
