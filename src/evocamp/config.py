@@ -25,12 +25,15 @@ from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async
 from evocamp.registry import (
     ALGORITHMS,
+    CELL_ARCHIVE_KEYS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
     DEFAULT_SOLUTION_DIM,
     DOMAINS,
     PLUGIN_DOMAIN,
+    TYPE_ARCHIVE_KEYS,
     AlgorithmType,
     Derived,
+    missing_extra,
     plugin_class,
 )
 
@@ -255,6 +258,12 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
             problems.append(
                 f"key '{key}.measure_ranges[{index}]': low {low} must be below high {high}"
             )
+    cqd = domain.get("cqd") or {}
+    low = cqd.get("obj_min", DOMAINS[kind].qd_score_offset if kind in DOMAINS else None)
+    high = cqd.get("obj_max", DOMAINS[kind].objective_max if kind in DOMAINS else None)
+    if low is not None and high is not None and ("obj_min" in cqd or "obj_max" in cqd):
+        if low >= high:
+            problems.append(f"key '{key}.cqd': obj_min {low} must be below obj_max {high}")
     if "bounds" in domain and domain["bounds"][0] >= domain["bounds"][1]:
         low, high = domain["bounds"]
         problems.append(f"key '{key}.bounds': low {low} must be below high {high}")
@@ -279,6 +288,9 @@ def _algorithm_problems(
         for required in entry.required
         if required not in algorithm
     ]
+    missing = missing_extra(entry)
+    if missing:
+        problems.append(f"key '{key}.type': {missing}")
     if entry.name == "openai_es" and algorithm.get("popsize", 2) % 2:
         problems.append(
             f"key '{key}.popsize': openai_es samples antithetic pairs; "
@@ -286,6 +298,18 @@ def _algorithm_problems(
         )
     if algorithm["archive"].get("dims") is not None and not entry.grid_archive:
         problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
+    problems += [
+        f"key '{key}.archive.{option}': not used by type {entry.name}"
+        for option in algorithm["archive"]
+        if option in TYPE_ARCHIVE_KEYS and option not in entry.archive_defaults
+    ]
+    if entry.recipe is not None and entry.recipe.archive not in ("grid", "cvt"):
+        problems += [
+            f"key '{key}.archive.{option}': not used by type {entry.name} (its emitters "
+            f"learn on a {entry.recipe.archive} archive, which has no cells)"
+            for option in CELL_ARCHIVE_KEYS
+            if option in algorithm["archive"]
+        ]
     for algorithm_name, domain_name in experiments_of(config):
         domain = config["domains"].get(domain_name)
         if algorithm_name != name or domain is None or domain_name in broken_domains:
@@ -411,7 +435,8 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
             "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
         )
     for name, value in entry.archive_defaults.items():
-        archive.setdefault(name, value)
+        if name not in archive:
+            archive[name] = _default_value(value, domain_spec)
     if entry.recipe is not None:
         archive.pop("passive", None)  # the run's archive is the optimizer's own
     return spec

@@ -11,7 +11,10 @@ one entry here.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,7 +23,7 @@ import numpy as np
 from evocamp import domains
 from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.base.seeding import optimizer_seeds
+from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.families import bo, es
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import QDOptimizer, QDRecipe
@@ -31,6 +34,12 @@ from evocamp.model.protocol import (
     check_methods,
 )
 from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
+
+#: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
+#: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
+#: PatternSearch draws unseeded random numbers, so BOP-Elites' proposals would differ
+#: from run to run.
+EXTRAS = {"bop": (("pymoo", (0, 6, 1), (0, 6, 2)),)}
 
 #: Families, in the order the documentation lists them.
 FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
@@ -92,6 +101,10 @@ class AlgorithmType:
         Why the type cannot run in asynchronous mode (``mode: async``), or ``None``
         when it can (its class has ``ask_async`` and ``tell_async``; plugins are checked
         for them).
+    extra : str or None
+        The optional dependency group of evocamp the type needs (``pip install
+        'evocamp[EXTRA]'``; :data:`EXTRAS` names its modules): a campaign using the
+        type is refused, with that command, when one is missing.
     """
 
     name: str
@@ -111,6 +124,7 @@ class AlgorithmType:
     archive_defaults: dict = field(default_factory=dict)
     shards_in_spec: bool = False
     async_refusal: str | None = "it has no asynchronous (steady-state) form"
+    extra: str | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -148,6 +162,9 @@ class DomainType:
         Defaults of the evaluation function's keyword arguments.
     extra_fields : tuple of str
         Extra outputs stored with every elite by default.
+    objective_max : float or None
+        The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
+        needs ``cqd.obj_max``).
     """
 
     name: str
@@ -161,6 +178,7 @@ class DomainType:
     minimised: str | None = None
     params: dict = field(default_factory=dict)
     extra_fields: tuple[str, ...] = ()
+    objective_max: float | None = None
 
 
 #: Solution dimension of domains that do not fix it.
@@ -179,9 +197,20 @@ def _qd_batch(algorithm: dict) -> int:
     return algorithm["emitters"] * algorithm["batch_size"]
 
 
-def _qd(name: str, summary: str, reference: str, recipe: QDRecipe, **more) -> AlgorithmType:
+def _qd(
+    name: str,
+    summary: str,
+    reference: str,
+    recipe: QDRecipe,
+    *,
+    defaults: dict | None = None,
+    batch_size: Callable[[dict], int] = _qd_batch,
+    **more,
+) -> AlgorithmType:
+    """A QD type: ``defaults`` (:data:`_QD_DEFAULTS` unless given) plus ``ranker``, if
+    given; its archive (or result archive) is a grid unless it is a CVT."""
     ranker = more.pop("ranker", None)
-    defaults = dict(_QD_DEFAULTS)
+    defaults = dict(_QD_DEFAULTS if defaults is None else defaults)
     if ranker is not None:
         defaults["ranker"] = ranker
     return AlgorithmType(
@@ -192,11 +221,44 @@ def _qd(name: str, summary: str, reference: str, recipe: QDRecipe, **more) -> Al
         defaults=defaults,
         cls=QDOptimizer,
         recipe=recipe,
-        batch_size=_qd_batch,
+        batch_size=batch_size,
         needs_measures=True,
-        grid_archive=recipe.archive == "grid",
+        grid_archive=recipe.archive != "cvt",
         **more,
     )
+
+
+def _mean_measure_width(domain: dict) -> float:
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    return float(np.mean(ranges[:, 1] - ranges[:, 0]))
+
+
+def _novelty_threshold(domain: dict) -> float:
+    return 0.037 * _mean_measure_width(domain)
+
+
+def _density_bandwidth(domain: dict) -> float:
+    return 0.05 * _mean_measure_width(domain)
+
+
+#: Keys of the QD types whose variation is a Gaussian or iso-line emitter of choice.
+#: Gaussian by default: pyribs' emitters start from one point (x0), where iso-line
+#: variation between identical parents hardly moves (benchmarks/RESULTS.md).
+_VARIATION_DEFAULTS = {**_QD_DEFAULTS, "variation": "gaussian"}
+
+
+def _bop_batch(algorithm: dict) -> int:
+    """BOP-Elites' smallest batch: its initial design or a later proposal."""
+    return algorithm["emitters"] * min(algorithm["batch_size"], algorithm["initial_points"])
+
+
+#: Emitter kinds of the bandit's pool (pyribs' sphere example, ``me_map_elites``).
+_BANDIT_POOL = (
+    ("evolution_strategy", {"ranker": "obj"}),
+    ("evolution_strategy", {"ranker": "2rd"}),
+    ("evolution_strategy", {"ranker": "2imp"}),
+    ("iso_line", {}),
+)
 
 
 def _snes_popsize(domain: dict) -> int:
@@ -283,6 +345,108 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
             async_refusal=_CMA_WHOLE_BATCHES,
         ),
+        _qd(
+            "novelty_search",
+            "novelty search: ProximityArchive (k nearest neighbours, novelty threshold, "
+            "optional local competition) + Gaussian or iso-line emitters (`variation`); "
+            "QD metrics from a grid result archive of every evaluated solution, the "
+            "novelty archive's size in `own_archive_size`",
+            "Lehman & Stanley 2011 (NS, NSLC); pyribs",
+            QDRecipe(archive="proximity", emitter="variation", result_archive=True),
+            defaults=_VARIATION_DEFAULTS,
+            archive_defaults={
+                "k_neighbors": 15,
+                "novelty_threshold": Derived(
+                    _novelty_threshold,
+                    "0.037 x the mean width of the measure ranges (pyribs' sphere example)",
+                ),
+                "local_competition": False,
+            },
+        ),
+        _qd(
+            "dominated_novelty_search",
+            "dominated novelty search: DNSArchive (a population of `archive.capacity`, "
+            "competition by distance to the k nearest fitter solutions) + Gaussian or "
+            "iso-line emitters (`variation`); QD metrics from a grid result archive",
+            "Bahlous-Boldi et al. 2025 (Dominated Novelty Search); pyribs",
+            QDRecipe(archive="dns", emitter="variation", result_archive=True),
+            defaults=_VARIATION_DEFAULTS,
+            archive_defaults={"capacity": 1024, "k_neighbors": 3},
+        ),
+        _qd(
+            "bop_elites",
+            "BOP-Elites: Gaussian-process surrogates of objective and measures, batches "
+            "that maximise the expected joint improvement of elites (EJIE), after a Sobol "
+            "initial design of `initial_points`; GP fit and EJIE search run in tell "
+            "(needs pymoo: pip install 'evocamp[bop]')",
+            "Kent et al. 2024 (BOP-Elites, IEEE TEVC); pyribs",
+            QDRecipe(
+                archive="grid",
+                emitter="bayesian_optimization",
+                scheduler="bayesian_optimization",
+            ),
+            defaults={
+                "emitters": 1,
+                "batch_size": 4,
+                "initial_points": 20,
+                "search_restarts": 5,
+                "entropy_ejie": False,
+            },
+            batch_size=_bop_batch,
+            needs_bounds=True,
+            extra="bop",
+        ),
+        _qd(
+            "cma_me_bandit",
+            "CMA-ME with a BanditScheduler (UCB1) choosing `emitters` active emitters out "
+            "of a pool of `emitters` of each kind: EvolutionStrategyEmitters with rankers "
+            "obj, 2rd and 2imp, and IsoLineEmitters",
+            "Cully 2021 (ME-MAP-Elites); pyribs' sphere example (me_map_elites)",
+            QDRecipe(archive="grid", emitter_pool=_BANDIT_POOL, scheduler="bandit"),
+            defaults={**_QD_DEFAULTS, "emitters": 4, "line_sigma": 0.1},
+        ),
+        _qd(
+            "density_descent",
+            "density descent search: DensityArchive (a kernel density estimate of a "
+            "reservoir of measures) + EvolutionStrategyEmitters (ranker density, mu "
+            "selection, basic restarts) sampling the grid result archive",
+            "Lee et al. 2024 (DDS, arXiv 2312.11331); pyribs",
+            QDRecipe(
+                archive="density",
+                emitter="evolution_strategy",
+                emitter_options={
+                    "ranker": "density",
+                    "selection_rule": "mu",
+                    "restart_rule": "basic",
+                },
+                result_archive=True,
+                emitters_on_result=True,
+            ),
+            defaults={"emitters": 1, "batch_size": 32, "sigma": 1.5},
+            archive_defaults={
+                "density_method": "kde",
+                "bandwidth": Derived(
+                    _density_bandwidth,
+                    "0.05 x the mean width of the measure ranges (pyribs' sphere example)",
+                ),
+                "buffer_size": 10000,
+            },
+        ),
+        AlgorithmType(
+            name="cma_es",
+            family="es",
+            summary="CMA-ES on the objective alone (pyribs' CMA-ES as its "
+            "EvolutionStrategyEmitter runs it with ranker obj and mu selection; restarts "
+            "from x0 when it converges)",
+            reference="Hansen & Ostermeier 2001; pyribs",
+            defaults={
+                "sigma": 0.5,
+                "popsize": Derived(_snes_popsize, "4 + floor(3 ln d)"),
+            },
+            params=("popsize", "sigma"),
+            cls=es.CMAES,
+            batch_size=_population,
+        ),
         AlgorithmType(
             name="openai_es",
             family="es",
@@ -360,6 +524,15 @@ ALGORITHMS: dict[str, AlgorithmType] = {
     )
 }
 
+#: ``archive.*`` keys that only the types whose ``archive_defaults`` name them accept
+#: (CMA-MAE's ``learning_rate`` and ``threshold_min`` are those of any grid or CVT
+#: archive the emitters learn on).
+TYPE_ARCHIVE_KEYS = frozenset(
+    name for entry in ALGORITHMS.values() for name in entry.archive_defaults
+) - {"learning_rate", "threshold_min"}
+#: ``archive.*`` keys of archives with cells (grid, CVT) that the emitters learn on.
+CELL_ARCHIVE_KEYS = ("learning_rate", "threshold_min")
+
 # --- domains ---------------------------------------------------------------------
 
 
@@ -399,6 +572,7 @@ DOMAINS: dict[str, DomainType] = {
             evaluate=domains.sphere,
             measure_ranges=_projection_ranges,
             measure_count=2,
+            objective_max=100.0,
         ),
         DomainType(
             name="rastrigin",
@@ -406,6 +580,7 @@ DOMAINS: dict[str, DomainType] = {
             evaluate=domains.rastrigin,
             measure_ranges=_projection_ranges,
             measure_count=2,
+            objective_max=100.0,
         ),
         DomainType(
             name="arm",
@@ -416,6 +591,7 @@ DOMAINS: dict[str, DomainType] = {
             measure_count=2,
             bounds=[-math.pi, math.pi],
             qd_score_offset=-(math.pi**2),
+            objective_max=0.0,
         ),
         DomainType(
             name="lunar_lander",
@@ -426,6 +602,7 @@ DOMAINS: dict[str, DomainType] = {
             measure_ranges=_lunar_lander_ranges,
             measure_count=2,
             qd_score_offset=-600.0,
+            objective_max=300.0,
             params={"env_seed": domains.LUNAR_LANDER_ENV_SEED},
         ),
         DomainType(
@@ -495,6 +672,65 @@ def minimised_value(domain_spec: dict) -> str | None:
     return entry.minimised if entry else None
 
 
+#: Defaults of the CQD score's settings (``domains.NAME.cqd``).
+CQD_DEFAULTS = {"target_points": 200, "iterations": 1, "penalties": 5}
+
+
+def cqd_settings(spec: dict) -> dict | None:
+    """The arguments of :func:`evocamp.families.qd.cqd_score` for a run, or ``None`` when
+    the run gets no CQD score (no grid archive, no measures, an unknown best objective,
+    or ``cqd.target_points: 0``).
+
+    Defaults (:data:`CQD_DEFAULTS`; ``domains.NAME.cqd`` overrides each): target points
+    drawn uniformly within the measure ranges from the master seed and the domain's
+    name (the same for every algorithm and seed of the campaign), ``obj_min`` the
+    archive's QD score offset, ``obj_max`` the domain's best objective, ``dist_max``
+    the diagonal of the measure ranges.
+    """
+    domain = spec["domain_spec"]
+    given = {**CQD_DEFAULTS, **(domain.get("cqd") or {})}
+    entry = DOMAINS.get(domain["type"])
+    obj_max = given.get("obj_max", entry.objective_max if entry else None)
+    if not (algorithm_type(spec).grid_archive and domain.get("measure_ranges")):
+        return None
+    if obj_max is None or not given["target_points"]:
+        return None
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    rng = domain_rng(spec["master_seed"], spec["domain"])
+    targets = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(given["iterations"], given["target_points"], len(ranges))
+    )
+    return {
+        "target_points": targets,
+        "penalties": given["penalties"],
+        "obj_min": given.get(
+            "obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)
+        ),
+        "obj_max": obj_max,
+        "dist_max": given.get("dist_max", float(np.linalg.norm(ranges[:, 1] - ranges[:, 0]))),
+    }
+
+
+def missing_extra(entry: AlgorithmType) -> str | None:
+    """What to install when a distribution of the type's optional extra is missing or of
+    a version that breaks reproducibility, else ``None``."""
+    if entry.extra is None:
+        return None
+    problems = []
+    for name, low, below in EXTRAS[entry.extra]:
+        wanted = f"{name}>={'.'.join(map(str, low))},<{'.'.join(map(str, below))}"
+        if importlib.util.find_spec(name) is None:
+            problems.append(f"{name}, which is not installed")
+            continue
+        version = importlib.metadata.version(name)
+        found = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+        if not low <= found < below:
+            problems.append(f"{wanted}, not {name} {version} (results would not be reproducible)")
+    if not problems:
+        return None
+    return f"{entry.name} needs {'; '.join(problems)}: pip install 'evocamp[{entry.extra}]'"
+
+
 def load_evaluator(domain_spec: dict) -> Callable:
     """The evaluation function of a resolved domain spec (a plugin's is imported)."""
     if domain_spec["type"] != PLUGIN_DOMAIN:
@@ -556,6 +792,9 @@ def build_optimizer(spec: dict):
     """
     entry = algorithm_type(spec)
     cls = optimizer_class(spec)
+    missing = missing_extra(entry)
+    if missing:
+        raise OptimizerError(f"run {run_label(spec)}: {missing}")
     if entry.recipe is not None:
         return cls.from_spec(spec, recipe=entry.recipe)
     algorithm = spec["algorithm_spec"]

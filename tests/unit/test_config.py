@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from conftest import REPO, error_of, merged
 
@@ -98,6 +100,112 @@ def test_default_config_is_valid_and_defaults_are_filled():
 )
 def test_bad_values_are_named(small_config, overrides, message):
     assert message in error_of(merged(small_config, overrides))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"algorithms": {"me": {"archive": {"k_neighbors": 5}}}},
+            "key 'algorithms.me.archive.k_neighbors': not used by type map_elites",
+        ),
+        (
+            {"algorithms": {"ns": {"type": "novelty_search", "archive": {"capacity": 10}}}},
+            "key 'algorithms.ns.archive.capacity': not used by type novelty_search",
+        ),
+        (
+            {"algorithms": {"ns": {"type": "novelty_search", "archive": {"learning_rate": 0.1}}}},
+            "key 'algorithms.ns.archive.learning_rate': not used by type novelty_search (its "
+            "emitters learn on a proximity archive, which has no cells)",
+        ),
+        (
+            {"algorithms": {"ns": {"type": "novelty_search", "variation": "cma"}}},
+            "key 'algorithms.ns.variation': 'cma' is not one of ['gaussian', 'iso_line']",
+        ),
+        (
+            {"algorithms": {"dns": {"type": "dominated_novelty_search", "ranker": "obj"}}},
+            "key 'algorithms.dns.ranker': not used by type dominated_novelty_search",
+        ),
+        (
+            {"algorithms": {"dds": {"type": "density_descent", "archive": {"bandwidth": 0}}}},
+            "key 'algorithms.dds.archive.bandwidth': 0 is less than or equal to the minimum of 0",
+        ),
+        (
+            {
+                "algorithms": {
+                    "dds": {"type": "density_descent", "archive": {"density_method": "cnf"}}
+                }
+            },
+            "key 'algorithms.dds.archive.density_method': 'cnf' is not one of",
+        ),
+        (
+            {"algorithms": {"bandit": {"type": "cma_me_bandit", "variation": "gaussian"}}},
+            "key 'algorithms.bandit.variation': not used by type cma_me_bandit",
+        ),
+        (
+            {"algorithms": {"es": {"type": "cma_es", "emitters": 2}}},
+            "key 'algorithms.es.emitters': not used by type cma_es",
+        ),
+        (
+            {"algorithms": {"bop": {"type": "bop_elites"}}},
+            "key 'algorithms.bop.type': bop_elites samples within bounds, but domain 'sphere' "
+            "has none; give domains.sphere.bounds",
+        ),
+        (
+            {"algorithms": {"bop": {"type": "bop_elites", "search_restarts": 0}}},
+            "key 'algorithms.bop.search_restarts': 0 is less than the minimum of 1",
+        ),
+        (
+            {"domains": {"sphere": {"cqd": {"obj_max": -5}}}},
+            "key 'domains.sphere.cqd': obj_min 0.0 must be below obj_max -5",
+        ),
+        (
+            {"domains": {"sphere": {"cqd": {"targets": 5}}}},
+            "key 'domains.sphere.cqd': unknown key(s) ['targets']",
+        ),
+    ],
+)
+def test_bad_keys_of_the_issue_24_types_are_named(small_config, overrides, message):
+    assert message in error_of(merged(small_config, overrides))
+
+
+def test_bop_elites_without_pymoo_says_what_to_install(small_config, monkeypatch):
+    """A missing optional extra (pymoo blocked as Python blocks a module: None in
+    sys.modules) is named with the command that installs it."""
+    monkeypatch.setitem(sys.modules, "pymoo", None)
+    config = merged(
+        small_config,
+        {
+            "algorithms": {"bop": {"type": "bop_elites", "batch_size": 3}},
+            "domains": {"sphere": {"bounds": [-5.12, 5.12]}},
+        },
+    )
+    assert (
+        "key 'algorithms.bop.type': bop_elites needs pymoo, which is not installed: "
+        "pip install 'evocamp[bop]'"
+    ) in error_of(config)
+
+
+def test_bop_elites_with_pymoo_0_6_2_is_refused(small_config, monkeypatch):
+    """pymoo 0.6.2's pattern search draws unseeded random numbers: the version installed
+    (as importlib.metadata reports it) is named with what to install."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.6.2" if name == "pymoo" else real(name)
+    )
+    config = merged(
+        small_config,
+        {
+            "algorithms": {"bop": {"type": "bop_elites", "batch_size": 3}},
+            "domains": {"sphere": {"bounds": [-5.12, 5.12]}},
+        },
+    )
+    assert (
+        "key 'algorithms.bop.type': bop_elites needs pymoo>=0.6.1,<0.6.2, not pymoo 0.6.2 "
+        "(results would not be reproducible): pip install 'evocamp[bop]'"
+    ) in error_of(config)
 
 
 def test_run_spec_leaves_out_what_may_change(small_config):

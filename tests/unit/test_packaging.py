@@ -14,7 +14,14 @@ def test_conda_environment_pins_the_same_dependencies_as_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     environment = yaml.safe_load((REPO / "envs" / "evocamp.yaml").read_text())
     pip_section = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
-    assert pip_section == project["dependencies"]
+    extras = [
+        requirement
+        for name, requirements in project["optional-dependencies"].items()
+        if name != "test"
+        for requirement in requirements
+    ]
+    assert pip_section == project["dependencies"] + extras
+    assert project["optional-dependencies"]["bop"] == ["pymoo>=0.6.1,<0.6.2"]
     assert "python=3.11" in environment["dependencies"]
 
 

@@ -65,6 +65,31 @@ def every_type_campaigns() -> dict[str, dict]:
         "algorithms": {t: {"type": t} for t in unmeasured},
         "domains": {t: {"type": t} for t in ["ackley", "plain_sphere", "plain_rastrigin"]},
     }
+    # Issue 24's types (recorded when they were added), a domain with CQD settings, and
+    # CMA-ES on a domain without measures.
+    added = [
+        "novelty_search",
+        "dominated_novelty_search",
+        "bop_elites",
+        "cma_me_bandit",
+        "density_descent",
+        "cma_es",
+    ]
+    campaigns["issue24_types"] = {
+        "campaign": "issue24",
+        "shards": 2,
+        "algorithms": {t: {"type": t} for t in added},
+        "domains": {
+            "arm": {"type": "arm"},
+            "arm_cqd": {"type": "arm", "cqd": {"target_points": 100, "penalties": [0, 0.5, 1]}},
+        },
+    }
+    campaigns["issue24_cma_es"] = {
+        "campaign": "issue24_nm",
+        "shards": 2,
+        "algorithms": {"cma_es": {"type": "cma_es"}},
+        "domains": {"ackley": {"type": "ackley"}},
+    }
     campaigns["digits_es"] = {
         "campaign": "d",
         "shards": 2,
@@ -97,7 +122,10 @@ def test_every_type_has_a_summary_and_its_defaults_validate(name):
     assert entry.summary and entry.family in ("qd", "es", "bo", "baseline", "plugin")
     if entry.cls is None:
         return
-    domain = "ackley" if entry.needs_bounds or not entry.needs_measures else "sphere"
+    if entry.needs_measures:
+        domain = "arm" if entry.needs_bounds else "sphere"
+    else:
+        domain = "ackley" if entry.needs_bounds else "sphere"
     config = validate_config(
         {"algorithms": {"a": {"type": name}}, "domains": {"d": {"type": domain}}, "shards": 1}
     )

@@ -16,8 +16,9 @@ import numpy as np
 #: Spawn-key tags: the first element after the run key says what a stream is for.
 OPTIMIZER_STREAM = 0
 EVALUATION_STREAM = 1
+DOMAIN_STREAM = 2
 #: Evaluation seeds of asynchronous runs (numbered evaluations, no generations).
-ASYNCHRONOUS_EVALUATION_STREAM = 2
+ASYNCHRONOUS_EVALUATION_STREAM = 3
 #: Asynchronous evaluation seeds are drawn in blocks of this many words.
 SEED_BLOCK = 1024
 
@@ -52,6 +53,14 @@ def evaluation_seeds(
     """
     sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
     return sequence.generate_state(count, dtype=np.uint64)
+
+
+def domain_rng(master_seed: int, domain: str) -> np.random.Generator:
+    """A generator shared by every run of a campaign on domain ``domain`` (e.g. the CQD
+    score's target points, the same for every algorithm and seed)."""
+    return np.random.default_rng(
+        np.random.SeedSequence(master_seed, spawn_key=(name_key(domain), DOMAIN_STREAM))
+    )
 
 
 def asynchronous_evaluation_seeds(

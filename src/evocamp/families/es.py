@@ -295,3 +295,63 @@ def snes_popsize(dim: int) -> int:
 def snes_eta_sigma(dim: int) -> float:
     """SNES's default sigma learning rate: ``(3 + ln d) / (5 sqrt d)``."""
     return (3 + math.log(dim)) / (5 * math.sqrt(dim))
+
+
+class CMAES:
+    """CMA-ES (Hansen & Ostermeier 2001) on the objective alone: pyribs'
+    :class:`ribs.emitters.opt.CMAEvolutionStrategy`, driven as pyribs'
+    ``EvolutionStrategyEmitter`` drives it with the ``obj`` ranker and ``mu`` selection
+    (offspring ranked by objective, the best ``popsize // 2`` are the parents), without
+    an archive: the run's passive archive (if the domain has measures) gets every
+    offspring, so it runs on domains without measures too. When pyribs' stopping
+    tests fire (condition number above 1e14, a distribution area below 1e-11, flat
+    objectives), the strategy restarts from ``x0`` (``restarts`` counts them).
+
+    Parameters
+    ----------
+    solution_dim, x0, bounds, seed
+        As for :class:`OpenAIES`; offspring outside ``bounds`` are resampled (pyribs).
+    popsize : int
+        lambda (default ``4 + floor(3 ln d)``, as SNES).
+    sigma : float
+        Initial step size sigma0.
+    """
+
+    def __init__(
+        self, *, solution_dim: int, x0: np.ndarray, bounds, seed: int, popsize: int, sigma: float
+    ):
+        from ribs.emitters.opt import CMAEvolutionStrategy
+
+        low, high = (-np.inf, np.inf) if bounds is None else bounds
+        self.x0 = np.array(x0, dtype=np.float64)
+        self.es = CMAEvolutionStrategy(
+            sigma0=float(sigma),
+            solution_dim=int(solution_dim),
+            batch_size=int(popsize),
+            seed=int(seed),
+            lower_bounds=np.full(int(solution_dim), low, dtype=np.float64),
+            upper_bounds=np.full(int(solution_dim), high, dtype=np.float64),
+        )
+        self.es.reset(self.x0)
+        self.restarts = 0
+
+    def ask(self) -> np.ndarray:
+        """``popsize`` offspring of the current search distribution."""
+        return np.asarray(self.es.ask(), dtype=np.float64)
+
+    def tell(self, objective: np.ndarray, measures=None, **extra) -> None:
+        """Update the distribution from the offspring's objectives (maximised)."""
+        objective = np.asarray(objective, dtype=np.float64)
+        indices = np.flip(np.argsort(objective))  # pyribs' ObjectiveRanker
+        self.es.tell(indices, objective, self.es.batch_size // 2)
+        if self.es.check_stop(objective[indices]):
+            self.es.reset(self.x0)
+            self.restarts += 1
+
+    def stats(self) -> dict[str, float]:
+        """The step size sigma."""
+        return {"sigma": float(self.es.sigma)}
+
+    def result(self) -> dict[str, np.ndarray]:
+        """Arrays stored as the run's result (``/result`` of archive.h5): the mean."""
+        return {"centre": np.array(self.es.mean, dtype=np.float64)}

@@ -11,6 +11,7 @@ and the evaluation shards never need it.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,23 +40,54 @@ class QDRecipe:
     Attributes
     ----------
     archive : str
-        ``grid`` (:class:`ribs.archives.GridArchive`, ``archive.dims``) or ``cvt``
-        (:class:`ribs.archives.CVTArchive`, ``archive.cells`` centroids from k-means).
+        The archive the emitters learn on: ``grid`` (:class:`ribs.archives.GridArchive`,
+        ``archive.dims``), ``cvt`` (:class:`ribs.archives.CVTArchive`, ``archive.cells``
+        centroids from k-means), ``proximity`` (:class:`ribs.archives.ProximityArchive`:
+        ``archive.k_neighbors``, ``archive.novelty_threshold``,
+        ``archive.local_competition``), ``dns`` (:class:`ribs.archives.DNSArchive`:
+        ``archive.capacity``, ``archive.k_neighbors``) or ``density``
+        (:class:`ribs.archives.DensityArchive`: ``archive.density_method``,
+        ``archive.bandwidth``, ``archive.buffer_size``). The last three need
+        ``result_archive``.
     emitter : str
         ``gaussian`` (GaussianEmitter, ``sigma``), ``iso_line`` (IsoLineEmitter,
-        ``iso_sigma``, ``line_sigma``) or ``evolution_strategy``
-        (EvolutionStrategyEmitter, ``sigma`` as sigma0, ``ranker``).
+        ``iso_sigma``, ``line_sigma``), ``evolution_strategy`` (EvolutionStrategyEmitter,
+        ``sigma`` as sigma0, ``ranker``), ``variation`` (``gaussian`` or ``iso_line``, as
+        the run's ``variation`` key says) or ``bayesian_optimization``
+        (BayesianOptimizationEmitter: ``batch_size``, ``initial_points``,
+        ``search_restarts``, ``entropy_ejie``; its ``min_obj`` is the archive's
+        ``qd_score_offset``).
     emitter_options : dict
         More keyword arguments of every emitter (e.g. CMA-MAE's ``selection_rule``).
     result_archive : bool
-        Keep the elites in a separate result archive (CMA-MAE: the archive the
-        emitters learn on has a learning rate below 1).
+        Keep the elites in a separate grid result archive (``archive.dims``; the run's
+        archive): CMA-MAE, whose learning archive has a learning rate below 1, and the
+        archives that are no grid (novelty, DNS, density), whose result archive gets
+        every evaluated solution, so their QD metrics are comparable with the others'.
+    scheduler : str
+        ``standard`` (:class:`ribs.schedulers.Scheduler`), ``bandit``
+        (:class:`ribs.schedulers.BanditScheduler`: ``emitters`` active out of the pool)
+        or ``bayesian_optimization`` (:class:`ribs.schedulers.BayesianOptimizationScheduler`).
+    emitter_pool : tuple of (str, dict)
+        ``bandit``: the kinds of the pool, each ``(emitter, options)``; the pool holds
+        ``emitters`` emitters of every kind (``emitter`` is then unused).
+    emitters_on_result : bool
+        The emitters sample from the result archive (density descent: a density archive
+        holds no solutions).
     """
 
     archive: str = "grid"
     emitter: str = "gaussian"
     emitter_options: dict = field(default_factory=dict)
     result_archive: bool = False
+    scheduler: str = "standard"
+    emitter_pool: tuple = ()
+    emitters_on_result: bool = False
+
+    @property
+    def emitter_kinds(self) -> tuple:
+        """``(emitter, options)`` of every kind of emitter the scheduler starts with."""
+        return self.emitter_pool or ((self.emitter, {}),)
 
 
 def build_scheduler(spec: dict, *, recipe: QDRecipe):
@@ -74,11 +106,12 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
         Seeded from the master seed: the archive, the optional result archive and
         every emitter get their own stream.
     """
-    from ribs.schedulers import Scheduler
+    from ribs import schedulers
 
     check_numba_disabled()
     algorithm = spec["algorithm_spec"]
-    seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 3 + algorithm["emitters"])
+    count = algorithm["emitters"] * len(recipe.emitter_kinds)
+    seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 3 + count)
     archive = _build_archive(
         spec, kind=recipe.archive, seed=seeds[0], result=False, cvt_seed=seeds[2]
     )
@@ -87,30 +120,69 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
         result_archive = _build_archive(
             spec, kind="grid", seed=seeds[1], result=True, cvt_seed=None
         )
-    emitters = [_build_emitter(spec, archive, recipe=recipe, seed=seed) for seed in seeds[3:]]
-    return Scheduler(archive, emitters, result_archive=result_archive)
+    learns_on = result_archive if recipe.emitters_on_result else archive
+    emitter_seeds = iter(seeds[3:])
+    emitters = [
+        _build_emitter(
+            spec,
+            learns_on,
+            kind=kind,
+            options={**recipe.emitter_options, **options},
+            seed=next(emitter_seeds),
+        )
+        for kind, options in recipe.emitter_kinds
+        for _ in range(algorithm["emitters"])
+    ]
+    if recipe.scheduler == "bandit":
+        return schedulers.BanditScheduler(
+            archive, emitters, result_archive, num_active=algorithm["emitters"]
+        )
+    if recipe.scheduler == "bayesian_optimization":
+        return schedulers.BayesianOptimizationScheduler(archive, emitters, result_archive)
+    return schedulers.Scheduler(archive, emitters, result_archive=result_archive)
 
 
 class QDOptimizer:
     """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
-    the run's elites are the scheduler's result archive."""
+    the run's elites are the scheduler's result archive.
 
-    def __init__(self, scheduler) -> None:
+    With a surrogate (BOP-Elites) the seconds of the last ``tell`` (the Gaussian
+    processes' fit) and ``ask`` (the EJIE search) are its ``fit_seconds`` and
+    ``propose_seconds`` metrics.
+    """
+
+    #: Whether the scheduler fits a surrogate (its timings are metrics).
+    surrogate = False
+
+    def __init__(self, scheduler, *, surrogate: bool = False) -> None:
         self.scheduler = scheduler
+        if surrogate:
+            self.surrogate = True
+            self.seconds = {"fit_seconds": np.nan, "propose_seconds": np.nan}
 
     @classmethod
     def from_spec(cls, spec: dict, *, recipe: QDRecipe) -> QDOptimizer:
         """The seeded scheduler of a run spec (:func:`build_scheduler`)."""
-        return cls(build_scheduler(spec, recipe=recipe))
+        return cls(
+            build_scheduler(spec, recipe=recipe),
+            surrogate=recipe.scheduler == "bayesian_optimization",
+        )
 
     def ask(self) -> np.ndarray:
         """The next batch of solutions (all emitters)."""
-        return np.asarray(self.scheduler.ask(), dtype=np.float64)
+        started = time.perf_counter()
+        batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        if self.surrogate:
+            self.seconds["propose_seconds"] = time.perf_counter() - started
+        return batch
 
     def tell(self, objective, measures, **extra) -> None:
         """Fold the batch's results into the archive and the emitters."""
         check_numba_disabled()
+        started = time.perf_counter()
         self.scheduler.tell(objective, measures, **extra)
+        if self.surrogate:
+            self.seconds["fit_seconds"] = time.perf_counter() - started
 
     def ask_async(self, *, slots, evaluations) -> np.ndarray:
         """Asynchronous mode (steady-state MAP-Elites; Gaussian and iso-line emitters,
@@ -132,6 +204,18 @@ class QDOptimizer:
     def archive(self):
         """The archive whose elites are the run's result."""
         return self.scheduler.result_archive
+
+    def stats(self) -> dict:
+        """``own_archive_size``: entries of the archive the emitters learn on, when it is
+        not the run's archive (novelty search's, DNS's, density descent's buffer,
+        CMA-MAE's learning archive); a surrogate's ``fit_seconds`` and
+        ``propose_seconds``."""
+        stats = dict(self.seconds) if self.surrogate else {}
+        learning = self.scheduler.archive
+        if learning is not self.scheduler.result_archive:
+            buffer = getattr(learning, "buffer", None)  # a density archive keeps measures only
+            stats["own_archive_size"] = len(learning) if buffer is None else len(buffer)
+        return stats
 
 
 def build_passive_archive(spec: dict):
@@ -170,26 +254,45 @@ def _archive_dtypes(spec: dict) -> dict:
 
 
 def _build_archive(spec: dict, *, kind: str, seed: int, result: bool, cvt_seed: int | None):
-    from ribs.archives import CVTArchive, GridArchive
+    from ribs import archives
 
     algorithm = spec["algorithm_spec"]
     archive_spec = algorithm["archive"]
     domain = spec["domain_spec"]
-    common = {
-        "solution_dim": domain["solution_dim"],
-        "ranges": [tuple(r) for r in domain["measure_ranges"]],
-        "seed": seed,
-        **_archive_dtypes(spec),
-    }
+    if kind == "density":
+        return archives.DensityArchive(
+            measure_dim=measure_count(domain),
+            buffer_size=archive_spec["buffer_size"],
+            density_method=archive_spec["density_method"],
+            bandwidth=archive_spec["bandwidth"],
+            seed=seed,
+        )
+    common = {"solution_dim": domain["solution_dim"], "seed": seed, **_archive_dtypes(spec)}
     if archive_spec.get("qd_score_offset"):
         common["qd_score_offset"] = archive_spec["qd_score_offset"]
+    if kind == "proximity":
+        return archives.ProximityArchive(
+            measure_dim=measure_count(domain),
+            k_neighbors=archive_spec["k_neighbors"],
+            novelty_threshold=archive_spec["novelty_threshold"],
+            local_competition=archive_spec["local_competition"],
+            **common,
+        )
+    if kind == "dns":
+        return archives.DNSArchive(
+            measure_dim=measure_count(domain),
+            capacity=archive_spec["capacity"],
+            k_neighbors=archive_spec["k_neighbors"],
+            **common,
+        )
+    common["ranges"] = [tuple(r) for r in domain["measure_ranges"]]
     if not result and "learning_rate" in archive_spec:
         common["learning_rate"] = archive_spec["learning_rate"]
         common["threshold_min"] = archive_spec.get("threshold_min", -np.inf)
     if kind == "cvt":
         centroids = _cvt_centroids(spec, seed=cvt_seed)
-        return CVTArchive(centroids=centroids, **common)
-    return GridArchive(dims=archive_spec["dims"], **common)
+        return archives.CVTArchive(centroids=centroids, **common)
+    return archives.GridArchive(dims=archive_spec["dims"], **common)
 
 
 def _cvt_centroids(spec: dict, *, seed: int) -> np.ndarray:
@@ -214,27 +317,73 @@ def _bounds(domain: dict):
     return [tuple(domain["bounds"])] * domain["solution_dim"]
 
 
-def _build_emitter(spec: dict, archive, *, recipe: QDRecipe, seed: int):
-    from ribs.emitters import EvolutionStrategyEmitter, GaussianEmitter, IsoLineEmitter
+def _build_emitter(spec: dict, archive, *, kind: str, options: dict, seed: int):
+    from ribs import emitters
 
     algorithm = spec["algorithm_spec"]
     domain = spec["domain_spec"]
+    if kind == "variation":
+        kind = algorithm["variation"]
+    common = {"batch_size": algorithm["batch_size"], "seed": seed}
+    if kind == "bayesian_optimization":
+        return emitters.BayesianOptimizationEmitter(
+            archive,
+            bounds=_bounds(domain),
+            search_nrestarts=algorithm["search_restarts"],
+            entropy_ejie=algorithm["entropy_ejie"],
+            min_obj=algorithm["archive"].get("qd_score_offset", 0.0),
+            num_initial_samples=algorithm["initial_points"],
+            **common,
+        )
     x0 = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
-    common = {
-        "bounds": _bounds(domain),
-        "batch_size": algorithm["batch_size"],
-        "seed": seed,
-        "x0": x0,
-        **recipe.emitter_options,
-    }
-    if recipe.emitter == "gaussian":
-        return GaussianEmitter(archive, sigma=algorithm["sigma"], **common)
-    if recipe.emitter == "iso_line":
-        return IsoLineEmitter(
-            archive, iso_sigma=algorithm["iso_sigma"], line_sigma=algorithm["line_sigma"], **common
+    common.update(bounds=_bounds(domain), x0=x0)
+    if kind == "gaussian":
+        return emitters.GaussianEmitter(archive, sigma=algorithm["sigma"], **common, **options)
+    if kind == "iso_line":
+        return emitters.IsoLineEmitter(
+            archive,
+            iso_sigma=algorithm["iso_sigma"],
+            line_sigma=algorithm["line_sigma"],
+            **common,
+            **options,
         )
-    if recipe.emitter == "evolution_strategy":
-        return EvolutionStrategyEmitter(
-            archive, sigma0=algorithm["sigma"], ranker=algorithm["ranker"], **common
+    if kind == "evolution_strategy":
+        options = {"ranker": algorithm.get("ranker"), **options}
+        return emitters.EvolutionStrategyEmitter(
+            archive, sigma0=algorithm["sigma"], **common, **options
         )
-    raise ValueError(f"unknown emitter kind {recipe.emitter!r}")
+    raise ValueError(f"unknown emitter kind {kind!r}")
+
+
+def cqd_score(
+    archive,
+    *,
+    target_points: np.ndarray,
+    penalties: int | list,
+    obj_min: float,
+    obj_max: float,
+    dist_max: float,
+) -> float:
+    """The CQD score (Kent & Branke 2023) of an archive, with pyribs'
+    :func:`ribs.archives.cqd_score`: the mean over the sets of ``target_points``
+    (iterations x n x measures) of the sum, over targets and penalties theta, of the best
+    ``(f - obj_min) / (obj_max - obj_min) - theta d / dist_max`` among the elites (``d``:
+    their distance to the target). pyribs normalises ``f / (obj_max - obj_min)`` without
+    shifting by ``obj_min``; the shift (a constant per target and penalty) is added here,
+    so that objectives normalised to [0, 1] give scores that do not depend on where the
+    objective's range lies."""
+    from ribs.archives import cqd_score as ribs_cqd_score
+
+    if archive.empty:
+        return float("nan")
+    result = ribs_cqd_score(
+        archive,
+        iterations=len(target_points),
+        target_points=target_points,
+        penalties=penalties,
+        obj_min=obj_min,
+        obj_max=obj_max,
+        dist_max=dist_max,
+    )
+    shift = -obj_min / (obj_max - obj_min) * target_points.shape[1] * len(result.penalties)
+    return float(result.mean + shift)

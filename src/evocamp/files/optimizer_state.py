@@ -3,7 +3,8 @@ compact pickle, plus the rows of archives' per-cell arrays that are read.
 
 With :mod:`evocamp.files.compact_pickle` this is the one place that knows pyribs'
 internals: an archive's ``_store`` (per-cell arrays allocated for every cell, of which
-only occupied cells are ever read) and its ``occupied``/``occupied_list`` bookkeeping.
+only occupied cells are ever read) and its ``occupied``/``occupied_list`` bookkeeping,
+and a density archive's preallocated reservoir of measures.
 The rows of the run's archive are the elites in ``/archive`` (not stored twice); those
 of another archive (CMA-MAE's learning archive) go to ``/optimizer/rows``. A sha256
 over the pickle and every row set detects a damaged file.
@@ -36,18 +37,25 @@ def store_rows(store) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return rows
 
 
-def array_stores(optimizer, archive) -> dict:
-    """Per-cell array stores to store compactly: ``result`` (the run's archive, whose
-    elites ``/archive`` holds) and, when a QD scheduler learns on another archive
-    (CMA-MAE), ``archive``."""
-    stores = {}
+def partial_arrays(optimizer, archive) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Arrays of which only some rows are read, to store compactly, by owner:
+    ``result`` (the run's archive, whose elites ``/archive`` holds) and, when a QD
+    scheduler learns on another archive, ``archive``: CMA-MAE's grid, novelty search's
+    and DNS's stores (:func:`store_rows`), or a density archive's reservoir of measures
+    (``buffer``, its first ``n`` rows filled)."""
+    arrays = {}
     if isinstance(optimizer, QDOptimizer):
         scheduler = optimizer.scheduler
-        if scheduler.archive is not scheduler.result_archive:
-            stores["archive"] = scheduler.archive._store
+        learning = scheduler.archive
+        if learning is not scheduler.result_archive:
+            if hasattr(learning, "_store"):
+                arrays["archive"] = store_rows(learning._store)
+            elif hasattr(learning, "_buffer"):
+                used = np.arange(learning._n_occupied)
+                arrays["archive"] = {"buffer": (learning._buffer, used)}
     if archive is not None:
-        stores["result"] = archive._store
-    return stores
+        arrays["result"] = store_rows(archive._store)
+    return arrays
 
 
 def shared_batch(batch: dict) -> dict[str, np.ndarray]:
@@ -72,8 +80,8 @@ def write_optimizer_group(
 ) -> None:
     """Write ``/optimizer`` (after ``/archive``, whose elites it refers to)."""
     rows = {}
-    for name, store in array_stores(optimizer, archive).items():
-        for field, (array, indices) in store_rows(store).items():
+    for name, fields in partial_arrays(optimizer, archive).items():
+        for field, (array, indices) in fields.items():
             rows[id(array)] = (f"{name}/{field}", indices)
     compact = compact_pickle.dump((optimizer, archive), rows=rows, shared=shared_batch(next_batch))
     indices = dict(rows.values())

@@ -37,7 +37,7 @@ from evocamp.families.qd import add_to_passive_archive, build_passive_archive
 from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
-from evocamp.loop.engine import improved_best, optimizer_stats
+from evocamp.loop.engine import archive_cqd_score, improved_best, optimizer_stats
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
@@ -223,6 +223,7 @@ def initialise_asynchronous(spec: dict) -> RunState:
         best_objective=np.nan,
         wall_seconds=finished - started,
         eval_seconds=0.0,
+        cqd_score=archive_cqd_score(spec, archive),
     )
     return RunState(
         spec=spec,
@@ -433,6 +434,7 @@ class AsynchronousLoop:
             eval_seconds=float(sum(c.eval_seconds for c in block)),
             shard_stats=stats,
             workers=self.workers,
+            cqd_score=archive_cqd_score(self.spec, state.archive),
         )
         previous = state.generation
         window_start = previous > 0 and previous % self.spec["checkpoint_every"] == 0

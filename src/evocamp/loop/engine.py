@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
-from evocamp.families.qd import add_to_passive_archive, build_passive_archive
+from evocamp.families.qd import add_to_passive_archive, build_passive_archive, cqd_score
 from evocamp.files.checkpoint import RunState
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
 from evocamp.files.shard import ShardResult
@@ -20,7 +20,13 @@ from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key
-from evocamp.registry import batch_format, build_optimizer, family_of, owns_archive
+from evocamp.registry import (
+    batch_format,
+    build_optimizer,
+    cqd_settings,
+    family_of,
+    owns_archive,
+)
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
@@ -45,6 +51,13 @@ def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
     return dict(call_method(spec, generation, optimizer, "result"))
 
 
+def archive_cqd_score(spec: dict, archive) -> float:
+    """The CQD score of a run's archive (NaN when the run gets none: see
+    :func:`evocamp.registry.cqd_settings`)."""
+    settings = cqd_settings(spec) if archive is not None else None
+    return np.nan if settings is None else cqd_score(archive, **settings)
+
+
 def initialise(spec: dict) -> RunState:
     """Create a run's optimizer (and passive archive) and ask the batch of generation 1."""
     started = time.time()
@@ -64,6 +77,7 @@ def initialise(spec: dict) -> RunState:
         best_objective=np.nan,
         wall_seconds=finished - started,
         eval_seconds=0.0,
+        cqd_score=archive_cqd_score(spec, archive),
     )
     return RunState(
         spec=spec,
@@ -162,6 +176,7 @@ def tell(
         eval_seconds=results.eval_seconds,
         shard_stats=results.shard_stats,
         workers=workers or results.shards,
+        cqd_score=archive_cqd_score(state.spec, state.archive),
     )
     previous = state.generation
     window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0

@@ -32,10 +32,12 @@ METRIC_FIELDS = (
     ("fit_seconds", np.float64),
     ("propose_seconds", np.float64),
     ("utilisation", np.float64),
+    ("cqd_score", np.float64),
+    ("own_archive_size", np.float64),
 )
 METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
 #: Metric columns an optimizer's ``stats()`` may fill.
-OPTIMIZER_STATS = ("sigma", "fit_seconds", "propose_seconds")
+OPTIMIZER_STATS = ("sigma", "fit_seconds", "propose_seconds", "own_archive_size")
 #: Timings a compact batch's ``solutions`` may report per shard (mean over shards).
 SHARD_STATS = ("fit_seconds", "propose_seconds")
 #: Columns measured in seconds (or derived from them): they differ between runs of the
@@ -87,6 +89,7 @@ def metrics_row(
     shard_stats: dict | None = None,
     optimizer_stats: dict | None = None,
     workers: int = 0,
+    cqd_score: float = np.nan,
 ) -> np.ndarray:
     """One metrics row.
 
@@ -96,7 +99,8 @@ def metrics_row(
     the optimizer proposes in ``tell``, from ``optimizer_stats`` (its ``stats()``) like
     ``sigma``;
     ``utilisation`` is ``eval_seconds / (wall_seconds x workers)``, with ``workers`` the
-    evaluations that could run at once (shards in shard mode, Dask workers in Dask mode).
+    evaluations that could run at once (shards in shard mode, Dask workers in Dask mode);
+    ``cqd_score`` as computed by the caller (NaN: none).
     """
     row = blank_metric_rows(1)
     row["generation"] = generation
@@ -113,6 +117,7 @@ def metrics_row(
         row["gen_obj_max"] = objective.max()
         row["gen_obj_mean"] = objective.mean()
     row["best_objective"] = best_objective
+    row["cqd_score"] = cqd_score
     for name, value in (shard_stats or {}).items():
         row[name] = value
     for name, value in (optimizer_stats or {}).items():

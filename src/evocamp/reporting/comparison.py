@@ -21,6 +21,7 @@ TABLE_METRICS = (
     ("qd_score", "QD score", "QD score"),
     ("norm_qd_score", "normalised QD score", "norm.\\ QD score"),
     ("coverage", "coverage", "coverage"),
+    ("cqd_score", "CQD score", "CQD score"),
     ("best_objective", "best objective", "best objective"),
     ("best_value", "best value (minimised)", "best value (min.)"),
     ("elapsed_seconds", "wall seconds", "wall s"),

@@ -52,8 +52,13 @@ CURVES = (
     ("qd_score", "QD score"),
     ("norm_qd_score", "normalised QD score"),
     ("coverage", "coverage (fraction of cells)"),
+    ("cqd_score", "CQD score"),
     ("best_objective", "best objective"),
 )
+
+
+#: Campaign curves with more algorithms than this have their legend beside the figure.
+LEGEND_INSIDE = 5
 
 
 def pyplot():
@@ -68,8 +73,9 @@ def pyplot():
     return plt
 
 
-def save_figure(figure, stem: str | Path) -> list[Path]:
-    """Save ``<stem>.pdf`` and ``<stem>.png`` with no timestamps; close the figure."""
+def save_figure(figure, stem: str | Path, *, tight: bool = False) -> list[Path]:
+    """Save ``<stem>.pdf`` and ``<stem>.png`` with no timestamps; close the figure
+    (``tight``: grow the saved area to what is drawn outside the axes, e.g. a legend)."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -78,7 +84,7 @@ def save_figure(figure, stem: str | Path) -> list[Path]:
         (".png", {"Software": None}),
     ):
         path = stem.with_suffix(suffix)
-        figure.savefig(path, metadata=metadata)
+        figure.savefig(path, metadata=metadata, bbox_inches="tight" if tight else None)
         written.append(path)
     import matplotlib.pyplot as plt
 
@@ -252,13 +258,18 @@ def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
                 keep = np.isfinite(values).all(axis=0)
                 mean, low, high = bootstrap_mean_ci(values[:, keep], samples=samples, rng=rng)
                 style = {"color": PALETTE[colour % len(PALETTE)]}
-                ax.plot(x[keep], mean, label=f"{algorithm} (n={len(members)})", **style)
+                dashed = "--" if colour >= len(PALETTE) else "-"  # more algorithms than colours
+                ax.plot(x[keep], mean, dashed, label=f"{algorithm} (n={len(members)})", **style)
                 ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
             ax.set_ylabel(label)
             ax.set_xlabel(x_label)
-        axes[0, column].legend(frameon=False)
+        if len(algorithms) <= LEGEND_INSIDE:
+            axes[0, column].legend(frameon=False)
+    if len(algorithms) > LEGEND_INSIDE:  # beside the figure, not over the first curves
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        figure.legend(handles, labels, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     figure.tight_layout()
-    save_figure(figure, stem)
+    save_figure(figure, stem, tight=len(algorithms) > LEGEND_INSIDE)
 
 
 def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
@@ -272,7 +283,9 @@ def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
         len(domains),
         len(algorithms),
         squeeze=False,
-        figsize=(TWO_COLUMNS, 2.2 * len(domains) + 0.3),
+        # At least 2 inches per archive: many algorithms make a wider figure, not
+        # thinner heatmaps.
+        figsize=(max(TWO_COLUMNS, 2.0 * len(algorithms)), 2.2 * len(domains) + 0.3),
     )
     for row, domain in enumerate(domains):
         members = [d for d in data if d["file_attrs"]["domain"] == domain]
@@ -284,7 +297,7 @@ def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
                 ax.set_axis_off()
                 continue
             draw_heatmap(ax, match[0], vmin=vmin, vmax=vmax, colorbar=column == len(algorithms) - 1)
-            ax.set_title(f"{algorithm} on {domain} (seed {match[0]['file_attrs']['seed']})")
+            ax.set_title(f"{algorithm}\non {domain} (seed {match[0]['file_attrs']['seed']})")
     figure.tight_layout()
     save_figure(figure, stem)
 

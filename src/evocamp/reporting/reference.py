@@ -69,11 +69,12 @@ def algorithms_table() -> str:
 
 
 def domains_table() -> str:
-    """One row per built-in domain: what it is, dimension, measures, bounds, offset."""
+    """One row per built-in domain: what it is, dimension, measures, bounds, offset, best
+    objective."""
     lines = [
         "| type | what it is | solution_dim | measures | bounds | QD score offset | "
-        "params (default) | extra fields |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "best objective (CQD) | params (default) | extra fields |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for entry in DOMAINS.values():
         if entry.fixed_dim is not None:
@@ -88,9 +89,10 @@ def domains_table() -> str:
         extra = ", ".join(f"`{name}`" for name in entry.extra_fields)
         if entry.minimised:
             extra += " (the minimised value)"
+        best = "-" if entry.objective_max is None else f"{entry.objective_max:.6g}"
         lines.append(
             f"| `{entry.name}` | {entry.summary} | {dim} | {measures} | {bounds} | "
-            f"{entry.qd_score_offset:.6g} | {params or '-'} | {extra or '-'} |"
+            f"{entry.qd_score_offset:.6g} | {best} | {params or '-'} | {extra or '-'} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,111 @@
+"""Issue 24's QD types are the pyribs components their registry entries name, and the
+CQD score is Kent & Branke's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
+from evocamp.config import run_spec, validate_config
+from evocamp.families.qd import cqd_score
+from evocamp.registry import build_optimizer, cqd_settings
+
+
+def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", seed: int = 0):
+    config = validate_config(
+        {
+            "algorithms": {name: algorithm},
+            "domains": {"arm": domain or {"type": "arm", "solution_dim": 4}},
+            "shards": 1,
+        }
+    )
+    return run_spec(config, algorithm=name, domain="arm", seed=seed)
+
+
+def test_cqd_score_normalises_objectives_to_zero_one():
+    """The CQD score equals Kent & Branke's sum over targets and penalties of the best
+    (f - obj_min) / (obj_max - obj_min) - theta d / dist_max, for negative objectives too
+    (pyribs' function alone does not shift by obj_min)."""
+    from ribs.archives import GridArchive
+
+    archive = GridArchive(solution_dim=2, dims=[5, 5], ranges=[(-1, 1), (-1, 1)], seed=1)
+    rng = np.random.default_rng(0)
+    archive.add(rng.normal(size=(30, 2)), -rng.uniform(0, 9, 30), rng.uniform(-1, 1, (30, 2)))
+    targets = rng.uniform(-1, 1, (2, 50, 2))
+    dist_max = 2 * np.sqrt(2)
+    score = cqd_score(
+        archive, target_points=targets, penalties=5, obj_min=-9.0, obj_max=0.0, dist_max=dist_max
+    )
+    f = (archive.data("objective") + 9.0) / 9.0
+    measures = archive.data("measures")
+    per_set = [
+        sum(
+            np.max(
+                f[:, None] - theta * np.linalg.norm(measures[:, None] - t, axis=2) / dist_max, 0
+            ).sum()
+            for theta in np.linspace(0, 1, 5)
+        )
+        for t in targets
+    ]
+    assert score == pytest.approx(np.mean(per_set), rel=1e-12)
+
+
+def test_cqd_targets_are_the_domains_whatever_the_algorithm_and_seed():
+    first = cqd_settings(spec_of({"type": "map_elites"}, name="me", seed=0))
+    other = cqd_settings(spec_of({"type": "cma_es"}, name="es", seed=4))
+    assert first["target_points"].tobytes() == other["target_points"].tobytes()
+    assert first["target_points"].shape == (1, 200, 2)
+    assert (first["obj_min"], first["obj_max"]) == (-(np.pi**2), 0.0)
+    assert first["dist_max"] == pytest.approx(np.hypot(8, 8))
+
+
+def test_cqd_needs_a_grid_and_a_best_objective():
+    assert cqd_settings(spec_of({"type": "cvt_map_elites", "archive": {"cells": 20}})) is None
+    plugin = {
+        "type": "plugin",
+        "function": "evocamp_test_plugin:noisy_sphere",
+        "python_path": "tests/plugins",
+        "solution_dim": 4,
+        "measure_ranges": [[-2, 2], [-2, 2]],
+    }
+    assert cqd_settings(spec_of({"type": "map_elites"}, plugin)) is None
+    given = cqd_settings(
+        spec_of({"type": "map_elites"}, {**plugin, "cqd": {"obj_max": 3, "penalties": [0, 1]}})
+    )
+    assert given["obj_max"] == 3 and given["penalties"] == [0, 1]
+    off = {"type": "arm", "solution_dim": 4, "cqd": {"target_points": 0}}
+    assert cqd_settings(spec_of({"type": "map_elites"}, off)) is None
+
+
+def test_each_type_is_its_pyribs_components():
+    from ribs.archives import DensityArchive, DNSArchive, GridArchive, ProximityArchive
+    from ribs.emitters import EvolutionStrategyEmitter, GaussianEmitter, IsoLineEmitter
+    from ribs.schedulers import BanditScheduler, BayesianOptimizationScheduler
+
+    ns = build_optimizer(spec_of({"type": "novelty_search"})).scheduler
+    assert isinstance(ns.archive, ProximityArchive) and isinstance(ns.result_archive, GridArchive)
+    assert ns.archive._novelty_threshold == pytest.approx(0.037 * 8)
+    assert isinstance(ns.emitters[0], GaussianEmitter)
+    line = build_optimizer(spec_of({"type": "novelty_search", "variation": "iso_line"}))
+    assert isinstance(line.scheduler.emitters[0], IsoLineEmitter)
+    dns = build_optimizer(spec_of({"type": "dominated_novelty_search"})).scheduler
+    assert isinstance(dns.archive, DNSArchive) and dns.archive.capacity == 1024
+    optimizer = build_optimizer(spec_of({"type": "cma_me_bandit", "emitters": 3}))
+    bandit = optimizer.scheduler
+    assert isinstance(bandit, BanditScheduler) and len(bandit.emitter_pool) == 12
+    assert len(optimizer.ask()) == 3 * 32 and bandit.active.sum() == 3
+    rankers = [type(e._ranker).__name__ for e in bandit.emitter_pool[:9]]
+    assert rankers[::3] == [
+        "ObjectiveRanker",
+        "TwoStageRandomDirectionRanker",
+        "TwoStageImprovementRanker",
+    ]
+    assert all(isinstance(e, IsoLineEmitter) for e in bandit.emitter_pool[9:])
+    dds = build_optimizer(spec_of({"type": "density_descent"})).scheduler
+    assert isinstance(dds.archive, DensityArchive)
+    assert isinstance(dds.emitters[0], EvolutionStrategyEmitter)
+    assert dds.emitters[0].archive is dds.result_archive
+    bop = build_optimizer(spec_of({"type": "bop_elites"})).scheduler
+    assert isinstance(bop, BayesianOptimizationScheduler)
+    assert bop.emitters[0].min_obj == pytest.approx(-(np.pi**2))
