@@ -58,6 +58,8 @@ def algorithms_table() -> str:
                 notes.append("needs `bounds`")
             if entry.shards_in_spec:
                 notes.append("`shards` is part of the algorithm")
+            if entry.async_refusal is None:
+                notes.append("runs in `mode: async`")
             if not entry.grid_archive:
                 notes.append("`archive.cells`, `archive.cvt_samples` instead of `archive.dims`")
             summary = entry.summary + (f" ({'; '.join(notes)})" if notes else "")
