@@ -58,7 +58,9 @@ def algorithms_table() -> str:
                 notes.append("needs `bounds`")
             if entry.shards_in_spec:
                 notes.append("`shards` is part of the algorithm")
-            if entry.async_refusal is None:
+            if entry.async_refusal is None and entry.cls is None and entry.recipe is None:
+                notes.append("runs in `mode: async` with `ask_async` and `tell_async`")
+            elif entry.async_refusal is None:
                 notes.append("runs in `mode: async`")
             if not entry.grid_archive:
                 notes.append("`archive.cells`, `archive.cvt_samples` instead of `archive.dims`")
