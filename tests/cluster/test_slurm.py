@@ -115,6 +115,25 @@ def test_decentralised_bo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
     assert rows["fit_seconds"][2] > 0, "generation 2's shards fitted their surrogates"
 
 
+def test_newer_qd_types_on_slurm_match_the_local_run(slurm_cluster, tmp_path):
+    """Novelty search, density descent and CMA-ES (issue 24): shard jobs on Slurm give
+    the local run's archives bit for bit."""
+    from campaigns import QD_ZOO_CAMPAIGN
+
+    config = merged(QD_ZOO_CAMPAIGN, {"generations": 2})
+    config["algorithms"] = {
+        name: QD_ZOO_CAMPAIGN["algorithms"][name] for name in ("ns", "dds", "cmaes")
+    }
+    local, slurm = tmp_path / "local", tmp_path / "slurm"
+    for workdir in (local, slurm):
+        write_config(workdir, config)
+    run_snakemake(local, "runs")
+    completed = run_snakemake(slurm, "runs", "--profile", SLURM_PROFILE)
+    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
+    assert len(archive_digests(local)) == 3
+    assert archive_digests(slurm) == archive_digests(local)
+
+
 def test_shard_failing_once_succeeds_on_retry(slurm_cluster, tmp_path, small_config):
     config = tiny_config(small_config, generations=1, checkpoint_every=1, shards=2)
     config["domains"] = plugin_domain()

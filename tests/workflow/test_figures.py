@@ -102,6 +102,7 @@ def test_campaign_statistics_from_the_runs_own_numbers(campaign):
         "qd_score",
         "norm_qd_score",
         "coverage",
+        "cqd_score",
         "best_objective",
         "elapsed_seconds",
     }

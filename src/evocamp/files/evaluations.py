@@ -29,7 +29,7 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.runspec import measure_count
-from evocamp.registry import family_of
+from evocamp.registry import batch_format, family_of
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
@@ -49,6 +49,13 @@ def evaluation_segment(run: str | Path, generation: int) -> Path:
     """The segment of kept evaluations recorded with the kept (or last) checkpoint of
     ``generation``: ``<run>/evaluations/segment_<g>.h5``."""
     return Path(run) / EVALUATION_SEGMENTS / f"segment_{generation:06d}.h5"
+
+
+def keeps_noise_seeds(spec: dict) -> bool:
+    """Whether a run's rows keep each offspring's noise seed instead of the solution:
+    evolution strategies whose batches are a centre and noise seeds (OpenAI-ES, SNES),
+    from which the offspring regenerate. CMA-ES's batches are plain solutions."""
+    return family_of(spec["algorithm_spec"]) == "es" and batch_format(spec).compact is not None
 
 
 @dataclass(frozen=True)
@@ -105,15 +112,16 @@ class EvaluationSettings:
     def stores_solutions(self, spec: dict) -> bool:
         """Whether the rows of this run hold the solutions (else ES's noise seeds, or
         nothing)."""
-        is_es = family_of(spec["algorithm_spec"]) == "es"
-        return not is_es and spec["domain_spec"]["solution_dim"] <= self.max_solution_params
+        if keeps_noise_seeds(spec):
+            return False
+        return spec["domain_spec"]["solution_dim"] <= self.max_solution_params
 
     def row_bytes(self, spec: dict) -> int:
         """Bytes of one row: generation, index, seed, objective, seconds, measures,
         extra fields and the solution (or noise seed)."""
         domain = spec["domain_spec"]
         values = 5 + measure_count(domain) + len(domain.get("extra_fields") or [])
-        if family_of(spec["algorithm_spec"]) == "es":
+        if keeps_noise_seeds(spec):
             values += 1
         elif self.stores_solutions(spec):
             values += domain["solution_dim"]

@@ -14,7 +14,7 @@ import numpy as np
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.families.qd import add_to_passive_archive, build_passive_archive, cqd_score
 from evocamp.files.checkpoint import RunState
-from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
+from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
@@ -24,7 +24,6 @@ from evocamp.registry import (
     batch_format,
     build_optimizer,
     cqd_settings,
-    family_of,
     owns_archive,
 )
 
@@ -212,7 +211,7 @@ def evaluation_rows(
     index = np.arange(count, dtype=np.int64)
     solution = noise_seed = None
     batch = {}
-    if family_of(state.spec["algorithm_spec"]) == "es":
+    if keeps_noise_seeds(state.spec):
         noise = np.asarray(state.next_batch["noise"], dtype=np.uint64)
         noise_seed = noise[index // (count // len(noise))]
         batch = {"generation": np.array([generation], dtype=np.int64)}
