@@ -64,7 +64,7 @@ def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=Non
 
     loop = AsynchronousLoop(
         state or initialise_asynchronous(spec),
-        resume=resume or Resume(by_id={}, order=[]),
+        resume=resume or Resume.from_log([], told=0, spec=spec),
         submit=submit,
         wait=wait,
         record=logged.append,
@@ -246,7 +246,7 @@ def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
     with pytest.raises(EvaluationError, match=r"run rs/ackley4/seed0, evaluation \d+, slot \d"):
         AsynchronousLoop(
             initialise_asynchronous(spec),
-            resume=Resume(by_id={}, order=[]),
+            resume=Resume.from_log([], told=0, spec=spec),
             submit=submit,
             wait=wait,
             record=lambda c: None,

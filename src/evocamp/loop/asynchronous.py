@@ -26,6 +26,7 @@ in flight (:func:`encode_in_flight`), so keep, finalise and status work unchange
 
 from __future__ import annotations
 
+import collections
 import time
 from dataclasses import dataclass, field
 
@@ -37,7 +38,12 @@ from evocamp.families.qd import add_to_passive_archive, build_passive_archive
 from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
-from evocamp.loop.engine import archive_cqd_score, improved_best, optimizer_stats
+from evocamp.loop.engine import (
+    archive_cqd_score,
+    extended_window,
+    improved_best,
+    optimizer_stats,
+)
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
@@ -251,7 +257,7 @@ class Resume:
     """
 
     by_id: dict[int, Completion]
-    order: list[int]
+    order: collections.deque
 
     @classmethod
     def from_log(cls, logged: list[Completion], *, told: int, spec: dict) -> Resume:
@@ -279,7 +285,7 @@ class Resume:
         by_id = {}
         for completion in rest:
             by_id.setdefault(completion.evaluation, completion)
-        return cls(by_id=by_id, order=[c.evaluation for c in logged[told:]])
+        return cls(by_id=by_id, order=collections.deque(c.evaluation for c in logged[told:]))
 
 
 class AsynchronousLoop:
@@ -342,7 +348,7 @@ class AsynchronousLoop:
                     self.arrived[arrived.evaluation] = arrived
             return completion, entry.finish(self.spec)
         while self.resume.order:
-            evaluation = self.resume.order.pop(0)
+            evaluation = self.resume.order.popleft()
             completion = self.resume.by_id.pop(evaluation)
             if evaluation not in in_flight:
                 raise LogMismatchError(
@@ -436,9 +442,7 @@ class AsynchronousLoop:
             workers=self.workers,
             cqd_score=archive_cqd_score(self.spec, state.archive),
         )
-        previous = state.generation
-        window_start = previous > 0 and previous % self.spec["checkpoint_every"] == 0
-        state.metrics_window = row if window_start else np.concatenate([state.metrics_window, row])
+        state.metrics_window = extended_window(state, row)
         state.generation = generation
         state.finished_at = finished
         self.block = []

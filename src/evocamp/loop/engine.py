@@ -177,9 +177,7 @@ def tell(
         workers=workers or results.shards,
         cqd_score=archive_cqd_score(state.spec, state.archive),
     )
-    previous = state.generation
-    window_start = previous > 0 and previous % state.spec["checkpoint_every"] == 0
-    window = row if window_start else np.concatenate([state.metrics_window, row])
+    window = extended_window(state, row)
     return RunState(
         spec=state.spec,
         generation=generation,
@@ -250,6 +248,16 @@ def evaluation_rows(
         noise_seed=noise_seed,
         batch=batch,
     )
+
+
+def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
+    """The metrics window after ``state`` with the next generation's ``row``: it
+    restarts after every kept checkpoint (a generation that is a positive multiple of
+    ``checkpoint_every``), whose rows were already saved."""
+    previous = state.generation
+    if previous > 0 and previous % state.spec["checkpoint_every"] == 0:
+        return row
+    return np.concatenate([state.metrics_window, row])
 
 
 def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
