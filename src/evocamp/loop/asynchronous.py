@@ -34,7 +34,7 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds
-from evocamp.families.qd import add_to_passive_archive, build_passive_archive
+from evocamp.families.qd import add_to_passive_archive
 from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
@@ -42,13 +42,14 @@ from evocamp.loop.engine import (
     archive_cqd_score,
     extended_window,
     improved_best,
+    initialise,
     optimizer_stats,
 )
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.runspec import measure_count, run_label, spec_run_key
-from evocamp.registry import ALGORITHMS, batch_format, build_optimizer, owns_archive
+from evocamp.registry import ALGORITHMS, batch_format, owns_archive
 
 
 def asynchronous_settings(spec: dict) -> dict | None:
@@ -213,35 +214,14 @@ def _propose(spec: dict, optimizer, progress: Progress, slots: list[int], *, sta
 def initialise_asynchronous(spec: dict) -> RunState:
     """Create an asynchronous run's optimizer (and passive archive) and fill every
     slot with a proposal (the generation-0 state)."""
-    started = time.time()
-    optimizer = build_optimizer(spec)
-    archive = optimizer.archive if owns_archive(spec) else build_passive_archive(spec)
-    progress = Progress(told=0, proposed=0, now=0.0)
-    _propose(spec, optimizer, progress, list(range(spec["asynchronous"]["slots"])), start=0.0)
-    batch, seeds = encode_in_flight(progress)
-    finished = time.time()
-    row = metrics_row(
-        archive=archive,
-        optimizer_stats=optimizer_stats(spec, 0, optimizer),
-        generation=0,
-        evaluations=0,
-        objective=np.empty(0),
-        best_objective=np.nan,
-        wall_seconds=finished - started,
-        eval_seconds=0.0,
-        cqd_score=archive_cqd_score(spec, archive),
-    )
-    return RunState(
-        spec=spec,
-        generation=0,
-        optimizer=optimizer,
-        archive=archive,
-        next_batch=batch,
-        next_seeds=seeds,
-        metrics_window=row,
-        finished_at=finished,
-        best=None if archive is not None else {},
-    )
+
+    def fill_slots(optimizer) -> tuple[dict, np.ndarray]:
+        progress = Progress(told=0, proposed=0, now=0.0)
+        slots = list(range(spec["asynchronous"]["slots"]))
+        _propose(spec, optimizer, progress, slots, start=0.0)
+        return encode_in_flight(progress)
+
+    return initialise(spec, first_batch=fill_slots)
 
 
 class LogMismatchError(EvocampError):
@@ -458,10 +438,6 @@ class AsynchronousLoop:
         batch, seeds = encode_in_flight(self.progress)
         self.state.next_batch, self.state.next_seeds = batch, seeds
         return self.state
-
-    def unfinished(self) -> list[int]:
-        """Evaluations submitted and not told (cancel them, or let them be logged)."""
-        return sorted(self.progress.in_flight)
 
 
 def completion_rows(

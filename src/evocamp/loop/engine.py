@@ -57,15 +57,22 @@ def archive_cqd_score(spec: dict, archive) -> float:
     return np.nan if settings is None else cqd_score(archive, **settings)
 
 
-def initialise(spec: dict) -> RunState:
-    """Create a run's optimizer (and passive archive) and ask the batch of generation 1."""
+def initialise(spec: dict, *, first_batch=None) -> RunState:
+    """Create a run's optimizer (and passive archive) and ask the batch of generation 1.
+
+    ``first_batch(optimizer)`` returns ``(batch, seeds)`` of the state's next batch
+    instead (asynchronous mode fills its slots: ``initialise_asynchronous``).
+    """
     started = time.time()
     optimizer = build_optimizer(spec)
     if owns_archive(spec):
         archive = optimizer.archive
     else:
         archive = build_passive_archive(spec)
-    batch, seeds = _next_batch(spec, optimizer, 1)
+    if first_batch is None:
+        batch, seeds = _next_batch(spec, optimizer, 1)
+    else:
+        batch, seeds = first_batch(optimizer)
     finished = time.time()
     row = metrics_row(
         archive=archive,
