@@ -2,7 +2,7 @@
 
     python benchmarks/bo.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] [--modes dask async] \
-        [--figure PATH]
+        [--figure PATH] [--workdir FOLDER]
     python benchmarks/bo.py --timing-only --deephyper-python ...
 
 1. Runs ``config/bo.yaml`` (decentralised qUCB, centralised qUCB, random search; 8
@@ -15,10 +15,11 @@
    loop and thread evaluator with ``--workers`` workers (``bo_deephyper.py search``),
    same function, budget, initial design size and simulated evaluation times.
 3. Prints, per domain: best Ackley value at the budget and at half of it, wall seconds,
-   utilisation and proposal latency (seconds a proposal takes to make: the surrogate
-   fit plus the proposal, in the shard, slot or tell that makes it) (mean and 95%
-   bootstrap CI over seeds); writes the figure (best value against evaluations and
-   against wall time, bands).
+   utilisation (also after generation 1, which carries the segment's start: Dask
+   cluster, imports, initial design) and proposal latency (seconds a proposal takes to
+   make: the surrogate fit plus the proposal, in the shard, slot or tell that makes
+   it) (mean and 95% bootstrap CI over seeds); writes the figure (best value against
+   evaluations and against wall time, bands).
 4. Surrogate step: seconds of one fit + one proposal of 8 points at 100 / 1,000 / 5,000
    history points, evocamp's (scikit-learn ExtraTrees) and DeepHyper's (``tell`` +
    ``ask``), and whether a repeated seed repeats the proposal; and the seconds the tell
@@ -92,6 +93,9 @@ def campaign_curves(args, domain: str, workdir: Path, *, mode: str) -> dict[str,
                     "times": wall,
                     "wall_seconds": float(wall[-1]),
                     "utilisation": float(rows["eval_seconds"].sum() / (wall[-1] * args.workers)),
+                    "steady_utilisation": float(
+                        rows["eval_seconds"][1:].sum() / ((wall[-1] - wall[0]) * args.workers)
+                    ),
                     "latency": float(latency.mean()),
                 }
             )
@@ -126,6 +130,7 @@ def peer_curves(args, domain: str) -> list[dict]:
                 "times": np.asarray(run["times"]),
                 "wall_seconds": run["wall_seconds"],
                 "utilisation": run["utilisation"],
+                "steady_utilisation": np.nan,
                 "latency": np.nan,
             }
         )
@@ -154,6 +159,11 @@ def interval(values) -> str:
     return f"{float(mean):.3g} [{float(low):.3g}, {float(high):.3g}]"
 
 
+def optional_interval(values) -> str:
+    """:func:`interval`, or ``-`` where the peer does not report the value."""
+    return interval(values) if np.isfinite(values[0]) else "-"
+
+
 def report(results: dict[str, dict[str, list[dict]]]) -> str:
     lines = []
     for domain, variants in results.items():
@@ -168,9 +178,8 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
                     interval([best_at(r, budget) for r in runs]),
                     interval([r["wall_seconds"] for r in runs]),
                     interval([r["utilisation"] for r in runs]),
-                    interval([r["latency"] for r in runs])
-                    if np.isfinite(runs[0]["latency"])
-                    else "-",
+                    optional_interval([r["steady_utilisation"] for r in runs]),
+                    optional_interval([r["latency"] for r in runs]),
                 ]
             )
         lines.append(f"### {domain} ({budget} evaluations)\n")
@@ -183,6 +192,7 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
                     f"best Ackley at {budget}",
                     "wall s",
                     "utilisation",
+                    "utilisation after generation 1",
                     "proposal latency s",
                 ],
                 rows,
@@ -352,6 +362,7 @@ def main() -> None:
     parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "bo.png")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
+    parser.add_argument("--workdir", type=Path, help="keep the campaigns in this folder")
     args = parser.parse_args()
     print(machine(), flush=True)
     if not args.skip_timing:
@@ -359,7 +370,7 @@ def main() -> None:
     if args.timing_only:
         return
     results = {}
-    with scratch_folder("evocamp-bo-") as folder:
+    with scratch_folder("evocamp-bo-", keep=args.workdir) as folder:
         for domain in args.domains:
             variants = {}
             for mode in args.modes:

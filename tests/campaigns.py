@@ -116,8 +116,10 @@ ASYNC_CAMPAIGN = {
 
 #: Issue 24's QD types and CMA-ES on a 4-joint arm, one seed, 3 generations on 3 shards,
 #: checkpoints every 2 (so a resumed run starts from a kept checkpoint). BOP-Elites is
-#: kept tiny (its pattern search over the EJIE takes seconds per generation): a 4 x 4
-#: archive, 6 initial Sobol points, then 3 proposals per generation.
+#: kept small (its pattern search over the EJIE takes seconds per generation): a 4 x 4
+#: archive, 8 initial Sobol points, then 8 proposals per generation. Every type makes at
+#: least 8 solutions per generation, so 8 shards are allowed (test_qd_zoo); novelty
+#: search's 16 give every one of them two.
 QD_ZOO_CAMPAIGN = {
     "campaign": "qd_zoo",
     "master_seed": 11,
@@ -126,23 +128,23 @@ QD_ZOO_CAMPAIGN = {
     "checkpoint_every": 2,
     "seeds": 1,
     "algorithms": {
-        "ns": {"type": "novelty_search", "batch_size": 6},
+        "ns": {"type": "novelty_search", "batch_size": 16},
         "nslc": {
             "type": "novelty_search",
-            "batch_size": 6,
+            "batch_size": 8,
             "variation": "iso_line",
             "archive": {"local_competition": True},
         },
-        "dns": {"type": "dominated_novelty_search", "batch_size": 6, "archive": {"capacity": 12}},
+        "dns": {"type": "dominated_novelty_search", "batch_size": 8, "archive": {"capacity": 12}},
         "bop": {
             "type": "bop_elites",
-            "batch_size": 3,
-            "initial_points": 6,
+            "batch_size": 8,
+            "initial_points": 8,
             "search_restarts": 3,
             "archive": {"dims": [4, 4]},
         },
-        "bandit": {"type": "cma_me_bandit", "emitters": 2, "batch_size": 3},
-        "dds": {"type": "density_descent", "emitters": 2, "batch_size": 3},
+        "bandit": {"type": "cma_me_bandit", "emitters": 2, "batch_size": 4},
+        "dds": {"type": "density_descent", "emitters": 2, "batch_size": 4},
         "cmaes": {"type": "cma_es"},
     },
     "domains": {"arm": {"type": "arm", "solution_dim": 4}},

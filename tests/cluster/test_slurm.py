@@ -116,21 +116,19 @@ def test_decentralised_bo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
 
 
 def test_newer_qd_types_on_slurm_match_the_local_run(slurm_cluster, tmp_path):
-    """Novelty search, density descent and CMA-ES (issue 24): shard jobs on Slurm give
-    the local run's archives bit for bit."""
+    """Every type of issue 24 (novelty search with and without local competition, DNS,
+    BOP-Elites, bandit CMA-ME, density descent, CMA-ES): shard jobs on Slurm give the
+    local run's archives bit for bit."""
     from campaigns import QD_ZOO_CAMPAIGN
 
-    config = merged(QD_ZOO_CAMPAIGN, {"generations": 2})
-    config["algorithms"] = {
-        name: QD_ZOO_CAMPAIGN["algorithms"][name] for name in ("ns", "dds", "cmaes")
-    }
+    config = merged(QD_ZOO_CAMPAIGN, {"generations": 2, "shards": 2})
     local, slurm = tmp_path / "local", tmp_path / "slurm"
     for workdir in (local, slurm):
         write_config(workdir, config)
     run_snakemake(local, "runs")
     completed = run_snakemake(slurm, "runs", "--profile", SLURM_PROFILE)
     assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
-    assert len(archive_digests(local)) == 3
+    assert len(archive_digests(local)) == len(QD_ZOO_CAMPAIGN["algorithms"]) == 7
     assert archive_digests(slurm) == archive_digests(local)
 
 
@@ -211,13 +209,20 @@ def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small
     assert archive_digests(workdir) == archive_digests(reference)
 
 
-def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, local_tiny):
-    """dask-jobqueue's SLURMCluster on the local cluster; the campaign connects to it
-    through a scheduler file and matches a local shard-mode run bitwise."""
+def test_dask_and_async_modes_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, local_tiny):
+    """dask-jobqueue's SLURMCluster on the local cluster; campaigns connect to it
+    through a scheduler file: Dask mode matches a local shard-mode run bitwise, and an
+    asynchronous run (virtual clock, 4 slots on the 2 Slurm workers) matches the same
+    campaign run on a LocalCluster."""
+    from campaigns import ASYNC_CAMPAIGN
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
     config, local = local_tiny
+    async_config = merged(ASYNC_CAMPAIGN, {"generations": 3, "checkpoint_every": 2})
+    async_config["algorithms"] = {"dec": ASYNC_CAMPAIGN["algorithms"]["dec"]}
+    write_config(tmp_path / "async_local", async_config)
+    run_snakemake(tmp_path / "async_local", "runs")
 
     scheduler_file = tmp_path / "scheduler.json"
     with SLURMCluster(
@@ -242,9 +247,19 @@ def test_dask_mode_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tmp_path, loc
                 merged(config, {"mode": "dask", "dask": {"scheduler_file": str(scheduler_file)}}),
             )
             run_snakemake(workdir, "runs")
+            async_workdir = tmp_path / "async_slurm"
+            write_config(
+                async_workdir,
+                merged(async_config, {"dask": {"scheduler_file": str(scheduler_file)}}),
+            )
+            run_snakemake(async_workdir, "runs")
             workers = set(client.scheduler_info()["workers"])
     assert len(workers) == 2
     assert archive_digests(workdir) == local
+    assert len(archive_digests(async_workdir)) == 1
+    assert archive_digests(async_workdir) == archive_digests(tmp_path / "async_local")
+    log = run_folder(async_workdir, async_config, "dec", "ackley4", 0) / "completions.jsonl"
+    assert len(log.read_text().splitlines()) >= 3 * 6, "3 generations of 6 completions"
     worker_logs = "".join(p.read_text() for p in (tmp_path / "dask-logs").iterdir())
     for address in workers:
         assert f"[{address}] generation 2 shard" in worker_logs, "lines carry the address"

@@ -1,7 +1,7 @@
 """Issue 24's algorithms (novelty search, NSLC, DNS, BOP-Elites, bandit CMA-ME, density
 descent, CMA-ES) in one small campaign: real Snakemake, real HDF5, the arm domain.
-Results are bitwise the same with 3 shards in shard mode, 1 shard in Dask mode, and
-after a SIGKILL and a rerun."""
+Results are bitwise the same with 3 shards in shard mode, 1 and 8 shards in Dask mode,
+and after a SIGKILL and a rerun."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def test_every_type_fills_its_grid_archive_and_metrics(zoo_done):
         # The CQD score of every grid archive, from generation 1 on (empty at 0).
         assert np.isnan(metrics["cqd_score"][0]), algorithm
         assert np.all(np.isfinite(metrics["cqd_score"][1:])), algorithm
-    # BOP-Elites: 6 Sobol points, then 3 proposals per generation.
-    assert list(metrics_of(zoo_done, "bop")["evaluations"]) == [0, 6, 9, 12]
+    # BOP-Elites: 8 Sobol points, then 8 proposals per generation.
+    assert list(metrics_of(zoo_done, "bop")["evaluations"]) == [0, 8, 16, 24]
     # Novelty search, DNS and density descent report their own archive's size.
     for algorithm in ("ns", "nslc", "dns", "dds"):
         sizes = metrics_of(zoo_done, algorithm)["own_archive_size"]
@@ -59,8 +59,16 @@ def test_every_type_fills_its_grid_archive_and_metrics(zoo_done):
     assert np.all(np.isfinite(metrics_of(zoo_done, "cmaes")["sigma"]))
 
 
-def test_one_shard_in_dask_mode_gives_the_same_archives(zoo_done, tmp_path):
-    write_config(tmp_path, merged(CONFIG, {"shards": 1, "mode": "dask", "dask": {"workers": 1}}))
+@pytest.mark.parametrize(("shards", "workers"), [(1, 1), (8, 2)])
+def test_other_shard_counts_in_dask_mode_give_the_same_archives(
+    zoo_done, tmp_path, shards, workers
+):
+    """1 and 8 shards (one solution per shard for most types, two for novelty search)
+    against the 3-shard run."""
+    write_config(
+        tmp_path,
+        merged(CONFIG, {"shards": shards, "mode": "dask", "dask": {"workers": workers}}),
+    )
     run_snakemake(tmp_path, "runs", timeout=1200)
     assert archive_digests(tmp_path) == archive_digests(zoo_done)
 
