@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 
@@ -262,6 +263,17 @@ def test_raising_generations_runs_only_new_ones(
     assert evaluation_digests(tmp_path) == reference_small_evaluations
     nothing = run_snakemake(tmp_path, "runs")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
+    # Lowered to 3 (a kept checkpoint): the runs end there again, without evaluating,
+    # and metrics.csv stops at generation 3 though the metrics of 4-6 are on disk.
+    write_config(tmp_path, merged(small_config, {"generations": 3}))
+    lowered = run_snakemake(tmp_path, "runs")
+    assert executed(lowered, "evaluate") == executed(lowered, "tell") == []
+    for algorithm in small_config["algorithms"]:
+        folder = run_folder(tmp_path, small_config, algorithm, "sphere", 0)
+        metrics = np.genfromtxt(folder / "metrics.csv", delimiter=",", names=True)
+        assert list(metrics["generation"]) == [0, 1, 2, 3], algorithm
+        summary = json.loads((folder / "finished" / "gen_000003.json").read_text())
+        assert summary["final"]["generation"] == 3
 
 
 def test_dry_run_of_1000_generations_and_8_shards(tmp_path, small_config):

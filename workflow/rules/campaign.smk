@@ -3,7 +3,6 @@
 
 localrules:
     initialise,
-    tell,
     keep_checkpoint,
     finalise,
     runs,
@@ -23,6 +22,10 @@ rule initialise:
 
 
 if config["mode"] == "shards":
+
+    # The tell of a generation runs where Snakemake runs (evaluations are the jobs).
+    localrules:
+        tell,
 
     rule evaluate:
         input:

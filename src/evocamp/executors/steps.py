@@ -186,7 +186,11 @@ def finalise_step(
     final_state = read_full_state(state)
     if Path(state).resolve() != Path(checkpoint).resolve():
         keep_whole(state, checkpoint, state=final_state)
-    rows = merge_history(sorted(Path(segments).glob("segment_*.csv")), final_state.metrics_window)
+    rows = merge_history(
+        sorted(Path(segments).glob("segment_*.csv")),
+        final_state.metrics_window,
+        up_to=final_state.generation,
+    )
     write_rows(metrics, rows)
     write_run_archive(archive, final_state, evaluations=int(rows["evaluations"][-1]))
     finalise_evaluations(

@@ -156,14 +156,19 @@ def write_rows(path: str | Path, rows: np.ndarray) -> None:
     atomic_write_text(path, rows_to_csv(rows))
 
 
-def merge_history(segment_files: list[Path], window: np.ndarray) -> np.ndarray:
+def merge_history(
+    segment_files: list[Path], window: np.ndarray, *, up_to: int | None = None
+) -> np.ndarray:
     """Join saved segments and the rows of the latest state, one row per generation.
 
     Where a generation appears twice (a final state that is also a kept
-    checkpoint), the later source wins; rows come out sorted by generation.
+    checkpoint), the later source wins; rows come out sorted by generation. With
+    ``up_to``, rows of later generations are left out (segments a run wrote before its
+    campaign's ``generations`` was lowered).
     """
     latest = {}
     for part in [read_metrics_csv(path) for path in sorted(segment_files)] + [window]:
         for row in part:
-            latest[int(row["generation"])] = row
+            if up_to is None or int(row["generation"]) <= up_to:
+                latest[int(row["generation"])] = row
     return np.array([latest[g] for g in sorted(latest)], dtype=METRIC_DTYPE)
