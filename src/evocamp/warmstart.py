@@ -215,7 +215,10 @@ def serve(address: Path, *, idle_seconds: float = IDLE_SECONDS) -> None:
             except TimeoutError:
                 return
             if os.fork() == 0:
+                # The child must not hold the server's lock: a step outliving its server
+                # would keep the next server from starting.
                 listener.close()
+                lock.close()
                 os._exit(_run_child(connection))
             connection.close()
     finally:
@@ -294,7 +297,10 @@ def stop_servers() -> int:
             except OSError:  # held: a server is running
                 pid = int(lock.read().strip() or 0)
                 if pid:
-                    os.kill(pid, signal.SIGTERM)
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:  # it exited since
+                        continue
                     stopped += 1
     return stopped
 

@@ -127,6 +127,9 @@ def test_killed_client_takes_its_warm_child_along(tmp_path, fresh_servers):
         time.sleep(0.1)
     children = server.children()
     assert len(children) == 1, "the step did not run in a warm child"
+    # The child takes the caller's folder just after the fork: wait for it.
+    while children[0].cwd() != str(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert children[0].cwd() == str(tmp_path)
     client.send_signal(signal.SIGKILL)
     client.wait()
@@ -163,3 +166,30 @@ def test_stop_ends_the_server_and_removes_its_socket(tmp_path, fresh_servers):
     assert not any(path.exists() for path in socket_files)
     code, stderr = finished(evocamp("init", "--help", cwd=tmp_path))
     assert code == 0  # with no server the step runs cold (and starts a new one)
+
+
+def test_a_step_outliving_its_server_does_not_block_the_next_one(tmp_path, fresh_servers):
+    """The server is stopped while a warm child runs a long step: the child does not
+    hold the server's lock, so the next step starts a new server at once, and stopping
+    servers again is not confused by the old server's pid."""
+    state = plugin_state(tmp_path, sleep=60)
+    server = running_server()
+    client = evocamp(
+        "evaluate", "--state", str(state), "--shard", "0", "--shards", "1",
+        "--output", str(tmp_path / "shard.h5"), cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not server.children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(server.children()) == 1, "the step did not run in a warm child"
+    try:
+        assert stop_servers() == 1
+        server.wait(timeout=10)
+        for marker in server_folder().glob("*.spawned"):  # spawn again at once
+            marker.unlink()
+        code, stderr = finished(evocamp("init", "--help", cwd=tmp_path))
+        assert code == 0, stderr
+        assert running_server().pid != server.pid, "a new server came up"
+    finally:
+        client.send_signal(signal.SIGKILL)
+        client.wait()
