@@ -43,6 +43,17 @@ def tiny_config(small_config: dict, **overrides) -> dict:
     return config
 
 
+def run_locally_and_on_slurm(tmp_path: Path, config: dict) -> tuple[Path, Path]:
+    """The campaign run locally and with the Slurm profile; their two folders."""
+    local, slurm = tmp_path / "local", tmp_path / "slurm"
+    for workdir in (local, slurm):
+        write_config(workdir, config)
+    run_snakemake(local, "runs")
+    completed = run_snakemake(slurm, "runs", "--profile", SLURM_PROFILE)
+    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
+    return local, slurm
+
+
 def plugin_domain(**params) -> dict:
     return {
         "sphere": {
@@ -104,12 +115,7 @@ def test_decentralised_bo_on_slurm_matches_local_run(slurm_cluster, tmp_path):
 
     config = merged(BO_CAMPAIGN, {"generations": 2, "checkpoint_every": 2, "shards": 2})
     config["algorithms"] = {"dec": merged(BO_CAMPAIGN["algorithms"]["dec"], {"initial_points": 3})}
-    local, slurm = tmp_path / "local", tmp_path / "slurm"
-    for workdir in (local, slurm):
-        write_config(workdir, config)
-    run_snakemake(local, "runs")
-    completed = run_snakemake(slurm, "runs", "--profile", SLURM_PROFILE)
-    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
+    local, slurm = run_locally_and_on_slurm(tmp_path, config)
     assert archive_digests(slurm) == archive_digests(local)
     rows = read_metrics_csv(run_folder(slurm, config, "dec", "ackley4", 0) / "metrics.csv")
     assert rows["fit_seconds"][2] > 0, "generation 2's shards fitted their surrogates"
@@ -122,12 +128,7 @@ def test_newer_qd_types_on_slurm_match_the_local_run(slurm_cluster, tmp_path):
     from campaigns import QD_ZOO_CAMPAIGN
 
     config = merged(QD_ZOO_CAMPAIGN, {"generations": 2, "shards": 2})
-    local, slurm = tmp_path / "local", tmp_path / "slurm"
-    for workdir in (local, slurm):
-        write_config(workdir, config)
-    run_snakemake(local, "runs")
-    completed = run_snakemake(slurm, "runs", "--profile", SLURM_PROFILE)
-    assert "has been submitted with SLURM jobid" in completed.stdout + completed.stderr
+    local, slurm = run_locally_and_on_slurm(tmp_path, config)
     assert len(archive_digests(local)) == len(QD_ZOO_CAMPAIGN["algorithms"]) == 7
     assert archive_digests(slurm) == archive_digests(local)
 
