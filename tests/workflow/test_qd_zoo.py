@@ -5,20 +5,15 @@ and after a SIGKILL and a rerun."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-
 import numpy as np
 import pytest
 from campaigns import QD_ZOO_CAMPAIGN
 from conftest import (
     archive_digests,
+    kill_tree_when,
     merged,
     run_folder,
     run_snakemake,
-    snakemake_command,
     write_config,
 )
 
@@ -78,21 +73,10 @@ def test_sigkill_then_rerun_gives_the_same_archives(zoo_done, tmp_path):
     checkpoint (mid-campaign, whatever the machine's speed); the rerun completes with
     the uninterrupted run's archives."""
     write_config(tmp_path, CONFIG)
-    process = subprocess.Popen(
-        snakemake_command(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    kept = tmp_path / "results"
+    assert kill_tree_when(tmp_path, lambda: any(kept.rglob("checkpoints/gen_000002.h5"))), (
+        "the campaign finished before the kill"
     )
-    deadline = time.monotonic() + 600
-    while not list((tmp_path / "results").rglob("checkpoints/gen_000002.h5")):
-        assert process.poll() is None, "the campaign ended before any kept checkpoint"
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    assert process.poll() is None, "the campaign finished before the kill"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
     assert not (tmp_path / "results" / "qd_zoo" / "bop" / "arm" / "seed0" / "archive.h5").exists()
     run_snakemake(tmp_path, "runs", timeout=1200)
     assert archive_digests(tmp_path) == archive_digests(zoo_done)
