@@ -94,7 +94,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         write_state(state_path, state)
         shard_paths = []
         for shard in range(SHARDS):
-            with open_batch(state_path) as (spec, batch_generation, batch, seeds):
+            with open_batch(state_path) as (spec, batch_generation, batch, seeds, _):
                 result = evaluate_shard(
                     spec,
                     batch=batch,

@@ -232,6 +232,9 @@ def _preload() -> None:
 
     for name in (*PRELOADED_PACKAGES, *PRELOADED_MODULES):
         importlib.import_module(name)
+    # The numeric environment, read once for every step forked from here (the server
+    # is keyed by the OPENBLAS_ variables and the preloaded packages' files).
+    importlib.import_module("evocamp.model.numerics").environment()
 
 
 def _run_child(connection: socket.socket) -> int:

@@ -134,7 +134,7 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
         stored = {name: handle["next_batch"][name].size for name in handle["next_batch"]}
         assert handle["next_batch"].attrs["size"] == 200
     assert stored == {"centre": 5000, "noise": 100, "sigma": 1}
-    with open_batch(path) as (spec, generation, batch, seeds):
+    with open_batch(path) as (spec, generation, batch, seeds, _):
         assert generation == 1 and isinstance(batch["centre"], h5py.Dataset)
         shard = evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=1, shards=3)
     assert shard.start == 67 and shard.stop == 134

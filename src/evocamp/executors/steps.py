@@ -32,7 +32,7 @@ from evocamp.files.evaluations import (
 )
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
-from evocamp.loop.engine import initialise, optimizer_result, tell
+from evocamp.loop.engine import initialise, note_numerics, optimizer_result, tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
@@ -65,10 +65,13 @@ def init_step(*, spec: dict, output: str | Path) -> None:
 
 def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice)."""
-    with open_batch(state) as (spec, generation, batch, seeds):
+    with open_batch(state) as (spec, generation, batch, seeds, numerics):
         result = evaluate_shard(
             spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
         )
+    # A warning in this shard's log when it runs under another kernel than the run so far
+    # (the tell notes the shard's environment in the run's records).
+    note_numerics(spec, numerics, step="evaluate", generation=generation)
     write_shard(output, result)
     log(
         f"generation {result.generation} shard {shard}/{shards}: solutions "
@@ -168,6 +171,7 @@ def write_run_archive(path: str | Path, state: RunState, *, evaluations: int) ->
         best=state.best,
         generation=state.generation,
         evaluations=evaluations,
+        numerics=state.numerics,
     )
 
 
@@ -200,7 +204,12 @@ def finalise_step(
         generation=final_state.generation,
     )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
-    text = json.dumps({"run_spec": final_state.spec, "final": final}, indent=1, sort_keys=True)
+    summary_fields = {
+        "run_spec": final_state.spec,
+        "final": final,
+        "numerics": final_state.numerics,
+    }
+    text = json.dumps(summary_fields, indent=1, sort_keys=True)
     atomic_write_text(summary, text + "\n")
     log(f"generation {final_state.generation}: final archive {archive}")
     tidy_window(work=Path(work), logs=logs, up_to=final_state.generation)

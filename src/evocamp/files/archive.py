@@ -3,12 +3,14 @@ its best solution and its optimizer's result, readable with h5py alone."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.model.numerics import is_mixed, mixed_summary
 
 
 def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
@@ -61,13 +63,24 @@ def write_final_archive(
     best: dict | None,
     generation: int,
     evaluations: int,
+    numerics: list[dict] | None = None,
 ) -> None:
     """Write ``archive.h5``: the final elites of a run (``/archive``, when the run has an
     archive, else its best solution in ``/best``) and the optimizer's ``result()``
-    arrays (``/result``; ``None``: the optimizer has none), with no wall-clock content."""
+    arrays (``/result``; ``None``: the optimizer has none), with no wall-clock content.
+
+    A run whose steps mixed numeric environments (``numerics``, its provenance
+    records: :func:`evocamp.model.numerics.is_mixed`) gets the root attributes
+    ``numerics_mixed`` (true), ``numerics_summary`` (one line) and ``numerics`` (the
+    records as JSON); a run under one environment gets none, so that its file is
+    bitwise the same on every machine of that environment."""
     with atomic_h5(path) as handle:
         write_identity(handle, spec, kind="archive", generation=generation)
         handle.attrs["evaluations"] = evaluations
+        if numerics and is_mixed(numerics):
+            handle.attrs["numerics_mixed"] = True
+            handle.attrs["numerics_summary"] = mixed_summary(numerics)
+            handle.attrs["numerics"] = json.dumps(numerics, sort_keys=True)
         if archive is not None:
             write_archive_group(handle, archive, spec)
         write_best_group(handle, best)

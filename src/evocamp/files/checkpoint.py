@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
@@ -56,6 +56,10 @@ class RunState:
         Rows of the evaluations told since the state was read (kept evaluations,
         :mod:`evocamp.files.evaluations`): written with the state in ``/evaluations``,
         never read back into a state (``None`` when read, or when not kept).
+    numerics : list of dict
+        What computed the run, per step kind (:mod:`evocamp.model.numerics`): BLAS
+        kernel, package versions, CPU model; empty in checkpoints written before
+        evocamp recorded it.
     """
 
     spec: dict
@@ -68,6 +72,7 @@ class RunState:
     finished_at: float
     best: dict | None = None
     evaluations: EvaluationRows | None = None
+    numerics: list = field(default_factory=list)
 
 
 def write_state(
@@ -90,6 +95,7 @@ def write_state(
         write_identity(handle, state.spec, kind="state", generation=state.generation)
         handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
         handle.attrs["finished_at"] = state.finished_at
+        handle.attrs["numerics"] = json.dumps(state.numerics, sort_keys=True)
         for name, value in (attrs or {}).items():
             handle.attrs[name] = value
         if not light and state.archive is not None:
@@ -164,7 +170,14 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
             best={name: data[()] for name, data in handle["best"].items()}
             if "best" in handle
             else None,
+            numerics=stored_numerics(handle),
         )
+
+
+def stored_numerics(handle: h5py.File) -> list[dict]:
+    """The numeric provenance records of an open state file (none before evocamp
+    recorded them)."""
+    return json.loads(handle.attrs.get("numerics", "[]"))
 
 
 def next_seeds(handle: h5py.File) -> h5py.Dataset:
@@ -185,12 +198,14 @@ def stored_batch(handle: h5py.File, *, lazy: bool = False) -> dict:
 @contextlib.contextmanager
 def open_batch(path: str | Path):
     """Open a state file's next batch for a shard: yields ``(spec, generation, batch,
-    seeds)``, where ``generation`` is the batch's (one after the state's) and ``batch``
-    and ``seeds`` are h5py datasets, read only where indexed."""
+    seeds, numerics)``, where ``generation`` is the batch's (one after the state's),
+    ``batch`` and ``seeds`` are h5py datasets, read only where indexed, and ``numerics``
+    the run's provenance records so far."""
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"]) + 1
-        yield spec, generation, stored_batch(handle, lazy=True), next_seeds(handle)
+        batch = stored_batch(handle, lazy=True)
+        yield spec, generation, batch, next_seeds(handle), stored_numerics(handle)
 
 
 def kept_for_spec(path: str | Path, spec: dict) -> bool:

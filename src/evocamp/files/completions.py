@@ -52,6 +52,10 @@ class Completion:
     stats : dict of str to float
         Seconds the worker spent proposing it (``fit_seconds``, ``propose_seconds``;
         decentralised proposals only).
+    numerics : dict or None
+        The numeric environment of the worker that evaluated it
+        (:func:`evocamp.model.numerics.environment`); not logged (``None`` when read
+        back: the segment that evaluated it noted its workers' environments).
     """
 
     evaluation: int
@@ -62,6 +66,7 @@ class Completion:
     extra: dict = field(default_factory=dict)
     eval_seconds: float = 0.0
     stats: dict = field(default_factory=dict)
+    numerics: dict | None = None
 
     def to_json(self) -> str:
         """The log line (without its newline)."""

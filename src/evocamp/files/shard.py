@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,9 @@ class ShardResult:
     solutions: np.ndarray | None = None
     #: Seconds the shard spent proposing (``evocamp.model.metrics.SHARD_STATS``).
     stats: dict = dataclasses.field(default_factory=dict)
+    #: The numeric environment that evaluated it (:func:`evocamp.model.numerics.environment`;
+    #: ``None`` in shard files written before evocamp recorded it).
+    numerics: dict | None = None
 
 
 def write_shard(path: str | Path, result: ShardResult) -> None:
@@ -46,6 +50,8 @@ def write_shard(path: str | Path, result: ShardResult) -> None:
             write_dataset(handle, "solutions", result.solutions)
         for name, value in sorted(result.stats.items()):
             handle.attrs[f"stat_{name}"] = value
+        if result.numerics is not None:
+            handle.attrs["numerics"] = json.dumps(result.numerics, sort_keys=True)
 
 
 def read_shard(path: str | Path) -> ShardResult:
@@ -66,4 +72,5 @@ def read_shard(path: str | Path) -> ShardResult:
                 for name, value in handle.attrs.items()
                 if name.startswith("stat_")
             },
+            numerics=json.loads(handle.attrs["numerics"]) if "numerics" in handle.attrs else None,
         )

@@ -43,6 +43,7 @@ from evocamp.loop.engine import (
     extended_window,
     improved_best,
     initialise,
+    note_numerics,
     optimizer_stats,
 )
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
@@ -185,6 +186,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         extra={name: float(values[0]) for name, values in result.extra.items()},
         eval_seconds=float(result.eval_seconds[0]),
         stats=dict(result.stats),
+        numerics=result.numerics,
     )
 
 
@@ -388,6 +390,14 @@ class AsynchronousLoop:
             solutions=solutions,
             **extra,
         )
+        if completion.numerics is not None:
+            state.numerics = note_numerics(
+                spec,
+                state.numerics,
+                step="evaluate",
+                generation=generation,
+                current=completion.numerics,
+            )
         self.progress.told += 1
         self.progress.now = finished
         self.block.append(completion)
@@ -423,6 +433,9 @@ class AsynchronousLoop:
             cqd_score=archive_cqd_score(self.spec, state.archive),
         )
         state.metrics_window = extended_window(state, row)
+        state.numerics = note_numerics(
+            self.spec, state.numerics, step="tell", generation=generation
+        )
         state.generation = generation
         state.finished_at = finished
         self.block = []

@@ -7,6 +7,7 @@ which is why both modes give bitwise-identical results.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -18,8 +19,9 @@ from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
+from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
-from evocamp.model.runspec import spec_run_key
+from evocamp.model.runspec import spec_run_key, where
 from evocamp.registry import (
     batch_format,
     build_optimizer,
@@ -55,6 +57,20 @@ def archive_cqd_score(spec: dict, archive) -> float:
     :func:`evocamp.registry.cqd_settings`)."""
     settings = cqd_settings(spec) if archive is not None else None
     return np.nan if settings is None else cqd_score(archive, **settings)
+
+
+def note_numerics(
+    spec: dict, records: list[dict], *, step: str, generation: int, current: dict | None = None
+) -> list[dict]:
+    """A run's numeric provenance records with one step noted
+    (:func:`evocamp.model.numerics.noted`); a step under another kernel or package
+    versions than the run's earlier steps gets one warning line in its log."""
+    records, warning = noted(records, step=step, generation=generation, current=current)
+    if warning is not None:
+        print(
+            f"evocamp: warning: {where(spec, generation)}: {warning}", file=sys.stderr, flush=True
+        )
+    return records
 
 
 def initialise(spec: dict, *, first_batch=None) -> RunState:
@@ -95,6 +111,7 @@ def initialise(spec: dict, *, first_batch=None) -> RunState:
         metrics_window=row,
         finished_at=finished,
         best=None if archive is not None else {},
+        numerics=note_numerics(spec, [], step="initialise", generation=0),
     )
 
 
@@ -185,6 +202,11 @@ def tell(
         cqd_score=archive_cqd_score(state.spec, state.archive),
     )
     window = extended_window(state, row)
+    numerics = state.numerics
+    for evaluated in results.numerics:
+        numerics = note_numerics(
+            state.spec, numerics, step="evaluate", generation=generation, current=evaluated
+        )
     return RunState(
         spec=state.spec,
         generation=generation,
@@ -196,6 +218,7 @@ def tell(
         finished_at=finished,
         best=best,
         evaluations=rows,
+        numerics=note_numerics(state.spec, numerics, step="tell", generation=generation),
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
 from evocamp.files.shard import ShardResult
+from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.runspec import measure_count, where
 from evocamp.registry import batch_format, load_evaluator
@@ -229,6 +230,7 @@ def evaluate_slice(
         extra={name: merged[name] for name in extra_fields},
         solutions=np.asarray(solutions, dtype=np.float64) if keep_solutions else None,
         stats=dict(stats or {}),
+        numerics=environment(),
     )
 
 
@@ -264,6 +266,8 @@ class GenerationResults:
     #: Mean over shards of the seconds they spent proposing (``SHARD_STATS``).
     shard_stats: dict
     shards: int
+    #: The distinct numeric environments that evaluated the shards (those that said).
+    numerics: list
 
 
 def combine_shards(
@@ -287,6 +291,10 @@ def combine_shards(
     extra_names = sorted(ordered[0].extra) if ordered else []
     proposed = [r.solutions for r in ordered if r.solutions is not None]
     stat_names = sorted({name for r in ordered for name in r.stats})
+    environments = []
+    for result in ordered:
+        if result.numerics is not None and result.numerics not in environments:
+            environments.append(result.numerics)
     return GenerationResults(
         objective=np.concatenate([r.objective for r in ordered]),
         measures=np.concatenate([r.measures for r in ordered]),
@@ -299,4 +307,5 @@ def combine_shards(
             for name in stat_names
         },
         shards=len(ordered),
+        numerics=environments,
     )

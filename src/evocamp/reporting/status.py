@@ -19,6 +19,7 @@ from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration
 from evocamp.model.metrics import METRIC_DTYPE, merge_history, read_metrics_csv
+from evocamp.model.numerics import is_mixed, mixed_summary
 from evocamp.registry import minimised_value
 
 PROGRESS = re.compile(r"generation (\d+)/(\d+)")
@@ -34,6 +35,9 @@ class RunProgress:
     finished: bool
     #: What a minimisation benchmark's objective is minus (e.g. ``ackley``), else None.
     minimised: str | None = None
+    #: How the run mixed numeric environments (:func:`~evocamp.model.numerics.mixed_summary`),
+    #: or ``None`` when all its steps so far ran under one.
+    mixed: str | None = None
 
     def best(self) -> tuple[np.ndarray, str]:
         """Best so far per generation and its name: a minimisation benchmark's value
@@ -87,8 +91,14 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
         finished_at = int(finished_files[-1].stem.split("_")[-1]) if finished_files else -1
         finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
     minimised = minimised_value(state.spec["domain_spec"]) if state else None
+    mixed = mixed_summary(state.numerics) if state and is_mixed(state.numerics) else None
     return RunProgress(
-        label=str(relative), rows=rows, total=total, finished=finished, minimised=minimised
+        label=str(relative),
+        rows=rows,
+        total=total,
+        finished=finished,
+        minimised=minimised,
+        mixed=mixed,
     )
 
 
@@ -190,7 +200,7 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
                 _best_cell(run),
                 f"{per_generation:.2f}",
                 "0:00:00" if run.finished else format_duration(remaining),
-                "finished" if run.finished else "running",
+                ("finished" if run.finished else "running") + (", mixed" if run.mixed else ""),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -198,6 +208,10 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in table
     ]
+    mixed = [run for run in runs if run.mixed]
+    if mixed:
+        lines += ["", "not bitwise comparable with a run under one numeric environment:"]
+        lines += [f"  {run.label}: {run.mixed}" for run in mixed]
     if plots:
         for run in runs:
             values, name = run.best()

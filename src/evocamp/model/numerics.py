@@ -1,0 +1,201 @@
+"""Numeric provenance: what computed a run (BLAS library and kernel, pinned package
+versions, CPU model), recorded per step kind, and whether a run mixed environments.
+
+One master seed fixes a run's results bit for bit only under one numeric
+environment: the same BLAS kernel (OpenBLAS picks its kernel from the CPU when it
+loads: ``Haswell``, ``SkylakeX``, ...; ``OPENBLAS_CORETYPE`` overrides it) and the same
+versions of the packages that compute (:data:`NUMERIC_PACKAGES`, pinned exactly in
+``pyproject.toml``). Every step of a run notes its environment in the run state
+(:func:`noted`); a step whose kernel, BLAS or package versions differ from those of
+the run's earlier steps gets a warning line, and the run is *mixed*
+(:func:`is_mixed`): its results stay valid, but are not bitwise comparable with a run
+under one environment. The CPU model is recorded but does not make a run mixed
+(machines of one kernel compute the same bits).
+
+A record is a JSON-compatible dict, one per step kind and environment::
+
+    {"step": "tell", "blas": "openblas 0.3.31.188.0", "kernel": "Haswell",
+     "packages": "box2d 2.3.10, gymnasium 1.4.0, ...", "cpu": "AMD EPYC 9R14",
+     "generations": [1, 30]}
+
+Step kinds: ``initialise``, ``evaluate`` (shard jobs, Dask workers, asynchronous
+evaluations) and ``tell`` (the tell job; in Dask and asynchronous modes the segment
+job that asks and tells).
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import sys
+from importlib import metadata
+
+import numpy  # noqa: F401 - loads the BLAS library that threadpoolctl inspects
+import threadpoolctl
+
+#: Distributions whose versions can change a run's numbers or its files' bytes: the
+#: families' and domains' numerics, the archive files' writer and the statistics.
+#: ``pyproject.toml`` pins each exactly (``tests/unit/test_packaging.py`` checks it).
+NUMERIC_PACKAGES = (
+    "box2d",
+    "gymnasium",
+    "h5py",
+    "numpy",
+    "pymoo",
+    "ribs",
+    "scikit-learn",
+    "scipy",
+    "statsmodels",
+)
+#: The record fields that decide the numbers (the CPU model does not).
+DECIDING_FIELDS = ("blas", "kernel", "packages")
+#: The fields of an environment, as :func:`environment` gives them.
+FIELDS = (*DECIDING_FIELDS, "cpu")
+#: Step kinds, in a run's order.
+STEPS = ("initialise", "evaluate", "tell")
+#: Import names of the distributions whose imported module gives its version at once.
+_MODULES = {"numpy": "numpy", "scipy": "scipy", "h5py": "h5py", "ribs": "ribs"}
+
+
+@functools.cache
+def environment() -> dict[str, str]:
+    """This process's numeric environment (computed once per process).
+
+    Returns
+    -------
+    dict of str to str
+        ``blas`` (library and version, e.g. ``openblas 0.3.31.188.0``), ``kernel`` (the
+        BLAS kernel: OpenBLAS's core name, ``unknown`` for a library that does not say),
+        ``packages`` (``name version`` of each of :data:`NUMERIC_PACKAGES`, ``-`` when
+        not installed) and ``cpu`` (the CPU model).
+    """
+    blas = [info for info in threadpoolctl.threadpool_info() if info.get("user_api") == "blas"]
+    first = blas[0] if blas else {}
+    return {
+        "blas": f"{first.get('internal_api', 'none')} {first.get('version') or ''}".strip(),
+        "kernel": str(first.get("architecture") or "unknown"),
+        "packages": ", ".join(f"{name} {_version(name)}" for name in NUMERIC_PACKAGES),
+        "cpu": _cpu_model(),
+    }
+
+
+def _version(distribution: str) -> str:
+    module = sys.modules.get(_MODULES.get(distribution, ""))
+    if module is not None and getattr(module, "__version__", None):
+        return module.__version__
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def deciding(record: dict) -> tuple[str, ...]:
+    """The fields of a record that decide the numbers (:data:`DECIDING_FIELDS`)."""
+    return tuple(record[field] for field in DECIDING_FIELDS)
+
+
+def noted(
+    records: list[dict],
+    *,
+    step: str,
+    generation: int,
+    current: dict[str, str] | None = None,
+) -> tuple[list[dict], str | None]:
+    """A run's records with one step's environment noted, and a warning when that
+    environment differs from those of the run's earlier steps.
+
+    Parameters
+    ----------
+    records : list of dict
+        The run's records so far (oldest first; empty for a new run or a checkpoint
+        written before evocamp recorded them).
+    step : str
+        The step kind (:data:`STEPS`).
+    generation : int
+        The generation the step computed.
+    current : dict, optional
+        The step's environment (default: this process's, :func:`environment`), e.g.
+        what a shard job or a Dask worker reported with its results.
+
+    Returns
+    -------
+    records : list of dict
+        A new list: the matching record's generation span extended, or a new record.
+    warning : str or None
+        ``"the tell step runs under kernel SkylakeX while earlier steps of the run ran
+        under kernel Haswell; ..."`` when the step's deciding fields are new to the
+        run, else ``None``.
+    """
+    current = dict(environment() if current is None else current)
+    updated = [dict(record) for record in records]
+    for record in updated:
+        if record["step"] == step and all(
+            record[k] == current[k] for k in (*DECIDING_FIELDS, "cpu")
+        ):
+            first, last = record["generations"]
+            record["generations"] = [min(first, generation), max(last, generation)]
+            return updated, None
+    warning = None
+    if updated and all(deciding(record) != deciding(current) for record in updated):
+        now, before = difference(current, updated[-1])
+        warning = (
+            f"the {step} step runs under {now} while earlier steps of the run ran under "
+            f"{before}; results stay valid but are not bitwise comparable with a run "
+            "under one numeric environment"
+        )
+    fields = {field: current[field] for field in FIELDS}
+    updated.append({"step": step, **fields, "generations": [generation, generation]})
+    return updated, warning
+
+
+def difference(current: dict, earlier: dict) -> tuple[str, str]:
+    """What differs between two environments, as two texts (current, earlier): e.g.
+    ``("kernel SkylakeX", "kernel Haswell")`` or ``("scipy 1.17.1", "scipy 1.16.0")``."""
+    now, before = [], []
+    for field in ("blas", "kernel"):
+        if current[field] != earlier[field]:
+            now.append(f"{field} {current[field]}")
+            before.append(f"{field} {earlier[field]}")
+    packages = dict(_split(current["packages"]))
+    for name, version in _split(earlier["packages"]):
+        if packages.get(name) != version:
+            now.append(f"{name} {packages.get(name, '-')}")
+            before.append(f"{name} {version}")
+    return ", ".join(now), ", ".join(before)
+
+
+def _split(packages: str) -> list[tuple[str, str]]:
+    return [tuple(item.split(" ", 1)) for item in packages.split(", ") if item]
+
+
+def is_mixed(records: list[dict]) -> bool:
+    """Whether a run's steps ran under more than one numeric environment."""
+    return len({deciding(record) for record in records}) > 1
+
+
+def mixed_summary(records: list[dict]) -> str:
+    """One line saying how a mixed run mixed: each environment's deciding difference
+    with the steps and generations it computed, oldest first."""
+    environments: dict[tuple, list[str]] = {}
+    for record in records:
+        first, last = record["generations"]
+        span = f"{first}" if first == last else f"{first}..{last}"
+        environments.setdefault(deciding(record), []).append(f"{record['step']} {span}")
+    keys = [dict(zip(DECIDING_FIELDS, key, strict=True)) for key in environments]
+    parts = []
+    for position, steps in enumerate(environments.values()):
+        other = keys[1] if position == 0 else keys[0]
+        label = difference(keys[position], other)[0]
+        parts.append(f"{label} ({', '.join(steps)})")
+    return "mixed numeric environments: " + " | ".join(parts)
