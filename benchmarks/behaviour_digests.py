@@ -3,6 +3,11 @@
     python benchmarks/behaviour_digests.py --repo /path/to/checkout --out digests.json
         [--campaign NAME ...] [--cores 2] [--workdir FOLDER]
 
+``--out`` stores the digests as this machine's kernel family's record
+(``tests/recorded.py``: digests are held per BLAS kernel and numpy SIMD level, for
+one pinned environment); record every family a machine can run by running this
+script under each, e.g. with ``OPENBLAS_CORETYPE=Prescott`` on the command line.
+
 Runs a few short campaigns with the code of the checkout ``--repo`` (its
 ``Snakefile``, and ``PYTHONPATH=<repo>/src`` for every subprocess, so the evocamp that
 Snakemake and every job import is that checkout's) in a scratch folder, and writes,
@@ -57,7 +62,6 @@ import copy
 import csv
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -76,6 +80,7 @@ sys.path.insert(0, str(PROJECT / "tests"))
 sys.path.insert(0, str(PROJECT / "benchmarks"))
 from campaigns import SMALL_CAMPAIGN  # noqa: E402 (the tests' small campaign, as data)
 from common import snakemake  # noqa: E402
+from recorded import record_digests  # noqa: E402
 
 #: Shipped campaigns: config file (relative to the checkout) and the keys overridden
 #: to make them short. Nothing else of the file changes.
@@ -383,11 +388,6 @@ def differences(expected: dict[str, str], actual: dict[str, str]) -> list[str]:
     return lines
 
 
-def dumps(digests: dict) -> str:
-    """The JSON text written for ``digests`` (sorted keys, indented, final newline)."""
-    return json.dumps(digests, indent=2, sort_keys=True) + "\n"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, default=PROJECT, help="checkout to run")
@@ -416,8 +416,8 @@ def main(argv: list[str] | None = None) -> None:
             report=report,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(dumps(digests))
-    print(f"total: {time.perf_counter() - began:.1f} s -> {args.out}", file=sys.stderr)
+    print(record_digests(args.out, digests), file=sys.stderr)
+    print(f"total: {time.perf_counter() - began:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,12 @@ from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (
 from evocamp.base.errors import ConfigError
 from evocamp.config import validate_config
 
+# Rules run `python -m evocamp` and tests run `snakefmt`, `ruff`: the interpreter running
+# the tests and its scripts come first on PATH, as in an activated virtual environment,
+# so a venv's python run without activating it runs every job with itself.
+if os.environ.get("PATH", "").split(os.pathsep)[0] != os.path.dirname(sys.executable):
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
 
 def merged(base: dict, overrides: dict) -> dict:
     """Deep-merge ``overrides`` into a copy of ``base``."""

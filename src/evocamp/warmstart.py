@@ -39,7 +39,7 @@ IDLE_SECONDS = 120.0
 SPAWN_INTERVAL = 30.0
 #: Environment variables read at import time: a server serves only callers that
 #: agree with it on these.
-IMPORT_TIME_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "NUMBA_", "VECLIB_", "HDF5_", "PYTHON")
+IMPORT_TIME_PREFIXES = ("OMP_", "OPENBLAS_", "MKL_", "NPY_", "NUMBA_", "VECLIB_", "HDF5_", "PYTHON")
 #: Libraries a server imports (pyribs pulls in the last three); an upgrade (new
 #: files) changes the key.
 PRELOADED_PACKAGES = ("numpy", "h5py", "ribs", "scipy", "sklearn", "pandas")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import tomllib
 
 import yaml
 from conftest import REPO
+
+from evocamp.model.numerics import NUMERIC_PACKAGES, environment
 
 
 def test_conda_environment_pins_the_same_dependencies_as_pyproject():
@@ -21,8 +25,43 @@ def test_conda_environment_pins_the_same_dependencies_as_pyproject():
         for requirement in requirements
     ]
     assert pip_section == project["dependencies"] + extras
-    assert project["optional-dependencies"]["bop"] == ["pymoo>=0.6.1,<0.6.2"]
     assert "python=3.11" in environment["dependencies"]
+
+
+def exact_pins() -> dict[str, str]:
+    """``name: version`` of every ``name[extras]==version`` requirement of pyproject.toml
+    (dependencies and every extra), names normalised as distributions are."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [
+        requirement for extra in project["optional-dependencies"].values() for requirement in extra
+    ]
+    pins = {}
+    for requirement in requirements:
+        if "==" in requirement:
+            name, version = requirement.split("==")
+            pins[re.sub(r"\[.*\]", "", name).lower().replace("_", "-")] = version
+    return pins
+
+
+def test_every_package_that_decides_numbers_is_pinned_exactly_and_installed_so():
+    """pyproject.toml pins each of NUMERIC_PACKAGES exactly (the test extra's pymoo is
+    the bop extra's); the installed versions are the pinned ones; and the recorded
+    digests were recorded with exactly these versions, so an upgrade re-records them."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert [r for r in extras["test"] if r.startswith("pymoo")] == extras["bop"]
+    pins = exact_pins()
+    assert set(NUMERIC_PACKAGES) <= set(pins), set(NUMERIC_PACKAGES) - set(pins)
+    pinned = ", ".join(f"{name} {pins[name]}" for name in NUMERIC_PACKAGES)
+    installed = environment()["packages"]
+    assert installed == pinned, (
+        f"installed: {installed}; pyproject.toml pins: {pinned} (pip install -e '.[test]')"
+    )
+    for recorded in ("tests/data/behaviour_digests.json", "tests/data/legacy_v3/expected.json"):
+        assert json.loads((REPO / recorded).read_text())["environment"]["packages"] == pinned, (
+            f"{recorded} was recorded with other versions than pyproject.toml pins: record "
+            "it again under every kernel family (tests/recorded.py)"
+        )
 
 
 def run(*command: str) -> subprocess.CompletedProcess:

@@ -3,12 +3,16 @@
 Each test runs one campaign of ``benchmarks/behaviour_digests.py`` (the tests' small
 campaign, and the first generations of each shipped config) with this checkout's code
 and asserts that the sha256 of every run's ``archive.h5`` and of every ``metrics.csv``
-column except the timing ones (``*_seconds``, ``utilisation``) equal those in
-``tests/data/behaviour_digests.json``, which was recorded before a refactoring. A
-mismatch lists the files and columns that differ.
+column except the timing ones (``*_seconds``, ``utilisation``) equal those recorded in
+``tests/data/behaviour_digests.json`` for this machine's kernel family and the pinned
+environment (``tests/recorded.py``); on a family with no record the test says so in
+one line and skips. A mismatch lists the files and columns that differ.
 
-Regenerate the file only when a change of behaviour is intended (and say so in the
-commit), from the repository root::
+Record again only when a change of behaviour is intended, or a pinned package is
+upgraded (and say so in the commit), from the repository root, once per kernel family
+the machine can run (the default; ``OPENBLAS_CORETYPE=Prescott``; ``SkylakeX`` on an
+AVX-512 CPU; ``NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"`` for numpy's
+AVX2 loops), each on the command line::
 
     python benchmarks/behaviour_digests.py --repo . --out tests/data/behaviour_digests.json
 """
@@ -16,10 +20,10 @@ commit), from the repository root::
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
+from recorded import recorded_digests
 
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = REPO / "tests" / "data" / "behaviour_digests.json"
@@ -35,7 +39,6 @@ def _load_digests_module():
 
 
 behaviour_digests = _load_digests_module()
-RECORDED = json.loads(DIGESTS.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,7 @@ def warm_runtime():
 
 @pytest.mark.parametrize("campaign", behaviour_digests.CAMPAIGNS)
 def test_campaign_digests_are_unchanged(campaign, tmp_path, request):
+    expected = recorded_digests(DIGESTS)[campaign]
     if campaign == "small":  # the tests' small campaign, already run once for the suite
         done = request.getfixturevalue("small_campaign_done")
         actual = behaviour_digests.results_digests(done / "results" / "small")
@@ -59,7 +63,6 @@ def test_campaign_digests_are_unchanged(campaign, tmp_path, request):
             workdir=tmp_path / campaign,
             runtime=request.getfixturevalue("warm_runtime"),
         )
-    expected = RECORDED[campaign]
     different = behaviour_digests.differences(expected, actual)
     assert not different, (
         f"campaign {campaign!r}: {len(different)} of {len(expected)} digests differ from "

@@ -10,6 +10,21 @@ import sys
 from conftest import REPO
 
 
+def venv_seeing_this_environment(venv):
+    """A fresh virtual environment that sees the packages of the interpreter running the
+    tests (the system's, or a virtual environment's) after its own site-packages, so
+    that evocamp installed into it comes first.
+
+    ``venv --system-site-packages`` would not do: made from inside a virtual
+    environment, it sees the *base* interpreter's packages, not the outer environment's
+    (where the test extra installed pip, setuptools and wheel for the build)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (own,) = venv.glob("lib/python*/site-packages")
+    outer = [path for path in sys.path if path.endswith(("site-packages", "dist-packages"))]
+    (own / "outer_environment.pth").write_text("".join(f"{path}\n" for path in outer))
+    return venv
+
+
 def test_non_editable_install_checks_configs_and_shows_status(tmp_path, small_campaign_done):
     source = tmp_path / "source"
     source.mkdir()
@@ -18,10 +33,7 @@ def test_non_editable_install_checks_configs_and_shows_status(tmp_path, small_ca
     shutil.copytree(
         REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
-    venv = tmp_path / "venv"
-    # A fresh virtual environment that sees the installed dependencies but installs
-    # evocamp itself from a wheel (its own site-packages come first on sys.path).
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    venv = venv_seeing_this_environment(tmp_path / "venv")
     subprocess.run(
         [
             str(venv / "bin" / "python"),

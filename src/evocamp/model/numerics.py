@@ -29,18 +29,27 @@ import functools
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import numpy  # noqa: F401 - loads the BLAS library that threadpoolctl inspects
 import threadpoolctl
 
+try:  # numpy's runtime SIMD dispatch (what ``numpy.show_runtime()`` prints)
+    from numpy._core._multiarray_umath import __cpu_dispatch__ as CPU_DISPATCH
+    from numpy._core._multiarray_umath import __cpu_features__ as CPU_FEATURES
+except ImportError:  # a numpy without it: no SIMD targets recorded
+    CPU_DISPATCH, CPU_FEATURES = [], {}
+
 #: Distributions whose versions can change a run's numbers or its files' bytes: the
-#: families' and domains' numerics, the archive files' writer and the statistics.
+#: families' and domains' numerics (pyribs and what it computes with), the archive
+#: files' writer and the statistics.
 #: ``pyproject.toml`` pins each exactly (``tests/unit/test_packaging.py`` checks it).
 NUMERIC_PACKAGES = (
     "box2d",
     "gymnasium",
     "h5py",
     "numpy",
+    "numpy-groupies",
     "pymoo",
     "ribs",
     "scikit-learn",
@@ -48,7 +57,7 @@ NUMERIC_PACKAGES = (
     "statsmodels",
 )
 #: The record fields that decide the numbers (the CPU model does not).
-DECIDING_FIELDS = ("blas", "kernel", "packages")
+DECIDING_FIELDS = ("blas", "kernel", "simd", "packages")
 #: The fields of an environment, as :func:`environment` gives them.
 FIELDS = (*DECIDING_FIELDS, "cpu")
 #: Step kinds, in a run's order.
@@ -66,17 +75,52 @@ def environment() -> dict[str, str]:
     dict of str to str
         ``blas`` (library and version, e.g. ``openblas 0.3.31.188.0``), ``kernel`` (the
         BLAS kernel: OpenBLAS's core name, ``unknown`` for a library that does not say),
-        ``packages`` (``name version`` of each of :data:`NUMERIC_PACKAGES`, ``-`` when
-        not installed) and ``cpu`` (the CPU model).
+        ``simd`` (numpy's SIMD targets this CPU runs, :func:`numpy_simd`), ``packages``
+        (``name version`` of each of :data:`NUMERIC_PACKAGES`, ``-`` when not
+        installed) and ``cpu`` (the CPU model).
     """
-    blas = [info for info in threadpoolctl.threadpool_info() if info.get("user_api") == "blas"]
-    first = blas[0] if blas else {}
+    blas = _numpy_blas()
     return {
-        "blas": f"{first.get('internal_api', 'none')} {first.get('version') or ''}".strip(),
-        "kernel": str(first.get("architecture") or "unknown"),
+        "blas": f"{blas.get('internal_api', 'none')} {blas.get('version') or ''}".strip(),
+        "kernel": str(blas.get("architecture") or "unknown"),
+        "simd": numpy_simd(),
         "packages": ", ".join(f"{name} {_version(name)}" for name in NUMERIC_PACKAGES),
         "cpu": _cpu_model(),
     }
+
+
+def _numpy_blas() -> dict:
+    """threadpoolctl's description of numpy's BLAS library.
+
+    A process may hold several (scipy's wheel brings its own OpenBLAS once scipy is
+    imported); numpy's is the one in its wheel's library folder (``numpy.libs``), or
+    the only one (a numpy linked against the system's BLAS). Which others are loaded
+    depends on what a step imported, so they are not recorded: their versions follow
+    from the pinned packages and their kernel from the same CPU and settings.
+    """
+    blas = [info for info in threadpoolctl.threadpool_info() if info.get("user_api") == "blas"]
+    for info in blas:
+        if Path(info.get("filepath", "")).parent.name.startswith("numpy"):
+            return info
+    return blas[0] if blas else {}
+
+
+def numpy_simd() -> str:
+    """numpy's SIMD targets in use: those of its optimised loops (``exp``, ``log``,
+    ``sin``, ``tanh``, sums...) that this CPU supports and that
+    ``NPY_DISABLE_CPU_FEATURES`` leaves on, e.g. ``X86_V3 X86_V4 AVX512_ICL`` on an
+    AVX-512 CPU, ``X86_V3`` on an AVX2 one (``baseline`` when none). They change
+    results' last bits as the BLAS kernel does."""
+    enabled = [target for target in CPU_DISPATCH if CPU_FEATURES.get(target)]
+    return " ".join(enabled) or "baseline"
+
+
+def family(current: dict | None = None) -> str:
+    """The kernel family of an environment (default: this process's): its BLAS kernel
+    and numpy's highest SIMD target, e.g. ``Haswell/X86_V3``: what the digests of
+    ``tests/data`` are recorded by."""
+    current = environment() if current is None else current
+    return f"{current['kernel']}/{current['simd'].split()[-1]}"
 
 
 def _version(distribution: str) -> str:
@@ -163,7 +207,7 @@ def difference(current: dict, earlier: dict) -> tuple[str, str]:
     """What differs between two environments, as two texts (current, earlier): e.g.
     ``("kernel SkylakeX", "kernel Haswell")`` or ``("scipy 1.17.1", "scipy 1.16.0")``."""
     now, before = [], []
-    for field in ("blas", "kernel"):
+    for field in ("blas", "kernel", "simd"):
         if current[field] != earlier[field]:
             now.append(f"{field} {current[field]}")
             before.append(f"{field} {earlier[field]}")
