@@ -16,7 +16,7 @@ from scipy.stats import mannwhitneyu, trim_mean
 
 from evocamp.config import run_spec, validate_config
 from evocamp.model.metrics import blank_metric_rows, write_rows
-from evocamp.reporting import aggregates, runtime_to_target, significance, statistics
+from evocamp.reporting import aggregates, runtime_to_target, significance, statistics, tables
 from evocamp.reporting.comparison import (
     StatisticsSettings,
     final_metrics_table,
@@ -355,3 +355,31 @@ def test_markdown_tables_show_the_csv_numbers_with_four_significant_digits(campa
     assert good[final[0].index("best value (minimised)")] == (
         f"**{mean:.4g}** [{low:.4g}, {high:.4g}]"
     )
+
+
+def test_table_writers_on_a_hand_made_table():
+    rows = [
+        ["a_b", 3, 0.1 + 0.2, None, True],
+        ["c", np.int64(4), np.float64(12345.678), 1e-7, False],
+    ]
+    header = ["name", "n", "x", "y", "ok"]
+    assert tables.csv_text(header, rows) == (
+        "name,n,x,y,ok\na_b,3,0.30000000000000004,,true\nc,4,12345.678,1e-07,false\n"
+    )
+    assert tables.markdown_table(header, rows) == (
+        "| name | n | x | y | ok |\n|---|---|---|---|---|\n"
+        "| a_b | 3 | 0.3 | - | yes |\n| c | 4 | 1.235e+04 | 1e-07 | no |"
+    )
+    assert tables.interval((0.5, 0.25, 1.0)) == "0.5 [0.25, 1]"
+    latex = tables.latex_table(["A", "B"], [["x", "y"]], columns="lr", caption="a_b \u2020")
+    assert latex.splitlines() == [
+        "% Requires \\usepackage{booktabs}.",
+        "% Caption: a\\_b \\dag{}",
+        "\\begin{tabular}{lr}",
+        "\\toprule",
+        "A & B \\\\",
+        "\\midrule",
+        "x & y \\\\",
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]

@@ -1,11 +1,12 @@
 """Table writing of the campaign comparison: one number format, one CSV writer, one
 Markdown and one LaTeX table writer.
 
-Every table of ``tables/`` is written here: the final metrics
-(:mod:`evocamp.reporting.comparison`), the tests (:mod:`~evocamp.reporting.significance`),
-the aggregates (:mod:`~evocamp.reporting.aggregates`) and the expected running times
-(:mod:`~evocamp.reporting.runtime_to_target`) say which rows and columns; this module
-says how a value is shown. CSV cells keep every digit (rereading gives the same
+Every table of a campaign's ``tables/`` folder is written with these functions: the
+final metrics (:mod:`evocamp.reporting.comparison`), the tests
+(:mod:`~evocamp.reporting.significance`), the aggregates
+(:mod:`~evocamp.reporting.aggregates`) and the expected running times
+(:mod:`~evocamp.reporting.runtime_to_target`) choose their rows, columns and captions;
+this module shows the values. CSV cells keep every digit (rereading gives the same
 numbers); Markdown and LaTeX show numbers with 4 significant digits (:func:`number`).
 """
 
