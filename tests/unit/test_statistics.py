@@ -1,6 +1,7 @@
-"""Campaign statistics (evocamp.reporting.statistics) on metrics files written by the
-package's own writer: significance tests against scipy, Holm on a hand-made example,
-aggregates, runtime to target against a direct count, tables stable byte for byte."""
+"""Campaign statistics (evocamp.reporting.statistics and the analyses it runs) on
+metrics files written by the package's own writer: significance tests against scipy,
+Holm on a hand-made example, aggregates, runtime to target against a direct count,
+tables stable byte for byte and in one number format."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ from scipy.stats import mannwhitneyu, trim_mean
 
 from evocamp.config import run_spec, validate_config
 from evocamp.model.metrics import blank_metric_rows, write_rows
-from evocamp.reporting import statistics
-from evocamp.reporting.comparison import final_metrics_table, load_runs, table_markdown
-from evocamp.reporting.statistics import StatisticsSettings
+from evocamp.reporting import aggregates, runtime_to_target, significance, statistics, tables
+from evocamp.reporting.comparison import (
+    StatisticsSettings,
+    final_metrics_table,
+    load_runs,
+    table_markdown,
+)
 
 #: A BO-like campaign: three algorithms on a minimisation benchmark (Ackley, lower is
 #: better) and a maximised one (the plain sphere's objective), five seeds each.
@@ -104,8 +109,8 @@ def direct_a12(x, y, *, lower_is_better=False) -> float:
 
 
 def test_tests_csv_matches_a_direct_scipy_computation_on_the_runs_numbers(runs):
-    rows = read_csv(statistics.tests_csv(statistics.significance_tests(runs, alpha=0.05)))
-    assert list(rows[0]) == list(statistics.TEST_COLUMNS)
+    rows = read_csv(significance.tests_csv(significance.significance_tests(runs, alpha=0.05)))
+    assert list(rows[0]) == list(significance.TEST_COLUMNS)
     tested = {(r["domain"], r["metric"]) for r in rows}
     assert ("ackley5", "best_value") in tested and ("arm", "qd_score") in tested
     assert ("ackley5", "qd_score") not in tested, "a metric no run of the domain has"
@@ -139,14 +144,14 @@ def test_tests_csv_matches_a_direct_scipy_computation_on_the_runs_numbers(runs):
 def test_holm_on_a_hand_made_example():
     # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04, made
     # monotone: 0.02, 0.03, 0.06, 0.06.
-    corrected, reject = statistics.holm([0.01, 0.04, 0.03, 0.005], alpha=0.05)
+    corrected, reject = significance.holm([0.01, 0.04, 0.03, 0.005], alpha=0.05)
     assert corrected == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert reject.tolist() == [True, False, False, True]
-    assert statistics.holm([], alpha=0.05)[0].size == 0
+    assert significance.holm([], alpha=0.05)[0].size == 0
 
 
 def test_holm_corrects_within_each_domain_and_metric(runs):
-    tests = statistics.significance_tests(runs, alpha=0.05)
+    tests = significance.significance_tests(runs, alpha=0.05)
     for (domain, metric), block in itertools.groupby(tests, lambda r: (r["domain"], r["metric"])):
         block = [r for r in block if r["p"] is not None]
         assert len(block) == 2, (domain, metric)
@@ -158,9 +163,9 @@ def test_holm_corrects_within_each_domain_and_metric(runs):
 
 
 def test_tables_mark_the_best_and_the_algorithms_tied_with_it(runs):
-    tests = statistics.significance_tests(runs, alpha=0.05)
-    marks = statistics.table_marks(tests)
-    note = statistics.tests_caption(tests, alpha=0.05)
+    tests = significance.significance_tests(runs, alpha=0.05)
+    marks = significance.table_marks(tests)
+    note = significance.tests_caption(tests, alpha=0.05)
     assert "Mann-Whitney U" in note and "Holm" in note and "alpha = 0.05" in note
     table = final_metrics_table(runs, samples=200, seed=0)
     markdown = table_markdown(table, marks=marks, note=note)
@@ -178,16 +183,16 @@ def test_tables_mark_the_best_and_the_algorithms_tied_with_it(runs):
 
 def test_fewer_than_two_seeds_leave_the_tests_out_with_a_note(tmp_path):
     runs = load_runs(write_campaign(tmp_path, seeds=1))
-    tests = statistics.significance_tests(runs, alpha=0.05)
+    tests = significance.significance_tests(runs, alpha=0.05)
     assert tests and all(row["p"] is None and row["significant"] is None for row in tests)
-    assert "No significance tests" in statistics.tests_caption(tests, alpha=0.05)
-    assert ",,,," in statistics.tests_csv(tests).splitlines()[1]
+    assert "No significance tests" in significance.tests_caption(tests, alpha=0.05)
+    assert ",,,," in significance.tests_csv(tests).splitlines()[1]
 
 
 def test_aggregates_match_a_direct_computation(runs):
     settings = StatisticsSettings()
     rng = np.random.default_rng(0)
-    aggregate = statistics.aggregate_scores(
+    aggregate = aggregates.aggregate_scores(
         runs, "best_objective", settings, resamples=500, rng=rng
     )
     finals = {
@@ -216,12 +221,12 @@ def test_aggregates_match_a_direct_computation(runs):
     assert probability == pytest.approx(
         np.mean([direct_a12(finals[(d, "good")], finals[(d, "poor")]) for d in CONFIG["domains"]])
     )
-    assert "min-max" in statistics.normalisation_statement(aggregate)
+    assert "min-max" in aggregates.normalisation_statement(aggregate)
 
 
 def test_reference_values_set_a_domains_normalisation(runs):
     settings = StatisticsSettings(reference={"ackley5": {"best_value": [25.0, 0.0]}})
-    scores = statistics.normalised_scores(runs, "best_objective", settings)
+    scores = aggregates.normalised_scores(runs, "best_objective", settings)
     values = final(runs, "fair", "ackley5", "best_value")
     assert scores.scores[("ackley5", "fair")] == pytest.approx((values - 25.0) / (0.0 - 25.0))
     assert scores.how["ackley5"] == "reference [-25, -0]"
@@ -230,23 +235,23 @@ def test_reference_values_set_a_domains_normalisation(runs):
 
 def test_targets_are_log_spaced_for_minimised_values():
     finals = np.array([4.0, 0.5, 2.0])
-    targets, spacing = statistics.domain_targets(
+    targets, spacing = runtime_to_target.domain_targets(
         finals, lower_is_better=True, count=4, spacing="auto"
     )
     assert spacing == "log" and targets == pytest.approx([4.0, 2.0, 1.0, 0.5])
-    targets, spacing = statistics.domain_targets(
+    targets, spacing = runtime_to_target.domain_targets(
         -finals, lower_is_better=False, count=3, spacing="auto"
     )
     assert spacing == "linear" and targets == pytest.approx([-4.0, -2.25, -0.5])
     with_zero = np.array([3.0, 0.0])
     assert (
-        statistics.domain_targets(with_zero, lower_is_better=True, count=4, spacing="log")[1]
+        runtime_to_target.domain_targets(with_zero, lower_is_better=True, count=4, spacing="log")[1]
         == "linear"
     )
 
 
 def test_ecdf_and_ert_match_a_direct_count(runs):
-    (ackley, arm) = statistics.runtime_to_target(runs, StatisticsSettings(target_count=11))
+    (ackley, arm) = runtime_to_target.runtime_to_target(runs, StatisticsSettings(target_count=11))
     assert ackley.field == "best_value" and arm.field == "best_objective"
     assert len(ackley.targets) == 11 and ackley.spacing == "log"
     for entry, lower in ((ackley, True), (arm, False)):
@@ -266,8 +271,8 @@ def test_ecdf_and_ert_match_a_direct_count(runs):
             assert np.array_equal(entry.evaluations[algorithm], direct)
             for budget in (0, 8, 20, 47, 48):
                 pairs = sum(hit <= budget for hit in direct.ravel())
-                assert statistics.ecdf(direct, np.array([budget]))[0] == pairs / direct.size
-            ert = statistics.expected_running_time(direct, np.full(len(members), 48.0))
+                assert runtime_to_target.ecdf(direct, np.array([budget]))[0] == pairs / direct.size
+            ert = runtime_to_target.expected_running_time(direct, np.full(len(members), 48.0))
             for j in range(len(entry.targets)):
                 hits = direct[:, j][np.isfinite(direct[:, j])]
                 spent = hits.sum() + 48.0 * (len(members) - len(hits))
@@ -278,9 +283,12 @@ def test_ecdf_and_ert_match_a_direct_count(runs):
 
 def test_expected_running_time_on_a_hand_made_example():
     runtimes = np.array([[10.0, np.inf], [30.0, 40.0], [np.inf, np.inf]])
-    ert = statistics.expected_running_time(runtimes, totals=np.array([50.0, 40.0, 60.0]))
+    ert = runtime_to_target.expected_running_time(runtimes, totals=np.array([50.0, 40.0, 60.0]))
     assert ert.tolist() == [(10 + 30 + 60) / 2, (50 + 40 + 60) / 1]
-    assert statistics.expected_running_time(runtimes[2:], np.array([60.0])).tolist() == [np.inf] * 2
+    assert (
+        runtime_to_target.expected_running_time(runtimes[2:], np.array([60.0])).tolist()
+        == [np.inf] * 2
+    )
 
 
 def test_tables_are_byte_stable_across_reruns(campaign_metrics):
@@ -304,3 +312,74 @@ def test_tables_are_byte_stable_across_reruns(campaign_metrics):
     assert first.tables == second.tables
     assert "probability_of_improvement,good,fair" in first.tables["aggregate.csv"]
     assert first.tables["tests.csv"].startswith("domain,metric,algorithm,reference,n,n_reference,")
+
+
+def markdown_rows(text: str) -> list[list[str]]:
+    """The cells of every row of the tables of a Markdown text (headers too; rules not)."""
+    rows = [line.strip("|").split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def test_markdown_tables_show_the_csv_numbers_with_four_significant_digits(campaign_metrics):
+    runs = load_runs(campaign_metrics)
+    results = statistics.campaign_statistics(
+        runs, samples=300, seed=0, settings=StatisticsSettings(target_count=21)
+    )
+    tests_md = markdown_rows(results.tables["tests.md"])
+    for row, cells in zip(read_csv(results.tables["tests.csv"]), tests_md[1:], strict=True):
+        assert cells[:5] == [row[c] for c in ("domain", "metric", "algorithm", "reference")] + [
+            f"{row['n']} vs {row['n_reference']}"
+        ]
+        shown = [f"{float(row[c]):.4g}" if row[c] else "-" for c in ("statistic", "p", "p_holm")]
+        assert cells[5:8] == shown
+    poor = next(c for c in tests_md if c[:3] == ["ackley5", "best_value", "poor"])
+    assert poor[6:] == ["0.007937", "0.01587", "0", "yes"], "p of 5 vs 5 runs all apart"
+    iqm = {
+        (r["metric"], r["algorithm"]): r
+        for r in read_csv(results.tables["aggregate.csv"])
+        if r["statistic"] == "iqm"
+    }
+    summaries = [c for c in markdown_rows(results.tables["aggregate.md"]) if len(c) == 5]
+    expected = []
+    for aggregate in results.aggregates:
+        for algorithm in aggregate.algorithms:
+            row = iqm[(aggregate.normalised.metric, algorithm)]
+            value, low, high = (float(row[c]) for c in ("value", "ci_low", "ci_high"))
+            expected.append([algorithm, row["runs"], f"{value:.4g} [{low:.4g}, {high:.4g}]"])
+    assert [c[:3] for c in summaries if c[0] != "algorithm"] == expected
+    final = markdown_rows(results.tables["final_metrics.md"])
+    good = next(c for c in final if c[:2] == ["ackley5", "good"])
+    table = final_metrics_table(runs, samples=300, seed=0)
+    row = next(r for r in table if (r["domain"], r["algorithm"]) == ("ackley5", "good"))
+    mean, low, high = row["best_value"]
+    assert good[final[0].index("best value (minimised)")] == (
+        f"**{mean:.4g}** [{low:.4g}, {high:.4g}]"
+    )
+
+
+def test_table_writers_on_a_hand_made_table():
+    rows = [
+        ["a_b", 3, 0.1 + 0.2, None, True],
+        ["c", np.int64(4), np.float64(12345.678), 1e-7, False],
+    ]
+    header = ["name", "n", "x", "y", "ok"]
+    assert tables.csv_text(header, rows) == (
+        "name,n,x,y,ok\na_b,3,0.30000000000000004,,true\nc,4,12345.678,1e-07,false\n"
+    )
+    assert tables.markdown_table(header, rows) == (
+        "| name | n | x | y | ok |\n|---|---|---|---|---|\n"
+        "| a_b | 3 | 0.3 | - | yes |\n| c | 4 | 1.235e+04 | 1e-07 | no |"
+    )
+    assert tables.interval((0.5, 0.25, 1.0)) == "0.5 [0.25, 1]"
+    latex = tables.latex_table(["A", "B"], [["x", "y"]], columns="lr", caption="a_b \u2020")
+    assert latex.splitlines() == [
+        "% Requires \\usepackage{booktabs}.",
+        "% Caption: a\\_b \\dag{}",
+        "\\begin{tabular}{lr}",
+        "\\toprule",
+        "A & B \\\\",
+        "\\midrule",
+        "x & y \\\\",
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]

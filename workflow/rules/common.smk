@@ -54,6 +54,10 @@ FIGURE_CODE = [
     f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
     f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
     f"{workflow.basedir}/src/evocamp/reporting/statistics.py",
+    f"{workflow.basedir}/src/evocamp/reporting/significance.py",
+    f"{workflow.basedir}/src/evocamp/reporting/aggregates.py",
+    f"{workflow.basedir}/src/evocamp/reporting/runtime_to_target.py",
+    f"{workflow.basedir}/src/evocamp/reporting/tables.py",
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS

@@ -1,12 +1,17 @@
-"""Campaign comparison: metrics of all runs, bootstrap confidence intervals, tables.
+"""Campaign comparison: metrics of all runs, bootstrap confidence intervals, the
+final-metrics table, and what the statistics share (settings, final values of runs).
 
 Everything here reads results only (``metrics.csv`` of every run); nothing is
 re-evaluated. Bootstrap resampling is seeded from the campaign's master seed, so
-tables and figures are reproducible byte for byte.
+tables and figures are reproducible byte for byte. The analyses of the final values
+are :mod:`~evocamp.reporting.significance`, :mod:`~evocamp.reporting.aggregates` and
+:mod:`~evocamp.reporting.runtime_to_target`; :mod:`~evocamp.reporting.statistics`
+runs them all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +20,16 @@ import numpy as np
 
 from evocamp.model.metrics import read_metrics_csv
 from evocamp.registry import minimised_value
+from evocamp.reporting.tables import (
+    DAGGER,
+    csv_text,
+    interval,
+    latex_escape,
+    latex_table,
+    markdown_table,
+    markdown_text,
+    number,
+)
 
 #: Final metrics reported in the comparison table: (column, label, LaTeX label).
 TABLE_METRICS = (
@@ -26,10 +41,51 @@ TABLE_METRICS = (
     ("best_value", "best value (minimised)", "best value (min.)"),
     ("elapsed_seconds", "wall seconds", "wall s"),
 )
+#: Final metrics for which a lower value is better (every other one: higher).
+LOWER_IS_BETTER = frozenset({"best_value", "elapsed_seconds"})
 
 
-#: The mark of a value not significantly different from the best one.
-DAGGER = "\u2020"
+@dataclass(frozen=True)
+class StatisticsSettings:
+    """The ``figures`` keys of a campaign that the statistics read.
+
+    Attributes
+    ----------
+    alpha : float
+        Significance level of the tests (``figures.alpha``).
+    aggregate_metrics : tuple of str
+        Final metrics aggregated across domains (``figures.aggregate_metrics``).
+    target_count : int
+        Targets per domain (``figures.targets.count``).
+    target_spacing : str
+        ``auto`` (log-spaced for minimised values, else linear), ``linear`` or ``log``.
+    target_values : dict
+        Explicit targets per domain name (``figures.targets.values``).
+    reference : dict
+        Per domain name and metric, ``[worst, best]`` for the normalisation
+        (``figures.reference``); min-max over the campaign's runs where missing.
+    """
+
+    alpha: float = 0.05
+    aggregate_metrics: tuple[str, ...] = ("qd_score", "best_objective")
+    target_count: int = 51
+    target_spacing: str = "auto"
+    target_values: dict = dataclasses.field(default_factory=dict)
+    reference: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_figures(cls, figures: dict) -> StatisticsSettings:
+        """From a campaign's (validated) ``figures`` section; missing keys default."""
+        targets = figures.get("targets") or {}
+        default = cls()
+        return cls(
+            alpha=figures.get("alpha", default.alpha),
+            aggregate_metrics=tuple(figures.get("aggregate_metrics", default.aggregate_metrics)),
+            target_count=targets.get("count", default.target_count),
+            target_spacing=targets.get("spacing", default.target_spacing),
+            target_values=dict(targets.get("values") or {}),
+            reference=dict(figures.get("reference") or {}),
+        )
 
 
 @dataclass
@@ -132,6 +188,40 @@ def grouped(runs: list[RunMetrics]) -> dict[tuple[str, str], list[RunMetrics]]:
     return {key: sorted(value, key=lambda r: r.seed) for key, value in groups.items()}
 
 
+def final_values(members: list[RunMetrics], field: str) -> np.ndarray:
+    """The final value of ``field`` of each run (seed order of ``members``)."""
+    return np.array([r.values(field)[-1] for r in members], dtype=np.float64)
+
+
+def domains_of(runs: list[RunMetrics]) -> list[str]:
+    """Domains in first-seen order."""
+    return list(dict.fromkeys(r.domain for r in runs))
+
+
+def algorithms_of(runs: list[RunMetrics]) -> list[str]:
+    """Algorithms in first-seen order."""
+    return list(dict.fromkeys(r.algorithm for r in runs))
+
+
+def best_field(members: list[RunMetrics]) -> str:
+    """The best-so-far column of a domain's runs: ``best_value`` on a minimisation
+    benchmark, else ``best_objective``."""
+    return "best_value" if members[0].minimised else "best_objective"
+
+
+def finals_by_algorithm(runs: list[RunMetrics], domain: str, field: str) -> dict[str, np.ndarray]:
+    """Final values of ``field`` per algorithm on ``domain`` (algorithms with any
+    non-finite final value are left out: a metric they do not have)."""
+    finals = {}
+    for (d, algorithm), members in grouped(runs).items():
+        if d != domain:
+            continue
+        values = final_values(members, field)
+        if len(values) and np.isfinite(values).all():
+            finals[algorithm] = values
+    return finals
+
+
 def aligned(runs: list[RunMetrics], field: str) -> tuple[np.ndarray, np.ndarray]:
     """Evaluations and a ``(seeds, generations)`` array of ``field``, cut to the
     shortest run (runs of one experiment share their batch size)."""
@@ -192,27 +282,18 @@ def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> l
     return table
 
 
-def _number(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def table_csv(table: list[dict]) -> str:
     """CSV: mean, ci_low and ci_high columns per metric."""
     header = ["domain", "algorithm", "seeds", "evaluations"]
     for field, _, _ in TABLE_METRICS:
         header += [f"{field}_mean", f"{field}_ci_low", f"{field}_ci_high"]
-    lines = [",".join(header)]
+    rows = []
     for row in table:
-        cells = [row["domain"], row["algorithm"], str(row["seeds"]), str(row["evaluations"])]
+        cells = [row["domain"], row["algorithm"], row["seeds"], row["evaluations"]]
         for field, _, _ in TABLE_METRICS:
-            cells += [repr(value) for value in row[field]]
-        lines.append(",".join(cells))
-    return "\n".join(lines) + "\n"
-
-
-def _interval(values: tuple[float, float, float]) -> str:
-    mean, low, high = values
-    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+            cells += list(row[field])
+        rows.append(cells)
+    return csv_text(header, rows)
 
 
 def shown_metrics(table: list[dict]) -> list[tuple[str, str, str]]:
@@ -228,32 +309,28 @@ def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | 
 
     ``marks`` maps (domain, algorithm, metric) to ``best`` (shown bold) or ``tied``
     (not significantly different from the best: a dagger), and ``note`` is the
-    caption line that says so (:mod:`evocamp.reporting.statistics`).
+    caption line that says so (:func:`evocamp.reporting.significance.tests_caption`).
     """
     marks = marks or {}
     metrics = shown_metrics(table)
     header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in metrics]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for row in table:
-        cells = [row["domain"], row["algorithm"], str(row["seeds"])]
+        cells = [row["domain"], row["algorithm"], row["seeds"]]
         for field, _, _ in metrics:
             mark = marks.get((row["domain"], row["algorithm"], field))
-            text = _interval(row[field])
+            text = interval(row[field])
             if mark == "best":
                 mean, rest = text.split(" ", 1)
                 text = f"**{mean}** {rest}"
             elif mark == "tied":
                 text += f" {DAGGER}"
             cells.append(text)
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
     if note:
         caption += " " + note
-    return caption + "\n\n" + "\n".join(lines) + "\n"
-
-
-def _latex_escape(text: str) -> str:
-    return text.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&")
+    return markdown_text(caption, markdown_table(header, rows))
 
 
 def table_latex(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
@@ -262,27 +339,18 @@ def table_latex(table: list[dict], *, marks: dict | None = None, note: str | Non
     line above the table, for the caption)."""
     marks = marks or {}
     metrics = shown_metrics(table)
-    columns = "ll" + "r" * len(metrics)
-    header = " & ".join(["Domain", "Algorithm"] + [latex for _, _, latex in metrics])
-    lines = [
-        "% Requires \\usepackage{booktabs}.",
-        *(["% Caption: " + _latex_escape(note).replace(DAGGER, "\\dag{}")] if note else []),
-        f"\\begin{{tabular}}{{{columns}}}",
-        "\\toprule",
-        header + " \\\\",
-        "\\midrule",
-    ]
+    header = ["Domain", "Algorithm"] + [latex for _, _, latex in metrics]
+    rows = []
     for row in table:
-        cells = [_latex_escape(row["domain"]), _latex_escape(row["algorithm"])]
+        cells = [latex_escape(row["domain"]), latex_escape(row["algorithm"])]
         for field, _, _ in metrics:
             mean, low, high = row[field]
             mark = marks.get((row["domain"], row["algorithm"], field))
-            shown = _number(mean)
+            shown = number(mean)
             if mark == "best":
                 shown = f"\\textbf{{{shown}}}"
             elif mark == "tied":
                 shown += "\\textsuperscript{\\dag}"
-            cells.append(f"{shown} {{\\scriptsize [{_number(low)}, {_number(high)}]}}")
-        lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+            cells.append(f"{shown} {{\\scriptsize [{number(low)}, {number(high)}]}}")
+        rows.append(cells)
+    return latex_table(header, rows, columns="ll" + "r" * len(metrics), caption=note)

@@ -15,16 +15,22 @@ import numpy as np
 from evocamp.base.files import atomic_write_text
 from evocamp.files.archive import read_archive
 from evocamp.model.metrics import read_metrics_csv
-from evocamp.reporting import statistics
+from evocamp.reporting.aggregates import normalisation_statement
 from evocamp.reporting.comparison import (
     TABLE_METRICS,
+    StatisticsSettings,
+    algorithms_of,
     aligned,
     aligned_in_time,
+    best_field,
     bootstrap_mean_ci,
+    domains_of,
+    final_values,
     grouped,
     load_runs,
 )
-from evocamp.reporting.statistics import StatisticsSettings
+from evocamp.reporting.runtime_to_target import ecdf
+from evocamp.reporting.statistics import campaign_statistics
 
 ONE_COLUMN = 3.5
 TWO_COLUMNS = 7.2
@@ -340,7 +346,7 @@ def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> No
     blocks = figure.subfigures(len(aggregates), 1, height_ratios=heights, squeeze=False)[:, 0]
     for block, aggregate in zip(blocks, aggregates, strict=True):
         metric = _label(aggregate.normalised.metric)
-        block.suptitle(f"{metric}, {statistics.normalisation_statement(aggregate)}", fontsize=8)
+        block.suptitle(f"{metric}, {normalisation_statement(aggregate)}", fontsize=8)
         pairs = list(aggregate.improvement.items())
         grid = block.add_gridspec(2, 2, height_ratios=[1.6, 0.22 * len(pairs) + 0.45])
         left, middle = block.add_subplot(grid[0, 0]), block.add_subplot(grid[0, 1])
@@ -394,7 +400,7 @@ def _steps(runtimes: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
     value there."""
     finite = np.unique(runtimes[np.isfinite(runtimes)])
     budgets = np.concatenate([[0.0], finite, [max(end, finite.max() if len(finite) else 0.0)]])
-    return budgets, statistics.ecdf(runtimes, budgets)
+    return budgets, ecdf(runtimes, budgets)
 
 
 def plot_ecdf(runtimes: list, *, algorithms: list[str], stem: Path) -> None:
@@ -456,8 +462,8 @@ def plot_seeds(runs, *, stem: Path) -> None:
     per algorithm with every seed as a point beside it (labelled with its seed)."""
     plt = pyplot()
     groups = grouped(runs)
-    domains = statistics.domains_of(runs)
-    algorithms = statistics.algorithms_of(runs)
+    domains = domains_of(runs)
+    algorithms = algorithms_of(runs)
     colours = _colours(algorithms)
     rows = _seed_rows(runs)
     figure, axes = plt.subplots(
@@ -471,12 +477,10 @@ def plot_seeds(runs, *, stem: Path) -> None:
         axes[0, column].set_title(domain)
         for row, metric in enumerate(rows):
             ax = axes[row, column]
-            field = (
-                statistics.best_field(next(iter(members.values()))) if metric == "best" else metric
-            )
+            field = best_field(next(iter(members.values()))) if metric == "best" else metric
             names = [a for a in algorithms if a in members]
             for x, algorithm in enumerate(names):
-                values = statistics.final_values(members[algorithm], field)
+                values = final_values(members[algorithm], field)
                 seeds = [r.seed for r in members[algorithm]]
                 keep = np.isfinite(values)
                 if not keep.any():
@@ -560,12 +564,12 @@ def compare_campaign(
         reference values); keys left out take their defaults.
     """
     runs = load_runs(metrics)
-    results = statistics.campaign_statistics(
+    results = campaign_statistics(
         runs, samples=samples, seed=seed, settings=StatisticsSettings.from_figures(settings or {})
     )
     for name, text in results.tables.items():
         atomic_write_text(tables / name, text)
-    algorithms = statistics.algorithms_of(runs)
+    algorithms = algorithms_of(runs)
     plot_campaign_curves(runs, samples=samples, seed=seed, stem=figures / "curves")
     plot_campaign_heatmaps(archives, stem=figures / "heatmaps")
     plot_seeds(runs, stem=figures / "seeds")
