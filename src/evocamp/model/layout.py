@@ -205,6 +205,11 @@ class RunFolder:
         return self.path / "evaluations.h5"
 
     @property
+    def replayed_archive(self) -> Path:
+        """Where ``evocamp replay`` writes its archive unless told otherwise."""
+        return self.path / "replayed_archive.h5"
+
+    @property
     def completions(self) -> Path:
         """An asynchronous run's completion log."""
         return self.path / "completions.jsonl"
