@@ -180,28 +180,34 @@ class RunFolder:
 
     @property
     def algorithm(self) -> str:
+        """The run's algorithm (its name in the campaign)."""
         return self.path.parts[-3]
 
     @property
     def domain(self) -> str:
+        """The run's domain (its name in the campaign)."""
         return self.path.parts[-2]
 
     @property
     def seed(self) -> int:
+        """The run's seed number."""
         return int(self.path.name.removeprefix("seed"))
 
     # results
 
     @property
     def archive(self) -> Path:
+        """A finished run's elites (``archive.h5``)."""
         return self.path / "archive.h5"
 
     @property
     def metrics(self) -> Path:
+        """A finished run's metrics, one row per generation (``metrics.csv``)."""
         return self.path / "metrics.csv"
 
     @property
     def evaluations(self) -> Path:
+        """A finished run's kept evaluations (``evaluations.h5``)."""
         return self.path / "evaluations.h5"
 
     @property
@@ -216,6 +222,7 @@ class RunFolder:
 
     @property
     def finished_folder(self) -> Path:
+        """The folder of the run's summaries."""
         return self.path / "finished"
 
     def summary(self, generation: int | str) -> Path:
@@ -230,6 +237,7 @@ class RunFolder:
 
     @property
     def checkpoints(self) -> Path:
+        """The folder of the kept checkpoints."""
         return self.path / "checkpoints"
 
     def checkpoint(self, generation: int | str) -> Path:
@@ -238,6 +246,7 @@ class RunFolder:
 
     @property
     def work(self) -> Path:
+        """The folder of the working files (states, shards) of the current window."""
         return self.path / "work"
 
     def work_state(self, generation: int | str) -> Path:
@@ -262,6 +271,7 @@ class RunFolder:
 
     @property
     def metrics_segments(self) -> Path:
+        """The folder of the saved metrics windows."""
         return self.path / "metrics"
 
     def metrics_segment(self, generation: int | str) -> Path:
@@ -274,6 +284,7 @@ class RunFolder:
 
     @property
     def evaluation_segments(self) -> Path:
+        """The folder of the evaluation segments (until the run is finalised)."""
         return self.path / "evaluations"
 
     def evaluation_segment(self, generation: int | str) -> Path:
@@ -289,6 +300,7 @@ class RunFolder:
 
     @property
     def figures(self) -> Path:
+        """The folder of the run's figures."""
         return self.path / "figures"
 
     def figure_files(self) -> list[Path]:
@@ -324,21 +336,23 @@ class CampaignFolder:
 
     def runs(self) -> list[RunFolder]:
         """The runs started so far (those with a generation-0 checkpoint), sorted."""
-        first = Path("checkpoints") / CHECKPOINT.name(0)
-        return [
-            RunFolder(path.parent.parent) for path in sorted(self.path.glob(f"*/*/seed*/{first}"))
-        ]
+        first = self.run("*", "*", "*").checkpoint(0).relative_to(self.path)
+        return [RunFolder.holding(path) for path in sorted(self.path.glob(str(first)))]
 
     @property
     def logs(self) -> Path:
+        """The folder of the job logs: the runs' (below their relative paths) and
+        ``compare.log``."""
         return self.path / "logs"
 
     @property
     def figures(self) -> Path:
+        """The folder of the campaign's figures."""
         return self.path / "figures"
 
     @property
     def tables(self) -> Path:
+        """The folder of the campaign's tables."""
         return self.path / "tables"
 
     def figure_files(self) -> list[Path]:
