@@ -10,6 +10,7 @@ from evocamp.model.layout import (
     CAMPAIGN_TABLES,
     CHECKPOINT,
     SHARD,
+    WORK_STATE,
     CampaignFolder,
     RunFolder,
     closes_window,
@@ -97,6 +98,8 @@ def test_numbered_names_read_back_and_list_by_number(tmp_path):
     run.checkpoint(20).touch()
     (run.work / "state_old.h5").touch()
     assert run.work_states() == [run.work_state(g) for g in (3, 20, 1000000)]
+    assert [number for number, _ in CHECKPOINT.numbered_in(run.checkpoints)] == [20]
+    assert WORK_STATE.in_folder(run.work, up_to=20) == [run.work_state(3), run.work_state(20)]
     assert run.states_newest_first() == [
         run.work_state(1000000),
         run.work_state(20),
