@@ -51,16 +51,12 @@ def measure(
     from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
     from evocamp.files.checkpoint import write_state
-    from evocamp.files.evaluations import (
-        EvaluationSettings,
-        evaluation_segment,
-        gather_states,
-        record_evaluations,
-    )
+    from evocamp.files.evaluations import EvaluationSettings, gather_states, record_evaluations
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import initialise, tell
     from evocamp.loop.evaluation import evaluate_shard
     from evocamp.loop.state_cache import read_full_state, run_cache, write_told_state
+    from evocamp.model.layout import RunFolder, is_kept, window_start
 
     config = validate_config(
         {
@@ -80,14 +76,14 @@ def measure(
     )
     state = initialise(run_spec(config, algorithm="cmame", domain="sphere", seed=0))
     with scratch_folder("evocamp-tell-") as folder:
-        run = folder / "run"
-        cache = run_cache(run / "work")  # None without a node-local cache
-        previous = run / "checkpoints" / "gen_000000.h5"
+        run = RunFolder(folder / "run")
+        cache = run_cache(run.work)  # None without a node-local cache
+        previous = run.checkpoint(0)
         write_state(previous, state)
-        shared = folder_bytes(run)
+        shared = folder_bytes(run.path)
         tells, steps, shared_bytes, cache_bytes, whole = [], [], [], [], 0
         for generation in range(1, generations + 1):
-            shard_path = run / "work" / f"gen_{generation:06d}" / "shard_000.h5"
+            shard_path = run.shard(generation, 0)
             write_shard(
                 shard_path,
                 evaluate_shard(
@@ -105,22 +101,20 @@ def measure(
             record = EvaluationSettings(keep=True) if keep_evaluations else None
             state = tell(state, [read_shard(shard_path)], record=record)
             tells.append(time.perf_counter() - told)
-            path = run / "work" / f"state_{generation:06d}.h5"
+            path = run.work_state(generation)
             write_told_state(
                 path, state, told_from=previous, shard_files=[shard_path], total=generations
             )
             steps.append(time.perf_counter() - began)
-            if generation % keep_every == 0:
-                atomic_copy(path, run / "checkpoints" / f"gen_{generation:06d}.h5")
+            if is_kept(generation, every=keep_every):
+                atomic_copy(path, run.checkpoint(generation))
                 # What the keep step records: the rows of the window's states.
-                window = range(generation - keep_every + 1, generation + 1)
+                window = range(window_start(generation, every=keep_every) + 1, generation + 1)
                 rows = gather_states(
-                    [run / "work" / f"state_{g:06d}.h5" for g in window],
-                    spec=state.spec,
-                    up_to=generation,
+                    [run.work_state(g) for g in window], spec=state.spec, up_to=generation
                 )
-                record_evaluations(evaluation_segment(run, generation), rows, spec=state.spec)
-            now = folder_bytes(run)
+                record_evaluations(run.evaluation_segment(generation), rows, spec=state.spec)
+            now = folder_bytes(run.path)
             shared_bytes.append(now - shared)
             shared = now
             cache_bytes.append(folder_bytes(cache) if cache and cache.exists() else 0)
@@ -131,7 +125,7 @@ def measure(
         if cache is not None and window:
             # The last tell wrote a whole state and emptied the run's cache.
             began = time.perf_counter()
-            read_full_state(run / "work" / f"state_{generations - 1:06d}.h5")
+            read_full_state(run.work_state(generations - 1))
             rebuild = f"{(time.perf_counter() - began) * 1000:.0f} ({window})"
     batch = emitters * batch_size
     per_tell = statistics.median(tells[1:])

@@ -19,6 +19,7 @@ from pathlib import Path
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
 from evocamp.files.evaluations import EvaluationSettings
+from evocamp.model.layout import RunFolder
 
 
 def cmd_check_config(args) -> None:
@@ -88,7 +89,7 @@ def cmd_segment(args) -> None:
 def cmd_replay(args) -> None:
     """Tell a finished asynchronous run again from its completion log and check that
     the archive is bitwise its own (exit status 1 if not)."""
-    output = args.output or str(Path(args.run) / "replayed_archive.h5")
+    output = args.output or str(RunFolder(args.run).replayed_archive)
     if not steps.replay_step(run=args.run, output=output):
         sys.exit(1)
 

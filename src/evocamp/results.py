@@ -27,13 +27,12 @@ from evocamp.base.errors import ConfigError
 from evocamp.base.files import replaced_atomically
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
-    EVALUATION_SEGMENTS,
-    EVALUATIONS_FILE,
     EvaluationRows,
     concatenate,
     evaluations_run_spec,
     read_evaluations,
 )
+from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
 from evocamp.registry import batch_format
@@ -57,12 +56,12 @@ def _runs(folder: str | Path) -> tuple[Path, list[Path]]:
 
 
 def _run_columns(folder: Path, run: Path) -> dict:
-    algorithm, domain, seed = run.relative_to(folder).parts
+    run = RunFolder(run)
     return {
         "campaign": folder.name,
-        "algorithm": algorithm,
-        "domain": domain,
-        "seed": int(seed.removeprefix("seed")),
+        "algorithm": run.algorithm,
+        "domain": run.domain,
+        "seed": run.seed,
     }
 
 
@@ -133,7 +132,7 @@ def load_archives(folder: str | Path, *, solutions: bool = False):
     folder, runs = _runs(folder)
     frames = []
     for run in runs:
-        path = run / "archive.h5"
+        path = RunFolder(run).archive
         if not path.exists():
             continue
         data = read_archive(path)
@@ -203,8 +202,8 @@ def _run_spec(run: Path) -> dict:
 
 def _evaluation_files(run: Path) -> list[Path]:
     """A run's evaluations file and segments, those that exist."""
-    segments = sorted((run / EVALUATION_SEGMENTS).glob("segment_*.h5"))
-    paths = [run / EVALUATIONS_FILE, *segments]
+    run = RunFolder(run)
+    paths = [run.evaluations, *run.evaluation_segment_files()]
     return [path for path in paths if path.exists()]
 
 

@@ -141,21 +141,21 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     """The keep step's recording and finalise's merge, each run twice (a kill after
     the write and before the step's end makes Snakemake run it again): every row once."""
     from evocamp.executors.steps import finalise_evaluations, record_window
-    from evocamp.files.evaluations import evaluation_segment
+    from evocamp.model.layout import RunFolder
 
     spec = spec_of("me")
     run, work = tmp_path / "run", tmp_path / "run" / "work"
+    segment = RunFolder(run).evaluation_segment(3)
     state = initialise(spec)
     for generation in range(1, 6):
         state = tell(state, shard_results(state, 2), record=EvaluationSettings())
         write_state(work / f"state_{generation:06d}.h5", state)
         if generation == 3:
             for _ in range(2):
-                record_window(work=work, record=evaluation_segment(run, 3), spec=spec, up_to=3)
+                record_window(work=work, record=segment, spec=spec, up_to=3)
             for path in work.glob("state_*.h5"):  # the keep step prunes its window
                 if int(path.stem[-6:]) <= 3:
                     path.unlink()
-    segment = evaluation_segment(run, 3)
     kept = segment.read_bytes()
     finalise_evaluations(run=run, work=work, spec=spec, generation=5)
     assert not segment.exists()

@@ -10,9 +10,9 @@ localrules:
 
 rule initialise:
     output:
-        in_run("checkpoints/gen_000000.h5"),
+        RUN.checkpoint(0),
     log:
-        in_run_logs("initialise.log"),
+        RUN.logs / "initialise.log",
     conda:
         CONDA_ENV
     params:
@@ -33,9 +33,9 @@ if config["mode"] == "shards":
         output:
             # Not temp(): a tell rebuilding a state replays its window's shards
             # (evocamp.loop.state_cache); `keep` and `finalise` remove them.
-            in_run("work/gen_{gen}/shard_{shard}.h5"),
+            RUN.shard("{gen}", "{shard}"),
         log:
-            in_run_logs("gen_{gen}/evaluate_{shard}.log"),
+            RUN.generation_logs("{gen}") / "evaluate_{shard}.log",
         group:
             "evaluate_{algorithm}_{domain}_{seed}_{gen}"
         conda:
@@ -57,9 +57,9 @@ if config["mode"] == "shards":
         output:
             # Light between kept generations (evocamp.loop.state_cache); not temp() for the
             # same reason as the shards.
-            in_run("work/state_{gen}.h5"),
+            RUN.work_state("{gen}"),
         log:
-            in_run_logs("gen_{gen}/tell.log"),
+            RUN.generation_logs("{gen}") / "tell.log",
         conda:
             CONDA_ENV
         shell:
@@ -72,9 +72,9 @@ else:
         input:
             state=segment_start,
         output:
-            temp(in_run("work/state_{gen}.h5")),
+            temp(str(RUN.work_state("{gen}"))),
         log:
-            in_run_logs("gen_{gen}/segment.log"),
+            RUN.generation_logs("{gen}") / "segment.log",
         conda:
             CONDA_ENV
         threads: dask_threads
@@ -92,16 +92,16 @@ else:
 
 checkpoint keep_checkpoint:
     input:
-        in_run("work/state_{gen}.h5"),
+        RUN.work_state("{gen}"),
     output:
-        in_run("metrics/segment_{gen}.csv"),
+        RUN.metrics_segment("{gen}"),
     log:
-        in_run_logs("keep_{gen}.log"),
+        RUN.keep_log("{gen}"),
     conda:
         CONDA_ENV
     params:
-        checkpoint=in_run("checkpoints/gen_{gen}.h5"),
-        logs=RUN_LOGS,
+        checkpoint=str(RUN.checkpoint("{gen}")),
+        logs=str(RUN.logs),
     shell:
         "python -m evocamp keep --state {input} --checkpoint {params.checkpoint} "
         "--segment {output} --logs {params.logs} 2> {log}"
@@ -111,21 +111,21 @@ rule finalise:
     input:
         final_state,
     output:
-        archive=in_run("archive.h5"),
-        metrics=in_run("metrics.csv"),
+        archive=RUN.archive,
+        metrics=RUN.metrics,
         # Named after the last generation: a raised `generations` makes it missing,
         # which is what makes Snakemake plan the new generations (a changed input
         # behind a pending checkpoint alone does not).
-        finished=in_run(f"finished/gen_{GENERATIONS:06d}.json"),
+        finished=RUN.summary(GENERATIONS),
     log:
-        in_run_logs("finalise.log"),
+        RUN.logs / "finalise.log",
     conda:
         CONDA_ENV
     params:
         checkpoint=final_checkpoint,
-        segments=in_run("metrics"),
-        work=in_run("work"),
-        logs=RUN_LOGS,
+        segments=str(RUN.metrics_segments),
+        work=str(RUN.work),
+        logs=str(RUN.logs),
     shell:
         "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
         "--segments {params.segments} --metrics {output.metrics} "

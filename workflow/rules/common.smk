@@ -18,6 +18,12 @@ from evocamp.config import (
 from evocamp.executors.housekeeping import release_stale_locks
 from evocamp.files.evaluations import SETTINGS_VARIABLE, EvaluationSettings
 from evocamp.files.checkpoint import kept_for_spec
+from evocamp.model.layout import (
+    CampaignFolder,
+    is_kept,
+    kept_generations,
+    window_start,
+)
 
 min_version("9.0")
 
@@ -45,9 +51,9 @@ if workflow.is_main_process and release_stale_locks(os.getcwd()):
 GENERATIONS = config["generations"]
 KEEP_EVERY = config["checkpoint_every"]
 SHARDS = config["shards"]
-RESULTS = f"{config['results_dir']}/{config['campaign']}"
-RUN = f"{RESULTS}/{{algorithm}}/{{domain}}/seed{{seed}}"
-RUN_LOGS = f"{RESULTS}/logs/{{algorithm}}/{{domain}}/seed{{seed}}"
+# Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
+CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
+RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
 CONDA_ENV = "../../envs/evocamp.yaml"
 # Figure rules depend on their code: editing it reruns figures only.
 FIGURE_CODE = [
@@ -88,37 +94,17 @@ wildcard_constraints:
 
 
 def runs():
-    """Every run of the campaign as wildcard values."""
+    """Every run of the campaign (a RunFolder each)."""
     return [
-        {"algorithm": algorithm, "domain": domain, "seed": seed}
+        CAMPAIGN.run(algorithm, domain, seed)
         for algorithm, domain in experiments_of(config)
         for seed in seeds_of(config)
     ]
 
 
-def in_run(tail):
-    """Path pattern of a file in a run's folder (wildcards algorithm, domain, seed)."""
-    return f"{RUN}/{tail}"
-
-
-def in_run_logs(tail):
-    """Path pattern of a log file of a run."""
-    return f"{RUN_LOGS}/{tail}"
-
-
-def run_file(wildcards, tail):
-    """Path of a file of the run named by ``wildcards``."""
-    return in_run(tail).format(
-        algorithm=wildcards.algorithm, domain=wildcards.domain, seed=wildcards.seed
-    )
-
-
-def kept_checkpoint(wildcards, generation):
-    return run_file(wildcards, f"checkpoints/gen_{generation:06d}.h5")
-
-
-def work_state(wildcards, generation):
-    return run_file(wildcards, f"work/state_{generation:06d}.h5")
+def run_of(wildcards):
+    """The run named by ``wildcards``."""
+    return CAMPAIGN.run(wildcards.algorithm, wildcards.domain, wildcards.seed)
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,10 +122,10 @@ def require_kept(wildcards, generation):
     generations). One written for another spec (the configuration changed) goes
     through the rule, so that Snakemake recomputes it.
     """
-    path = kept_checkpoint(wildcards, generation)
-    segment = run_file(wildcards, f"metrics/segment_{generation:06d}.csv")
+    folder = run_of(wildcards)
+    path = str(folder.checkpoint(generation))
     spec = spec_of(wildcards.algorithm, wildcards.domain, wildcards.seed)
-    if os.path.exists(segment) and kept_for_spec(path, spec):
+    if folder.metrics_segment(generation).exists() and kept_for_spec(path, spec):
         return path
     checkpoints.keep_checkpoint.get(
         algorithm=wildcards.algorithm,
@@ -147,7 +133,7 @@ def require_kept(wildcards, generation):
         seed=wildcards.seed,
         gen=f"{generation:06d}",
     )
-    return kept_checkpoint(wildcards, generation)
+    return path
 
 
 def previous_state(wildcards):
@@ -158,14 +144,15 @@ def previous_state(wildcards):
     last kept one. A kept final checkpoint of a finished run lets a raised
     ``generations`` continue from there.
     """
+    folder = run_of(wildcards)
     previous = int(wildcards.gen) - 1
     if previous == 0:
-        return kept_checkpoint(wildcards, 0)
-    if previous % KEEP_EVERY == 0:
+        return str(folder.checkpoint(0))
+    if is_kept(previous, every=KEEP_EVERY):
         return require_kept(wildcards, previous)
-    if os.path.exists(kept_checkpoint(wildcards, previous)):
-        return kept_checkpoint(wildcards, previous)
-    return work_state(wildcards, previous)
+    if folder.checkpoint(previous).exists():
+        return str(folder.checkpoint(previous))
+    return str(folder.work_state(previous))
 
 
 def segment_start(wildcards):
@@ -174,13 +161,14 @@ def segment_start(wildcards):
     Segments end at every K-th generation and at the last one; a kept final
     checkpoint of a shorter earlier run inside the segment is used when present.
     """
+    folder = run_of(wildcards)
     end = int(wildcards.gen)
-    start = (end - 1) // KEEP_EVERY * KEEP_EVERY
+    start = window_start(end, every=KEEP_EVERY)
     for generation in range(end - 1, start, -1):
-        if os.path.exists(kept_checkpoint(wildcards, generation)):
-            return kept_checkpoint(wildcards, generation)
+        if folder.checkpoint(generation).exists():
+            return str(folder.checkpoint(generation))
     if start == 0:
-        return kept_checkpoint(wildcards, 0)
+        return str(folder.checkpoint(0))
     return require_kept(wildcards, start)
 
 
@@ -188,7 +176,7 @@ def completion_log_option(wildcards):
     """Asynchronous mode: the segment's ``--completions`` argument (the run's log)."""
     if config["mode"] != "async":
         return ""
-    return f"--completions {run_file(wildcards, 'completions.jsonl')}"
+    return f"--completions {run_of(wildcards).completions}"
 
 
 def dask_threads(wildcards):
@@ -200,22 +188,21 @@ def dask_threads(wildcards):
 
 def final_state(wildcards):
     """The state after the last generation, once every kept checkpoint before it exists."""
-    for boundary in range(KEEP_EVERY, GENERATIONS + 1, KEEP_EVERY):
+    for boundary in kept_generations(GENERATIONS, every=KEEP_EVERY):
         require_kept(wildcards, boundary)
-    if GENERATIONS % KEEP_EVERY == 0:
-        return kept_checkpoint(wildcards, GENERATIONS)
-    return work_state(wildcards, GENERATIONS)
+    folder = run_of(wildcards)
+    if is_kept(GENERATIONS, every=KEEP_EVERY):
+        return str(folder.checkpoint(GENERATIONS))
+    return str(folder.work_state(GENERATIONS))
 
 
 def final_checkpoint(wildcards):
-    return kept_checkpoint(wildcards, GENERATIONS)
+    return str(run_of(wildcards).checkpoint(GENERATIONS))
 
 
 def shard_files(wildcards):
-    return [
-        run_file(wildcards, f"work/gen_{wildcards.gen}/shard_{shard:03d}.h5")
-        for shard in range(SHARDS)
-    ]
+    folder = run_of(wildcards)
+    return [str(folder.shard(wildcards.gen, shard)) for shard in range(SHARDS)]
 
 
 def spec_json(wildcards):
@@ -228,9 +215,9 @@ def shard_mem_mb(wildcards, attempt):
     return 500 * attempt
 
 
-def all_run_files(tail):
-    """One file of every run of the campaign."""
-    return [in_run(tail).format(**run) for run in runs()]
+def all_run_files(name):
+    """One file of every run: its RunFolder attribute ``name`` (e.g. ``"metrics"``)."""
+    return [str(getattr(run, name)) for run in runs()]
 
 
 def heatmap_archives():
@@ -239,24 +226,70 @@ def heatmap_archives():
     if seed is None:
         seed = seeds_of(config)[0]
     return [
-        in_run("archive.h5").format(algorithm=algorithm, domain=domain, seed=seed)
+        str(CAMPAIGN.run(algorithm, domain, seed).archive)
         for algorithm, domain in experiments_of(config)
     ]
 
 
 def figure_targets():
-    """Every figure and table: per run and for the campaign."""
-    targets = []
-    for name in ("heatmap", "curves", "timing"):
-        for suffix in ("pdf", "png"):
-            targets += all_run_files(f"figures/{name}.{suffix}")
-    for name in ("curves", "heatmaps", "seeds", "aggregate", "ecdf"):
-        targets += [f"{RESULTS}/figures/{name}.pdf", f"{RESULTS}/figures/{name}.png"]
-    for suffix in ("csv", "md", "tex"):
-        targets.append(f"{RESULTS}/tables/final_metrics.{suffix}")
-    for name in ("tests", "aggregate", "ert"):
-        targets += [f"{RESULTS}/tables/{name}.csv", f"{RESULTS}/tables/{name}.md"]
-    return targets
+    """Every figure and table: per run (by figure and format, then run) and for the
+    campaign."""
+    per_run = zip(*(run.figure_files() for run in runs()))
+    targets = [path for paths in per_run for path in paths]
+    targets += CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+    return [str(path) for path in targets]
+
+
+# The report's entries among the figures and tables (evocamp.model.layout names them
+# all): file name -> (caption in workflow/report, labels).
+RUN_REPORT = {
+    "heatmap.png": ("run_heatmap.rst", {"figure": "heatmap", "seed": "{seed}"}),
+    "curves.png": ("run_curves.rst", {"figure": "curves", "seed": "{seed}"}),
+    "timing.png": ("run_timing.rst", {"figure": "timing", "seed": "{seed}"}),
+}
+CAMPAIGN_REPORT = {
+    "curves.png": ("campaign_curves.rst", {"figure": "metric curves"}),
+    "heatmaps.png": ("campaign_heatmaps.rst", {"figure": "final archives"}),
+    "seeds.png": ("campaign_seeds.rst", {"figure": "final values per seed"}),
+    "aggregate.png": (
+        "campaign_aggregate.rst",
+        {"figure": "aggregates across domains"},
+    ),
+    "ecdf.png": ("campaign_ecdf.rst", {"figure": "runtime to target"}),
+    "final_metrics.csv": ("campaign_table.rst", {"figure": "final metrics table"}),
+    "tests.csv": ("campaign_tests.rst", {"figure": "significance tests"}),
+    "aggregate.csv": ("campaign_aggregate_table.rst", {"figure": "aggregates table"}),
+    "ert.csv": ("campaign_ert.rst", {"figure": "expected running time table"}),
+}
+
+
+def reported(path, entries, **where):
+    """``path`` as an output: a report entry when ``entries`` names it."""
+    if path.name not in entries:
+        return str(path)
+    caption, labels = entries[path.name]
+    return report(str(path), caption=f"../report/{caption}", labels=labels, **where)
+
+
+def run_figure_outputs():
+    """``plot_run``'s outputs, named ``<figure>_<format>``: the PNGs in the report."""
+    return {
+        path.name.replace(".", "_"): reported(
+            path, RUN_REPORT, category="Runs", subcategory="{algorithm} on {domain}"
+        )
+        for path in RUN.figure_files()
+    }
+
+
+def campaign_outputs():
+    """``compare``'s outputs (every campaign figure and table), named
+    ``<folder>_<name>_<format>``: those of CAMPAIGN_REPORT in the report."""
+    return {
+        f"{path.parent.name}_{path.name.replace('.', '_')}": reported(
+            path, CAMPAIGN_REPORT, category="Campaign"
+        )
+        for path in CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+    }
 
 
 def statistics_settings():
@@ -265,20 +298,20 @@ def statistics_settings():
     return json.dumps({key: config["figures"][key] for key in keys}, sort_keys=True)
 
 
-def folder_of_curves(wildcards, output):
-    return os.path.dirname(output.curves)
+def folder_of_figures(wildcards, output):
+    return os.path.dirname(output.figures_curves_png)
 
 
 def folder_of_tables(wildcards, output):
-    return os.path.dirname(output.table_csv)
+    return os.path.dirname(output.tables_final_metrics_csv)
 
 
 def run_targets(wildcards):
     """The results of every run: archives, metrics and summaries (no figures)."""
     return (
-        all_run_files("archive.h5")
-        + all_run_files("metrics.csv")
-        + all_run_files(f"finished/gen_{GENERATIONS:06d}.json")
+        all_run_files("archive")
+        + all_run_files("metrics")
+        + [str(run.summary(GENERATIONS)) for run in runs()]
     )
 
 

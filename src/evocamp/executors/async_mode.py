@@ -21,11 +21,7 @@ from evocamp.base.errors import ConfigError
 from evocamp.executors.dask_mode import cluster_workers, dask_client
 from evocamp.files.checkpoint import RunState, write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
-from evocamp.files.evaluations import (
-    EvaluationSettings,
-    evaluation_segment,
-    record_evaluations,
-)
+from evocamp.files.evaluations import EvaluationSettings, record_evaluations
 from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     InFlight,
@@ -38,6 +34,7 @@ from evocamp.loop.asynchronous import (
 )
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
+from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import run_label
 from evocamp.registry import batch_format
 
@@ -141,7 +138,7 @@ def run_async_segment(
     )
     rows = completion_rows(state.spec, loop.told, settings=settings) if settings else None
     if rows is not None:
-        segment = evaluation_segment(Path(output).parent.parent, state.generation)
+        segment = RunFolder.holding(output).evaluation_segment(state.generation)
         record_evaluations(segment, rows, spec=state.spec, up_to=state.generation)
     began = time.perf_counter()
     write_state(output, state)

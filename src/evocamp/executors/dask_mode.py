@@ -20,17 +20,13 @@ from pathlib import Path
 
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.files.checkpoint import RunState, write_state
-from evocamp.files.evaluations import (
-    EvaluationSettings,
-    concatenate,
-    evaluation_segment,
-    record_evaluations,
-)
+from evocamp.files.evaluations import EvaluationSettings, concatenate, record_evaluations
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
+from evocamp.model.layout import RunFolder
 from evocamp.registry import batch_format
 
 
@@ -244,7 +240,7 @@ def run_segment(
             evaluations=evaluations,
         )
     if state.evaluations is not None:
-        segment = evaluation_segment(Path(output).parent.parent, state.generation)
+        segment = RunFolder.holding(output).evaluation_segment(state.generation)
         record_evaluations(segment, state.evaluations, spec=state.spec, up_to=state.generation)
         print(
             f"generation {state.generation}: {len(state.evaluations)} evaluations recorded "

@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from base64 import urlsafe_b64decode, urlsafe_b64encode
 from pathlib import Path
 
 from evocamp.base.files import replaced_atomically
-
-GENERATION_FOLDER = "gen_"
-KEEP_LOG = "keep_{generation:06d}.log"
-WINDOW_LOG = "window_{generation:06d}.log"
+from evocamp.model.layout import GENERATION_LOGS, KEEP_LOG, SHARD_FOLDER, WINDOW_LOG, WORK_STATE
 
 # --- stale locks ------------------------------------------------------------------
 
@@ -148,13 +144,12 @@ def prune_work_files(work: Path, *, up_to: int) -> int:
 
     def in_window(relative: str) -> bool:
         name = relative.split("/", 1)[0]
-        number = name.removeprefix("state_").removeprefix("gen_").removesuffix(".h5")
-        return number.isdigit() and int(number) <= up_to
+        number = WORK_STATE.number_of(name)
+        number = SHARD_FOLDER.number_of(name) if number is None else number
+        return number is not None and number <= up_to
 
     removed = 0
-    for path in sorted(work.glob("state_*.h5")) + sorted(work.glob("gen_*")):
-        if not in_window(path.name):
-            continue
+    for path in WORK_STATE.in_folder(work, up_to=up_to) + SHARD_FOLDER.in_folder(work, up_to=up_to):
         if path.is_dir():
             removed += sum(1 for _ in path.iterdir())
             shutil.rmtree(path, ignore_errors=True)
@@ -168,25 +163,14 @@ def prune_work_files(work: Path, *, up_to: int) -> int:
 # --- job logs --------------------------------------------------------------------
 
 
-def _numbered(logs: Path, pattern: str, *, up_to: int) -> list[tuple[int, Path]]:
-    """Entries of ``logs`` named ``<prefix><number>[.log]`` with number <= ``up_to``."""
-    prefix = pattern.split("{", 1)[0]
-    found = []
-    for path in logs.glob(f"{prefix}*"):
-        number = path.name.removeprefix(prefix).removesuffix(".log")
-        if number.isdigit() and int(number) <= up_to:
-            found.append((int(number), path))
-    return sorted(found)
-
-
-def generation_folders(logs: Path, *, up_to: int) -> list[Path]:
-    """Per-generation log folders ``gen_<g>`` with ``g <= up_to``, oldest first."""
-    return [path for _, path in _numbered(logs, GENERATION_FOLDER, up_to=up_to) if path.is_dir()]
+def generation_folders(logs: Path, *, up_to: int | None = None) -> list[Path]:
+    """Per-generation log folders ``gen_<g>`` (with ``g <= up_to``), oldest first."""
+    return [path for path in GENERATION_LOGS.in_folder(logs, up_to=up_to) if path.is_dir()]
 
 
 def window_logs(logs: Path) -> list[Path]:
     """The folded window logs of a run, oldest first."""
-    return [path for _, path in _numbered(logs, WINDOW_LOG, up_to=sys.maxsize)]
+    return WINDOW_LOG.in_folder(logs)
 
 
 def fold_logs(logs: str | Path, *, up_to: int, own: str | Path | None = None) -> Path | None:
@@ -217,11 +201,11 @@ def fold_logs(logs: str | Path, *, up_to: int, own: str | Path | None = None) ->
     files = []
     for folder in folders:
         files += [(f"{folder.name}/{log.name}", log) for log in sorted(folder.iterdir())]
-    files += [(path.name, path) for _, path in _numbered(logs, KEEP_LOG, up_to=up_to)]
+    files += [(path.name, path) for path in KEEP_LOG.in_folder(logs, up_to=up_to)]
     files = [(name, path) for name, path in files if path.resolve() != own]
     if not files:
         return None
-    target = logs / WINDOW_LOG.format(generation=up_to)
+    target = logs / WINDOW_LOG.name(up_to)
     parts = [target.read_text(errors="replace")] if target.exists() else []
     for name, path in files:
         text = path.read_text(errors="replace")

@@ -14,17 +14,14 @@ import sys
 from pathlib import Path
 
 from evocamp.base.files import atomic_write_text
-from evocamp.executors.housekeeping import KEEP_LOG, fold_logs, prune_work_files
+from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
-    EVALUATION_SEGMENTS,
-    EVALUATIONS_FILE,
     EvaluationSettings,
     as_ranges,
     concatenate,
-    evaluation_segment,
     gather_states,
     missing_generations,
     read_evaluations,
@@ -36,6 +33,7 @@ from evocamp.loop.engine import initialise, note_numerics, optimizer_result, tel
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
+from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, WORK_STATE, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
 
@@ -111,20 +109,20 @@ def keep_step(
     # Before the metrics segment (the rule's output): a kill in between reruns this step.
     record_window(
         work=Path(state).parent,
-        record=evaluation_segment(Path(checkpoint).parent.parent, kept.generation),
+        record=RunFolder.holding(checkpoint).evaluation_segment(kept.generation),
         spec=kept.spec,
         up_to=kept.generation,
     )
     write_rows(segment, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
-    own_log = Path(logs) / KEEP_LOG.format(generation=kept.generation)
+    own_log = Path(logs) / KEEP_LOG.name(kept.generation)
     tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
 
 
 def record_window(*, work: Path, record: Path, spec: dict, up_to: int) -> None:
     """Record the evaluations stored in a window's working states (generations
     ``<= up_to``) in ``record``; nothing when the run does not keep them."""
-    rows = gather_states(list(work.glob("state_*.h5")), spec=spec, up_to=up_to)
+    rows = gather_states(WORK_STATE.in_folder(work), spec=spec, up_to=up_to)
     if rows is not None:
         record_evaluations(record, rows, spec=spec, up_to=up_to)
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {record}")
@@ -134,10 +132,11 @@ def finalise_evaluations(*, run: Path, work: Path, spec: dict, generation: int) 
     """Merge a run's evaluation segments and its last window into ``evaluations.h5``,
     then remove the segments (recorded first, removed after: a kill in between
     merges them again, keyed by generation)."""
-    segments = sorted((run / EVALUATION_SEGMENTS).glob("segment_*.h5"))
+    folder = RunFolder(run)
+    segments = folder.evaluation_segment_files()
     blocks = [read_evaluations(path, spec=spec) for path in segments]
-    blocks.append(gather_states(list(work.glob("state_*.h5")), spec=spec, up_to=generation))
-    path = run / EVALUATIONS_FILE
+    blocks.append(gather_states(WORK_STATE.in_folder(work), spec=spec, up_to=generation))
+    path = folder.evaluations
     rows = record_evaluations(path, concatenate(blocks), spec=spec, up_to=generation)
     if rows is not None:
         missing = as_ranges(missing_generations(rows, generation))
@@ -146,7 +145,7 @@ def finalise_evaluations(*, run: Path, work: Path, spec: dict, generation: int) 
     for segment in segments:
         segment.unlink()
     with contextlib.suppress(OSError):
-        (run / EVALUATION_SEGMENTS).rmdir()
+        folder.evaluation_segments.rmdir()
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -191,7 +190,7 @@ def finalise_step(
     if Path(state).resolve() != Path(checkpoint).resolve():
         keep_whole(state, checkpoint, state=final_state)
     rows = merge_history(
-        sorted(Path(segments).glob("segment_*.csv")),
+        METRICS_SEGMENT.in_folder(segments),
         final_state.metrics_window,
         up_to=final_state.generation,
     )
@@ -216,28 +215,25 @@ def finalise_step(
     forget_run(work)
 
 
-#: An asynchronous run's completion log, in its run folder.
-COMPLETION_LOG = "completions.jsonl"
-
-
 def replay_step(*, run: str | Path, output: str | Path) -> bool:
     """Tell a finished asynchronous run again from its completion log and write the
     archive it gives to ``output``; returns whether it is bitwise the run's own
     ``archive.h5``."""
-    run = Path(run)
-    finished = sorted(run.glob("finished/gen_*.json"))
+    folder = RunFolder(run)
+    finished = folder.summaries()
     if not finished:
-        raise FileNotFoundError(f"{run} holds no finished run (finished/gen_*.json)")
+        expected = folder.summary("*").relative_to(folder.path)
+        raise FileNotFoundError(f"{run} holds no finished run ({expected})")
     summary = json.loads(finished[-1].read_text())
     spec, generation = summary["run_spec"], int(summary["final"]["generation"])
     if not asynchronous_settings(spec):
         raise ValueError(f"{run} is not an asynchronous run: there is no log to replay")
-    state = replay(spec, read_completions(run / COMPLETION_LOG), generations=generation)
+    state = replay(spec, read_completions(folder.completions), generations=generation)
     write_run_archive(output, state, evaluations=int(summary["final"]["evaluations"]))
-    same = Path(output).read_bytes() == (run / "archive.h5").read_bytes()
+    same = Path(output).read_bytes() == folder.archive.read_bytes()
     log(
-        f"{run_label(spec)}: replayed {generation} generations from {run / COMPLETION_LOG} "
+        f"{run_label(spec)}: replayed {generation} generations from {folder.completions} "
         f"-> {output}: {'bitwise identical to' if same else 'DIFFERENT from'} "
-        f"{run / 'archive.h5'}"
+        f"{folder.archive}"
     )
     return same

@@ -5,9 +5,9 @@ A block of rows (:class:`EvaluationRows`) is made by the loop after each tell
 mode's tell job stores its generation's rows in its state file, Dask mode's segment
 job the rows of its generations (``/evaluations`` of ``work/state_<g>.h5``), in the
 same atomic write as the state they belong to. When a checkpoint is kept, the rows of
-its window are recorded in ``evaluations/gen_<g>.h5``; ``finalise`` records the last
-window and merges them into ``evaluations.h5`` (:func:`record_evaluations` in both
-cases).
+its window are recorded in ``evaluations/segment_<g>.h5``; ``finalise`` records the
+last window and merges them into ``evaluations.h5`` (:func:`record_evaluations` in
+both cases; the paths are :class:`evocamp.model.layout.RunFolder`'s).
 
 Recording is keyed by generation: the rows of a generation replace the rows of the
 same generation already in the file, rows of other generations are kept, and a file
@@ -39,16 +39,6 @@ TIMING_FIELDS = ("eval_seconds",)
 #: ``keep_evaluations`` and ``evaluations`` keys to the step commands (JSON). They are
 #: not part of the run spec: they change no result, and kept checkpoints stay valid.
 SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
-#: A run's kept evaluations, and the folder of the segments they are recorded in until
-#: the run is finalised (one per kept checkpoint), both in the run's folder.
-EVALUATIONS_FILE = "evaluations.h5"
-EVALUATION_SEGMENTS = "evaluations"
-
-
-def evaluation_segment(run: str | Path, generation: int) -> Path:
-    """The segment of kept evaluations recorded with the kept (or last) checkpoint of
-    ``generation``: ``<run>/evaluations/segment_<g>.h5``."""
-    return Path(run) / EVALUATION_SEGMENTS / f"segment_{generation:06d}.h5"
 
 
 def keeps_noise_seeds(spec: dict) -> bool:

@@ -18,6 +18,7 @@ from evocamp.files.checkpoint import RunState
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
+from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
@@ -284,8 +285,7 @@ def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
     """The metrics window after ``state`` with the next generation's ``row``: it
     restarts after every kept checkpoint (a generation that is a positive multiple of
     ``checkpoint_every``), whose rows were already saved."""
-    previous = state.generation
-    if previous > 0 and previous % state.spec["checkpoint_every"] == 0:
+    if closes_window(state.generation, every=state.spec["checkpoint_every"]):
         return row
     return np.concatenate([state.metrics_window, row])
 

@@ -42,6 +42,7 @@ from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
 from evocamp.files.checkpoint import RunState, light_attrs, read_state, write_state
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
+from evocamp.model.layout import ends_window
 from evocamp.model.runspec import run_label
 from evocamp.registry import optimizer_class
 
@@ -88,8 +89,9 @@ def forget_run(work: str | Path) -> None:
 def _must_be_whole(state: RunState, total: int | None) -> bool:
     """Whether the state after a tell is written whole: kept generations, the last
     one, and any when the run's length is unknown."""
-    generation = state.generation
-    return total is None or generation >= total or generation % state.spec["checkpoint_every"] == 0
+    if total is None:
+        return True
+    return ends_window(state.generation, every=state.spec["checkpoint_every"], total=total)
 
 
 def write_told_state(

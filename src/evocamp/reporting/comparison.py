@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import read_metrics_csv
 from evocamp.registry import minimised_value
 from evocamp.reporting.tables import (
@@ -122,25 +123,21 @@ def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
     domain's type from the run's ``finished/gen_<N>.json`` beside it, when there)."""
     runs = []
     for path in metrics_files:
-        path = Path(path)
-        seed_folder = path.parent
+        run = RunFolder(Path(path).parent)
         runs.append(
             RunMetrics(
-                algorithm=seed_folder.parent.parent.name,
-                domain=seed_folder.parent.name,
-                seed=int(seed_folder.name.removeprefix("seed")),
+                algorithm=run.algorithm,
+                domain=run.domain,
+                seed=run.seed,
                 rows=read_metrics_csv(path),
-                minimised=_minimised_value(seed_folder),
+                minimised=_minimised_value(run),
             )
         )
     return runs
 
 
-def _minimised_value(run_folder: Path) -> str | None:
-    summaries = sorted(
-        (run_folder / "finished").glob("gen_*.json"),
-        key=lambda p: int(p.stem.removeprefix("gen_")),
-    )
+def _minimised_value(run: RunFolder) -> str | None:
+    summaries = run.summaries()
     if not summaries:
         return None
     spec = json.loads(summaries[-1].read_text())["run_spec"]

@@ -8,7 +8,6 @@ and the last progress line of the logs. No display or server is needed.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from evocamp.base.errors import CorruptFileError
 from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration
+from evocamp.model.layout import SUMMARY, CampaignFolder, RunFolder
 from evocamp.model.metrics import METRIC_DTYPE, merge_history, read_metrics_csv
 from evocamp.model.numerics import is_mixed, mixed_summary
 from evocamp.registry import minimised_value
@@ -47,10 +47,8 @@ class RunProgress:
         return self.rows["best_objective"], "best objective"
 
 
-def _newest_state(folder: Path):
-    candidates = list((folder / "work").glob("state_*.h5"))
-    candidates += list((folder / "checkpoints").glob("gen_*.h5"))
-    for path in sorted(candidates, key=lambda p: int(p.stem.split("_")[-1]), reverse=True):
+def _newest_state(run: RunFolder):
+    for path in run.states_newest_first():
         try:
             return read_state(path, with_optimizer=False)
         except (CorruptFileError, OSError, KeyError):
@@ -65,7 +63,7 @@ def _total_generations(log_folder: Path) -> int | None:
         return None
     newest = [
         log
-        for folder in reversed(generation_folders(log_folder, up_to=sys.maxsize)[-3:])
+        for folder in reversed(generation_folders(log_folder)[-3:])
         for log in sorted(folder.glob("*.log"))
     ]
     for log in newest + window_logs(log_folder)[::-1][:1]:
@@ -78,17 +76,18 @@ def _total_generations(log_folder: Path) -> int | None:
 def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
     """Metrics so far, total generations and completion of the run in ``folder``."""
     relative = folder.relative_to(campaign_folder)
-    state = _newest_state(folder)
+    run = RunFolder(folder)
+    state = _newest_state(run)
     window = state.metrics_window if state is not None else np.zeros(0, dtype=METRIC_DTYPE)
-    rows = merge_history(sorted((folder / "metrics").glob("segment_*.csv")), window)
-    finished_files = sorted((folder / "finished").glob("gen_*.json"))
-    total = _total_generations(campaign_folder / "logs" / relative)
+    rows = merge_history(run.metrics_segment_files(), window)
+    finished_files = run.summaries()
+    total = _total_generations(run.logs)
     finished = False
-    if (folder / "metrics.csv").exists():
-        final = read_metrics_csv(folder / "metrics.csv")
+    if run.metrics.exists():
+        final = read_metrics_csv(run.metrics)
         if len(final) >= len(rows):
             rows = final
-        finished_at = int(finished_files[-1].stem.split("_")[-1]) if finished_files else -1
+        finished_at = SUMMARY.number_of(finished_files[-1].name) if finished_files else -1
         finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
     minimised = minimised_value(state.spec["domain_spec"]) if state else None
     mixed = mixed_summary(state.numerics) if state and is_mixed(state.numerics) else None
@@ -104,9 +103,7 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
 
 def find_runs(campaign_folder: Path) -> list[Path]:
     """Run folders (``<algorithm>/<domain>/seed<k>``) below a campaign folder."""
-    return sorted(
-        path.parent.parent for path in campaign_folder.glob("*/*/seed*/checkpoints/gen_000000.h5")
-    )
+    return [run.path for run in CampaignFolder(campaign_folder).runs()]
 
 
 def text_plot(x: np.ndarray, y: np.ndarray, *, width: int = 60, height: int = 8) -> list[str]:
