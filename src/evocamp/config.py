@@ -2,12 +2,13 @@
 
 A campaign file is checked, before any job runs, in this order: YAML syntax (file,
 line, column), finite numbers, the JSON schema shipped with the package
-(``evocamp/schemas/config.schema.yaml``, checked against the registry by a test),
+(``evocamp/schemas/config.schema.yaml``, checked against the catalogue by a test),
 then what a schema cannot express (keys a type does not use, shards against batch
 sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
 imported). Every problem is reported with its key. Defaults come from the schema
-(campaign-wide keys, ``archive.*``, domain keys) and from :mod:`evocamp.registry`
-(everything particular to an algorithm type or a built-in domain).
+(campaign-wide keys, ``archive.*``, domain keys) and from the catalogue
+(:mod:`evocamp.catalogue`, :mod:`evocamp.domains`: everything particular to an
+algorithm type or a built-in domain).
 """
 
 from __future__ import annotations
@@ -22,27 +23,23 @@ import yaml
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.model.protocol import ASYNC_METHODS, accepts_async
-from evocamp.registry import (
+from evocamp.catalogue.algorithms import (
     ALGORITHMS,
     CELL_ARCHIVE_KEYS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
-    DEFAULT_SOLUTION_DIM,
-    DOMAINS,
-    PLUGIN_DOMAIN,
     TYPE_ARCHIVE_KEYS,
-    AlgorithmType,
-    Derived,
-    missing_extra,
-    plugin_class,
 )
+from evocamp.catalogue.entries import AlgorithmType, Derived
+from evocamp.catalogue.factory import missing_extra, plugin_class
+from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
+from evocamp.model.protocol import ASYNC_METHODS, accepts_async
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 
 def load_schema() -> dict:
-    """The configuration JSON schema (a test checks it against the registry: the
+    """The configuration JSON schema (a test checks it against the catalogue: the
     ``type`` lists and the keys of every algorithm type)."""
     package, name = SCHEMA_RESOURCE
     return yaml.safe_load(resources.files(package).joinpath(name).read_text())

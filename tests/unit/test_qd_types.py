@@ -1,4 +1,4 @@
-"""Issue 24's QD types are the pyribs components their registry entries name, and the
+"""Issue 24's QD types are the pyribs components their catalogue entries name, and the
 CQD score is Kent & Branke's."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
+from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
-from evocamp.families.qd import cqd_score
-from evocamp.registry import build_optimizer, cqd_settings
+from evocamp.families.qd import cqd_score, cqd_settings
 
 
 def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", seed: int = 0):

@@ -3,9 +3,10 @@
 ``build_scheduler`` turns a run spec into a seeded :class:`ribs.schedulers.Scheduler`;
 :class:`QDOptimizer` puts it behind the optimizer protocol
 (:mod:`evocamp.model.protocol`). Which archive and emitters an algorithm type uses is
-its registry entry's business (:mod:`evocamp.registry`: ``emitter`` and
-``archive``). pyribs is imported inside the functions: it takes about 2 s to import,
-and the evaluation shards never need it.
+its catalogue entry's business (:mod:`evocamp.catalogue.algorithms`: its recipe). The
+CQD score and its targets (:func:`cqd_settings`) are here too. pyribs is imported
+inside the functions: it takes about 2 s to import, and the evaluation shards never
+need it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.base.seeding import optimizer_seeds
+from evocamp.base.seeding import domain_rng, optimizer_seeds
+from evocamp.domains import DOMAINS
 from evocamp.model.runspec import measure_count, spec_run_key
 
 
@@ -35,7 +37,7 @@ def check_numba_disabled() -> None:
 
 @dataclass(frozen=True)
 class QDRecipe:
-    """Which pyribs components make a QD algorithm type (its registry entry holds one).
+    """Which pyribs components make a QD algorithm type (its catalogue entry holds one).
 
     Attributes
     ----------
@@ -387,3 +389,43 @@ def cqd_score(
     )
     shift = -obj_min / (obj_max - obj_min) * target_points.shape[1] * len(result.penalties)
     return float(result.mean + shift)
+
+
+#: Defaults of the CQD score's settings (``domains.NAME.cqd``).
+CQD_DEFAULTS = {"target_points": 200, "iterations": 1, "penalties": 5}
+
+
+def cqd_settings(spec: dict) -> dict | None:
+    """The arguments of :func:`cqd_score` for a run, or ``None`` when
+    the run gets no CQD score (no grid archive, no measures, an unknown best objective,
+    or ``cqd.target_points: 0``).
+
+    Defaults (:data:`CQD_DEFAULTS`; ``domains.NAME.cqd`` overrides each): target points
+    drawn uniformly within the measure ranges from the master seed and the domain's
+    name (the same for every algorithm and seed of the campaign), ``obj_min`` the
+    archive's QD score offset, ``obj_max`` the domain's best objective, ``dist_max``
+    the diagonal of the measure ranges.
+    """
+    domain = spec["domain_spec"]
+    given = {**CQD_DEFAULTS, **(domain.get("cqd") or {})}
+    entry = DOMAINS.get(domain["type"])
+    obj_max = given.get("obj_max", entry.objective_max if entry else None)
+    grid = "dims" in spec["algorithm_spec"]["archive"]  # the run's archive is a grid
+    if not (grid and domain.get("measure_ranges")):
+        return None
+    if obj_max is None or not given["target_points"]:
+        return None
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    rng = domain_rng(spec["master_seed"], spec["domain"])
+    targets = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(given["iterations"], given["target_points"], len(ranges))
+    )
+    return {
+        "target_points": targets,
+        "penalties": given["penalties"],
+        "obj_min": given.get(
+            "obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)
+        ),
+        "obj_max": obj_max,
+        "dist_max": given.get("dist_max", float(np.linalg.norm(ranges[:, 1] - ranges[:, 0]))),
+    }

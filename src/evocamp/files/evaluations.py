@@ -27,9 +27,10 @@ import h5py
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.catalogue.algorithms import family_of
+from evocamp.catalogue.factory import batch_format
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.runspec import measure_count
-from evocamp.registry import batch_format, family_of
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"

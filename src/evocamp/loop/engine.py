@@ -12,7 +12,13 @@ import time
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
-from evocamp.families.qd import add_to_passive_archive, build_passive_archive, cqd_score
+from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
+from evocamp.families.qd import (
+    add_to_passive_archive,
+    build_passive_archive,
+    cqd_score,
+    cqd_settings,
+)
 from evocamp.files.checkpoint import RunState
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
@@ -20,12 +26,6 @@ from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key
-from evocamp.registry import (
-    batch_format,
-    build_optimizer,
-    cqd_settings,
-    owns_archive,
-)
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:

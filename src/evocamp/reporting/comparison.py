@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from evocamp.domains import minimised_value
 from evocamp.model.metrics import read_metrics_csv
-from evocamp.registry import minimised_value
 
 #: Final metrics reported in the comparison table: (column, label, LaTeX label).
 TABLE_METRICS = (

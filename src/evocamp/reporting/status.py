@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.domains import minimised_value
 from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration
 from evocamp.model.metrics import METRIC_DTYPE, merge_history, read_metrics_csv
-from evocamp.registry import minimised_value
 
 PROGRESS = re.compile(r"generation (\d+)/(\d+)")
 
