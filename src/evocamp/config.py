@@ -288,11 +288,9 @@ def _algorithm_problems(
     missing = missing_extra(entry)
     if missing:
         problems.append(f"key '{key}.type': {missing}")
-    if entry.name == "openai_es" and algorithm.get("popsize", 2) % 2:
-        problems.append(
-            f"key '{key}.popsize': openai_es samples antithetic pairs; "
-            f"{algorithm['popsize']} is odd"
-        )
+    problems += [
+        f"key '{key}.{option}': {problem}" for option, problem in entry.key_problems(algorithm)
+    ]
     if algorithm["archive"].get("dims") is not None and not entry.grid_archive:
         problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
     problems += [

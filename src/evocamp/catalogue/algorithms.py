@@ -121,6 +121,13 @@ def _batch_size(algorithm: dict) -> int:
     return algorithm["batch_size"]
 
 
+def _antithetic_pairs(algorithm: dict) -> tuple[str, str] | None:
+    """OpenAI-ES samples antithetic pairs: an odd ``popsize`` is refused."""
+    if algorithm.get("popsize", 2) % 2:
+        return "popsize", f"openai_es samples antithetic pairs; {algorithm['popsize']} is odd"
+    return None
+
+
 #: Why the batch-only types cannot run asynchronously.
 _CMA_WHOLE_BATCHES = (
     "its CMA-ES emitters rank and adapt on whole batches (a tell of one solution has no "
@@ -291,6 +298,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=es.OpenAIES,
             batch_size=_population,
             async_refusal=_ES_WHOLE_BATCHES,
+            rules=(_antithetic_pairs,),
+            noise_seed_rows=True,
         ),
         AlgorithmType(
             name="snes",
@@ -307,6 +316,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=es.SNES,
             batch_size=_population,
             async_refusal=_ES_WHOLE_BATCHES,
+            noise_seed_rows=True,
         ),
         AlgorithmType(
             name="qucb_centralised",
@@ -320,6 +330,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             batch_size=_batch_size,
             needs_bounds=True,
             async_refusal=None,
+            keeps_evaluations=True,
         ),
         AlgorithmType(
             name="qucb_decentralised",
@@ -334,6 +345,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             needs_bounds=True,
             shards_in_spec=True,
             async_refusal=None,
+            keeps_evaluations=True,
         ),
         AlgorithmType(
             name="random_search",

@@ -71,8 +71,18 @@ class AlgorithmType:
     extra : str or None
         The optional dependency group of evocamp the type needs (``pip install
         'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
-        modules): a campaign using the
-        type is refused, with that command, when one is missing.
+        modules): a campaign using the type is refused, with that command, when one
+        is missing.
+    rules : tuple of callable
+        Checks of the type's keys that the schema cannot express: each takes the
+        algorithm entry and returns ``(key, problem)`` or ``None`` (e.g. OpenAI-ES's
+        even ``popsize``).
+    noise_seed_rows : bool
+        Kept evaluations hold each offspring's noise seed instead of the solution: the
+        batches are a centre and noise seeds, from which the offspring regenerate.
+    keeps_evaluations : bool
+        ``keep_evaluations: auto`` keeps every evaluation of the type, whatever their
+        size (Bayesian optimisation: the evaluations are the surrogate's data).
     """
 
     name: str
@@ -93,8 +103,15 @@ class AlgorithmType:
     shards_in_spec: bool = False
     async_refusal: str | None = "it has no asynchronous (steady-state) form"
     extra: str | None = None
+    rules: tuple[Callable[[dict], tuple[str, str] | None], ...] = ()
+    noise_seed_rows: bool = False
+    keeps_evaluations: bool = False
 
     @property
     def keys(self) -> tuple[str, ...]:
         """Every key the type accepts besides ``type`` and ``archive``."""
         return (*self.defaults, *self.optional, *self.required)
+
+    def key_problems(self, algorithm: dict) -> list[tuple[str, str]]:
+        """``(key, problem)`` of every rule of :attr:`rules` the algorithm entry breaks."""
+        return [found for rule in self.rules if (found := rule(algorithm)) is not None]
