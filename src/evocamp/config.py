@@ -298,10 +298,10 @@ def _algorithm_problems(
         for option in algorithm["archive"]
         if option in TYPE_ARCHIVE_KEYS and option not in entry.archive_defaults
     ]
-    if entry.recipe is not None and entry.recipe.archive not in ("grid", "cvt"):
+    if entry.recipe is not None and not entry.recipe.archive.cells:
         problems += [
             f"key '{key}.archive.{option}': not used by type {entry.name} (its emitters "
-            f"learn on a {entry.recipe.archive} archive, which has no cells)"
+            f"learn on a {entry.recipe.archive.name} archive, which has no cells)"
             for option in CELL_ARCHIVE_KEYS
             if option in algorithm["archive"]
         ]

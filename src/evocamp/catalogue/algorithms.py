@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from evocamp.catalogue.entries import AlgorithmType, Derived
-from evocamp.families import bo, es
+from evocamp.families import bo, es, qd
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import QDOptimizer, QDRecipe
 from evocamp.model.runspec import PLUGIN
@@ -57,7 +57,7 @@ def _qd(
         recipe=recipe,
         batch_size=batch_size,
         needs_measures=True,
-        grid_archive=recipe.archive != "cvt",
+        grid_archive=recipe.grid_result,
         **more,
     )
 
@@ -88,10 +88,10 @@ def _bop_batch(algorithm: dict) -> int:
 
 #: Emitter kinds of the bandit's pool (pyribs' sphere example, ``me_map_elites``).
 _BANDIT_POOL = (
-    ("evolution_strategy", {"ranker": "obj"}),
-    ("evolution_strategy", {"ranker": "2rd"}),
-    ("evolution_strategy", {"ranker": "2imp"}),
-    ("iso_line", {}),
+    (qd.EVOLUTION_STRATEGY, {"ranker": "obj"}),
+    (qd.EVOLUTION_STRATEGY, {"ranker": "2rd"}),
+    (qd.EVOLUTION_STRATEGY, {"ranker": "2imp"}),
+    (qd.ISO_LINE, {}),
 )
 
 
@@ -146,28 +146,28 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "map_elites",
             "GridArchive + GaussianEmitter",
             "Mouret & Clune 2015; pyribs",
-            QDRecipe(archive="grid", emitter="gaussian"),
+            QDRecipe(archive=qd.GRID, emitter=qd.GAUSSIAN),
             async_refusal=None,
         ),
         _qd(
             "map_elites_line",
             "GridArchive + IsoLineEmitter (iso-line variation)",
             "Vassiliades & Mouret 2018; pyribs",
-            QDRecipe(archive="grid", emitter="iso_line"),
+            QDRecipe(archive=qd.GRID, emitter=qd.ISO_LINE),
             async_refusal=None,
         ),
         _qd(
             "cvt_map_elites",
             "CVTArchive (archive.cells centroids) + GaussianEmitter",
             "Vassiliades et al. 2018; pyribs",
-            QDRecipe(archive="cvt", emitter="gaussian"),
+            QDRecipe(archive=qd.CVT, emitter=qd.GAUSSIAN),
             async_refusal=None,
         ),
         _qd(
             "cma_me",
             "GridArchive + EvolutionStrategyEmitter",
             "Fontaine et al. 2020 (CMA-ME); pyribs",
-            QDRecipe(archive="grid", emitter="evolution_strategy"),
+            QDRecipe(archive=qd.GRID, emitter=qd.EVOLUTION_STRATEGY),
             ranker="2imp",
             async_refusal=_CMA_WHOLE_BATCHES,
         ),
@@ -177,8 +177,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "basic restarts",
             "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
             QDRecipe(
-                archive="grid",
-                emitter="evolution_strategy",
+                archive=qd.GRID,
+                emitter=qd.EVOLUTION_STRATEGY,
                 emitter_options={"selection_rule": "mu", "restart_rule": "basic"},
                 result_archive=True,
             ),
@@ -193,7 +193,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "QD metrics from a grid result archive of every evaluated solution, the "
             "novelty archive's size in `own_archive_size`",
             "Lehman & Stanley 2011 (NS, NSLC); pyribs",
-            QDRecipe(archive="proximity", emitter="variation", result_archive=True),
+            QDRecipe(archive=qd.PROXIMITY, emitter=qd.VARIATION, result_archive=True),
             defaults=_VARIATION_DEFAULTS,
             archive_defaults={
                 "k_neighbors": 15,
@@ -210,7 +210,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "competition by distance to the k nearest fitter solutions) + Gaussian or "
             "iso-line emitters (`variation`); QD metrics from a grid result archive",
             "Bahlous-Boldi et al. 2025 (Dominated Novelty Search); pyribs",
-            QDRecipe(archive="dns", emitter="variation", result_archive=True),
+            QDRecipe(archive=qd.DNS, emitter=qd.VARIATION, result_archive=True),
             defaults=_VARIATION_DEFAULTS,
             archive_defaults={"capacity": 1024, "k_neighbors": 3},
         ),
@@ -222,9 +222,9 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "(needs pymoo: pip install 'evocamp[bop]')",
             "Kent et al. 2024 (BOP-Elites, IEEE TEVC); pyribs",
             QDRecipe(
-                archive="grid",
-                emitter="bayesian_optimization",
-                scheduler="bayesian_optimization",
+                archive=qd.GRID,
+                emitter=qd.BAYESIAN_OPTIMIZATION,
+                scheduler=qd.BAYESIAN_OPTIMIZATION_SCHEDULER,
             ),
             defaults={
                 "emitters": 1,
@@ -243,7 +243,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "of a pool of `emitters` of each kind: EvolutionStrategyEmitters with rankers "
             "obj, 2rd and 2imp, and IsoLineEmitters",
             "Cully 2021 (ME-MAP-Elites); pyribs' sphere example (me_map_elites)",
-            QDRecipe(archive="grid", emitter_pool=_BANDIT_POOL, scheduler="bandit"),
+            QDRecipe(archive=qd.GRID, emitter_pool=_BANDIT_POOL, scheduler=qd.BANDIT),
             defaults={**_QD_DEFAULTS, "emitters": 4, "line_sigma": 0.1},
         ),
         _qd(
@@ -253,8 +253,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "selection, basic restarts) sampling the grid result archive",
             "Lee et al. 2024 (DDS, arXiv 2312.11331); pyribs",
             QDRecipe(
-                archive="density",
-                emitter="evolution_strategy",
+                archive=qd.DENSITY,
+                emitter=qd.EVOLUTION_STRATEGY,
                 emitter_options={
                     "ranker": "density",
                     "selection_rule": "mu",
