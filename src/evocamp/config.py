@@ -39,10 +39,14 @@ SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 
 def load_schema() -> dict:
-    """The configuration JSON schema (a test checks it against the catalogue: the
-    ``type`` lists and the keys of every algorithm type)."""
+    """The configuration JSON schema, with the ``type`` lists of algorithms and domains
+    taken from the catalogue (a test checks the file's keys against it)."""
     package, name = SCHEMA_RESOURCE
-    return yaml.safe_load(resources.files(package).joinpath(name).read_text())
+    schema = yaml.safe_load(resources.files(package).joinpath(name).read_text())
+    definitions = schema["$defs"]
+    definitions["algorithm"]["properties"]["type"]["enum"] = list(ALGORITHMS)
+    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN_DOMAIN]
+    return schema
 
 
 def _key_name(path) -> str:
