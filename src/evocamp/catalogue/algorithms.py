@@ -164,6 +164,13 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             async_refusal=None,
         ),
         _qd(
+            "cvt_map_elites_line",
+            "CVTArchive (archive.cells centroids) + IsoLineEmitter (iso-line variation)",
+            "Vassiliades & Mouret 2018 (iso-line variation on CVT-MAP-Elites); pyribs",
+            QDRecipe(archive=qd.CVT, emitter=qd.ISO_LINE),
+            async_refusal=None,
+        ),
+        _qd(
             "cma_me",
             "GridArchive + EvolutionStrategyEmitter",
             "Fontaine et al. 2020 (CMA-ME); pyribs",
