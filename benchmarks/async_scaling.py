@@ -32,10 +32,10 @@ import numpy as np
 from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
+from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.domains import ackley_value
 from evocamp.families.bo import DecentralisedBatch, DecentralisedQUCB
 from evocamp.files.completions import Completion
-from evocamp.registry import ALGORITHMS
 
 BOUND = 32.768
 

@@ -237,8 +237,8 @@ def figure(results: dict, path: Path) -> None:
 
 def bo_defaults() -> dict:
     """The defaults of the BO family's settings (batch size, kappa, initial points,
-    candidates, trees, refine generations), as the registry fills them in."""
-    from evocamp.registry import ALGORITHMS
+    candidates, trees, refine generations), as the catalogue fills them in."""
+    from evocamp.catalogue.algorithms import ALGORITHMS
 
     return dict(ALGORITHMS["qucb_decentralised"].defaults)
 

@@ -49,8 +49,8 @@ def naive_io_seconds(state, folder: Path) -> float:
     """Seconds to write a batch as P x M offspring and read it back shard by shard (the
     naive design's extra I/O; its offspring are drawn here once, not timed)."""
     from evocamp.base.sharding import shard_bounds
+    from evocamp.catalogue.factory import batch_format
     from evocamp.files.hdf5 import atomic_h5, write_dataset
-    from evocamp.registry import batch_format
 
     size = len(state.next_seeds)
     offspring, _ = batch_format(state.spec).materialise(state.next_batch, 0, size)

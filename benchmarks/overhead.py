@@ -77,8 +77,8 @@ def peer(cost: float, *, generations: int, workers: int) -> tuple[float, float]:
     from distributed import Client, LocalCluster
     from sleepy import sleepy_sphere
 
+    from evocamp.catalogue.factory import build_optimizer
     from evocamp.config import run_spec, validate_config
-    from evocamp.registry import build_optimizer
 
     config = validate_config(campaign(cost, generations=generations, workers=workers, mode="dask"))
     spec = run_spec(config, algorithm="cmame", domain="sphere", seed=0)

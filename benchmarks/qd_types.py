@@ -8,7 +8,7 @@ Task: the planar arm (``evocamp.domains.arm``), 10 joints of length 1, angles in
 20 x 20 grid result archive with QD score offset -pi^2. For every algorithm and seed,
 two runs with the same components, hyperparameters and budget:
 
-- **evocamp**: the registry's type, run by evocamp's own loop in this process
+- **evocamp**: the catalogue's type, run by evocamp's own loop in this process
   (``initialise``, the shard step ``evaluate_shard`` on 2 shards, ``tell``): the
   computation the pipeline runs, minus Snakemake (whose results are bitwise the same,
   tests/workflow/test_qd_zoo.py);
@@ -39,16 +39,15 @@ from common import machine, table
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import arm
-from evocamp.families.qd import cqd_score
+from evocamp.families.qd import cqd_score, cqd_settings
 from evocamp.loop.engine import initialise, tell
 from evocamp.loop.evaluation import evaluate_shard
-from evocamp.registry import cqd_settings
 
 JOINTS = 10
 DIMS = [20, 20]
 OFFSET = -(np.pi**2)
 
-#: evocamp algorithm entries (the registry's defaults unless given here).
+#: evocamp algorithm entries (the catalogue's defaults unless given here).
 ALGORITHMS = {
     "novelty_search": {"type": "novelty_search", "batch_size": 32},
     "dominated_novelty_search": {"type": "dominated_novelty_search", "batch_size": 32},
@@ -80,7 +79,7 @@ def spec_for(name: str, seed: int) -> dict:
 
 
 def evocamp_run(name: str, seed: int, generations: int) -> dict:
-    """The registry's type through evocamp's loop (2 shards per generation)."""
+    """The catalogue's type through evocamp's loop (2 shards per generation)."""
     spec = spec_for(name, seed)
     began = time.perf_counter()
     state = initialise(spec)

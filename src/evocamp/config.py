@@ -2,12 +2,13 @@
 
 A campaign file is checked, before any job runs, in this order: YAML syntax (file,
 line, column), finite numbers, the JSON schema shipped with the package
-(``evocamp/schemas/config.schema.yaml``, checked against the registry by a test),
+(``evocamp/schemas/config.schema.yaml``, checked against the catalogue by a test),
 then what a schema cannot express (keys a type does not use, shards against batch
 sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
 imported). Every problem is reported with its key. Defaults come from the schema
-(campaign-wide keys, ``archive.*``, domain keys) and from :mod:`evocamp.registry`
-(everything particular to an algorithm type or a built-in domain).
+(campaign-wide keys, ``archive.*``, domain keys) and from the catalogue
+(:mod:`evocamp.catalogue`, :mod:`evocamp.domains`: everything particular to an
+algorithm type or a built-in domain).
 """
 
 from __future__ import annotations
@@ -22,30 +23,30 @@ import yaml
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.model.protocol import ASYNC_METHODS, accepts_async
-from evocamp.registry import (
+from evocamp.catalogue.algorithms import (
     ALGORITHMS,
     CELL_ARCHIVE_KEYS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
-    DEFAULT_SOLUTION_DIM,
-    DOMAINS,
-    PLUGIN_DOMAIN,
     TYPE_ARCHIVE_KEYS,
-    AlgorithmType,
-    Derived,
-    missing_extra,
-    plugin_class,
 )
+from evocamp.catalogue.entries import AlgorithmType, Derived
+from evocamp.catalogue.factory import missing_extra, plugin_class
+from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
+from evocamp.model.protocol import ASYNC_METHODS, accepts_async
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 
 def load_schema() -> dict:
-    """The configuration JSON schema (a test checks it against the registry: the
-    ``type`` lists and the keys of every algorithm type)."""
+    """The configuration JSON schema, with the ``type`` lists of algorithms and domains
+    taken from the catalogue (a test checks the file's keys against it)."""
     package, name = SCHEMA_RESOURCE
-    return yaml.safe_load(resources.files(package).joinpath(name).read_text())
+    schema = yaml.safe_load(resources.files(package).joinpath(name).read_text())
+    definitions = schema["$defs"]
+    definitions["algorithm"]["properties"]["type"]["enum"] = list(ALGORITHMS)
+    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN_DOMAIN]
+    return schema
 
 
 def _key_name(path) -> str:
@@ -291,11 +292,9 @@ def _algorithm_problems(
     missing = missing_extra(entry)
     if missing:
         problems.append(f"key '{key}.type': {missing}")
-    if entry.name == "openai_es" and algorithm.get("popsize", 2) % 2:
-        problems.append(
-            f"key '{key}.popsize': openai_es samples antithetic pairs; "
-            f"{algorithm['popsize']} is odd"
-        )
+    problems += [
+        f"key '{key}.{option}': {problem}" for option, problem in entry.key_problems(algorithm)
+    ]
     if algorithm["archive"].get("dims") is not None and not entry.grid_archive:
         problems.append(f"key '{key}.archive.dims': not used by {entry.name} (use cells)")
     problems += [
@@ -303,10 +302,10 @@ def _algorithm_problems(
         for option in algorithm["archive"]
         if option in TYPE_ARCHIVE_KEYS and option not in entry.archive_defaults
     ]
-    if entry.recipe is not None and entry.recipe.archive not in ("grid", "cvt"):
+    if entry.recipe is not None and not entry.recipe.archive.cells:
         problems += [
             f"key '{key}.archive.{option}': not used by type {entry.name} (its emitters "
-            f"learn on a {entry.recipe.archive} archive, which has no cells)"
+            f"learn on a {entry.recipe.archive.name} archive, which has no cells)"
             for option in CELL_ARCHIVE_KEYS
             if option in algorithm["archive"]
         ]

@@ -1,5 +1,6 @@
-"""Built-in evaluation domains (each registered in :mod:`evocamp.registry`, with its
-solution dimension, measure ranges, bounds, QD score offset and parameters).
+"""Built-in evaluation domains: each function declares, beside it, its catalogue entry
+(:class:`DomainType`: solution dimension, measure ranges, bounds, QD score offset,
+parameters), collected in :data:`DOMAINS`.
 
 Every domain is a function with the signature of a user plugin::
 
@@ -16,8 +17,110 @@ with noise or randomised simulations.
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from evocamp.model.runspec import PLUGIN
+
+#: Solution dimension of domains that do not fix it.
+DEFAULT_SOLUTION_DIM = 20
+#: The domain type of users' own evaluation functions.
+PLUGIN_DOMAIN = PLUGIN
+
+
+@dataclass(frozen=True)
+class DomainType:
+    """One built-in domain.
+
+    Attributes
+    ----------
+    name : str
+        The ``type`` value.
+    summary : str
+        One line for the documentation.
+    evaluate : callable
+        The evaluation function ``(solutions, seeds, **params) -> dict``.
+    fixed_dim : callable or None
+        The solution dimension fixed by the task, from the params (``None``: the
+        ``solution_dim`` key decides, default :data:`DEFAULT_SOLUTION_DIM`).
+    measure_ranges : callable
+        ``(solution_dim, params) -> [[low, high], ...]`` (``[]``: no measures).
+    measure_count : int
+        Number of measures.
+    bounds : list or None
+        ``[low, high]`` of every parameter (``None``: unbounded).
+    qd_score_offset : float
+        At or below the worst objective (the QD score's offset).
+    minimised : str or None
+        Minimisation benchmarks: the extra field holding the value to report as a
+        minimum (the objective is its negative).
+    params : dict
+        Defaults of the evaluation function's keyword arguments.
+    extra_fields : tuple of str
+        Extra outputs stored with every elite by default.
+    objective_max : float or None
+        The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
+        needs ``cqd.obj_max``).
+    """
+
+    name: str
+    summary: str
+    evaluate: Callable
+    measure_ranges: Callable[[int, dict], list]
+    measure_count: int
+    fixed_dim: Callable[[dict], int] | None = None
+    bounds: list | None = None
+    qd_score_offset: float = 0.0
+    minimised: str | None = None
+    params: dict = field(default_factory=dict)
+    extra_fields: tuple[str, ...] = ()
+    objective_max: float | None = None
+
+
+#: Every built-in domain by its ``type``, in the order the documentation lists them
+#: (filled by :func:`built_in` as the functions below are defined).
+DOMAINS: dict[str, DomainType] = {}
+
+
+def built_in(name: str, summary: str, **metadata) -> Callable[[Callable], Callable]:
+    """Declare the function it decorates as the built-in domain ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The domain's ``type``.
+    summary : str
+        One line for the documentation.
+    **metadata
+        The other fields of :class:`DomainType` (``measure_ranges``,
+        ``measure_count``, ``bounds``, ...); ``evaluate`` is the function.
+
+    Returns
+    -------
+    callable
+        A decorator that adds the entry to :data:`DOMAINS` and returns the function.
+    """
+
+    def declare(function: Callable) -> Callable:
+        DOMAINS[name] = DomainType(name=name, summary=summary, evaluate=function, **metadata)
+        return function
+
+    return declare
+
+
+def minimised_value(domain_spec: dict) -> str | None:
+    """The extra field holding a minimisation benchmark's value (e.g. ``ackley``), whose
+    best is reported as a minimum; ``None`` for other domains."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.minimised if entry else None
+
+
+def _no_measures(dim: int, params: dict) -> list:
+    return []
+
 
 #: Bound of the search space in the CMA-ME paper's linear-projection domains.
 PROJECTION_BOUND = 5.12
@@ -34,11 +137,24 @@ def _projection_measures(solutions: np.ndarray) -> np.ndarray:
     return np.stack((clipped[:, :half].sum(axis=1), clipped[:, half:].sum(axis=1)), axis=1)
 
 
+def _projection_ranges(dim: int, params: dict) -> list:
+    half_span = dim / 2 * PROJECTION_BOUND
+    return [[-half_span, half_span], [-half_span, half_span]]
+
+
 def _normalise(raw: np.ndarray, worst: float) -> np.ndarray:
     """Map a raw minimisation value onto [0, 100], 100 being the optimum (0)."""
     return (raw - worst) / (0.0 - worst) * 100.0
 
 
+@built_in(
+    "sphere",
+    "CMA-ME paper: shifted sphere (0.4 x 5.12), objective normalised to [0, 100], "
+    "measures = sums of the clipped halves, ranges +-(n/2) x 5.12",
+    measure_ranges=_projection_ranges,
+    measure_count=2,
+    objective_max=100.0,
+)
 def sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """Shifted sphere with linear-projection measures, normalised to [0, 100]."""
     dim = solutions.shape[1]
@@ -54,6 +170,13 @@ def _rastrigin_raw(shifted: np.ndarray) -> np.ndarray:
     return np.sum(shifted**2 - 10.0 * np.cos(2.0 * np.pi * shifted) + 10.0, axis=-1)
 
 
+@built_in(
+    "rastrigin",
+    "CMA-ME paper: shifted Rastrigin, otherwise as sphere",
+    measure_ranges=_projection_ranges,
+    measure_count=2,
+    objective_max=100.0,
+)
 def rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """Shifted Rastrigin with linear-projection measures, normalised to [0, 100]."""
     dim = solutions.shape[1]
@@ -65,6 +188,21 @@ def rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]
     }
 
 
+def _arm_ranges(dim: int, params: dict) -> list:
+    reach = float(arm_link_lengths(dim, params.get("link_lengths")).sum())
+    return [[-reach, reach], [-reach, reach]]
+
+
+@built_in(
+    "arm",
+    "planar robotic arm: objective -Var(theta), measures = end-effector x, y "
+    "(params: link_lengths)",
+    measure_ranges=_arm_ranges,
+    measure_count=2,
+    bounds=[-math.pi, math.pi],
+    qd_score_offset=-(math.pi**2),
+    objective_max=0.0,
+)
 def arm(
     solutions: np.ndarray, seeds: np.ndarray, *, link_lengths: list[float] | None = None
 ) -> dict[str, np.ndarray]:
@@ -96,6 +234,25 @@ LUNAR_LANDER_SHAPE = (4, 8)
 LUNAR_LANDER_ENV_SEED = 52
 
 
+def _lunar_lander_ranges(dim: int, params: dict) -> list:
+    return [[-1.0, 1.0], [-3.0, 0.0]]
+
+
+def _lunar_lander_dim(params: dict) -> int:
+    return int(np.prod(LUNAR_LANDER_SHAPE))
+
+
+@built_in(
+    "lunar_lander",
+    "gymnasium's LunarLander-v3 flown by a linear policy (pyribs' tutorial); measures = "
+    "x position and y velocity at touchdown (params: env_seed)",
+    fixed_dim=_lunar_lander_dim,
+    measure_ranges=_lunar_lander_ranges,
+    measure_count=2,
+    qd_score_offset=-600.0,
+    objective_max=300.0,
+    params={"env_seed": LUNAR_LANDER_ENV_SEED},
+)
 def lunar_lander(
     solutions: np.ndarray, seeds: np.ndarray, *, env_seed: int = LUNAR_LANDER_ENV_SEED
 ) -> dict[str, np.ndarray]:
@@ -176,6 +333,20 @@ def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(log_norm - shifted[np.arange(len(labels)), labels]))
 
 
+def _digits_dim(params: dict) -> int:
+    return digits_solution_dim(params.get("hidden", 32))
+
+
+@built_in(
+    "digits",
+    "an MLP (64-hidden-10) classifying scikit-learn's digits; objective = minus the "
+    "cross-entropy of a seeded minibatch (params: hidden, minibatch)",
+    fixed_dim=_digits_dim,
+    measure_ranges=_no_measures,
+    measure_count=0,
+    params={"hidden": 32, "minibatch": 256},
+    extra_fields=("test_accuracy",),
+)
 def digits(
     solutions: np.ndarray, seeds: np.ndarray, *, hidden: int = 32, minibatch: int = 256
 ) -> dict[str, np.ndarray]:
@@ -215,6 +386,15 @@ def ackley_value(solutions: np.ndarray) -> np.ndarray:
     return -ACKLEY_A * np.exp(-ACKLEY_B * root_mean_square) - np.exp(mean_cosine) + ACKLEY_A + np.e
 
 
+@built_in(
+    "ackley",
+    "Ackley (a = 20, b = 0.2, c = 2 pi), maximised as its negative",
+    measure_ranges=_no_measures,
+    measure_count=0,
+    bounds=[-ACKLEY_BOUND, ACKLEY_BOUND],
+    minimised="ackley",
+    extra_fields=("ackley",),
+)
 def ackley(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """Ackley as a maximisation: objective = minus the Ackley value; extra field
     ``ackley`` (the value itself, to report as a minimum). No measures."""
@@ -222,6 +402,15 @@ def ackley(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     return {"objective": -value, "measures": np.empty((len(solutions), 0)), "ackley": value}
 
 
+@built_in(
+    "plain_sphere",
+    "the unshifted sphere function, maximised as its negative",
+    measure_ranges=_no_measures,
+    measure_count=0,
+    bounds=[-PROJECTION_BOUND, PROJECTION_BOUND],
+    minimised="sphere",
+    extra_fields=("sphere",),
+)
 def plain_sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """The sphere function sum(x^2) (minimum 0 at the origin), maximised as its negative;
     extra field ``sphere`` (the value itself). No measures, no shift or projection."""
@@ -229,6 +418,15 @@ def plain_sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarr
     return {"objective": -value, "measures": np.empty((len(solutions), 0)), "sphere": value}
 
 
+@built_in(
+    "plain_rastrigin",
+    "the unshifted Rastrigin function, maximised as its negative",
+    measure_ranges=_no_measures,
+    measure_count=0,
+    bounds=[-PROJECTION_BOUND, PROJECTION_BOUND],
+    minimised="rastrigin",
+    extra_fields=("rastrigin",),
+)
 def plain_rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     """The Rastrigin function (minimum 0 at the origin), maximised as its negative;
     extra field ``rastrigin`` (the value itself). No measures, no shift or projection."""

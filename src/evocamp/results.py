@@ -25,6 +25,7 @@ import numpy as np
 
 from evocamp.base.errors import ConfigError
 from evocamp.base.files import replaced_atomically
+from evocamp.catalogue.factory import batch_format
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -35,7 +36,6 @@ from evocamp.files.evaluations import (
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
-from evocamp.registry import batch_format
 from evocamp.reporting.status import find_runs, run_progress
 
 #: The columns that name a run, first in every frame.

@@ -15,7 +15,7 @@ LAYERS = (
     ("base", ("evocamp.base",)),
     ("model", ("evocamp.model",)),
     ("families and domains", ("evocamp.families", "evocamp.domains")),
-    ("registry", ("evocamp.registry",)),
+    ("catalogue", ("evocamp.catalogue",)),
     ("config", ("evocamp.config",)),
     ("files", ("evocamp.files",)),
     ("loop", ("evocamp.loop",)),

@@ -8,6 +8,7 @@ import pytest
 from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 
 from evocamp.base.sharding import shard_bounds
+from evocamp.catalogue.factory import batch_format, optimizer_class
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import ackley_value
 from evocamp.families.bo import (
@@ -19,7 +20,6 @@ from evocamp.families.bo import (
     ucb,
 )
 from evocamp.loop.engine import initialise, tell
-from evocamp.registry import batch_format, optimizer_class
 
 
 def run_in_memory(config: dict, algorithm: str, domain: str, *, generations: int):

@@ -17,10 +17,10 @@ from evocamp.base.errors import (
     EvocampError,
     OptimizerError,
 )
+from evocamp.catalogue.factory import batch_format
 from evocamp.cli import main
 from evocamp.config import run_spec, run_spec_json, validate_config
 from evocamp.loop.engine import initialise, tell
-from evocamp.registry import batch_format
 
 
 def plugin_config(cls: str, *, module: str = "evocamp_test_optimizers", **params) -> dict:

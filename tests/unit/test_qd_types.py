@@ -1,4 +1,4 @@
-"""Issue 24's QD types are the pyribs components their registry entries name, and the
+"""Issue 24's QD types are the pyribs components their catalogue entries name, and the
 CQD score is Kent & Branke's."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
+from evocamp.catalogue.algorithms import ALGORITHMS, CELL_ARCHIVE_KEYS
+from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
-from evocamp.families.qd import cqd_score
-from evocamp.registry import build_optimizer, cqd_settings
+from evocamp.families.qd import cqd_score, cqd_settings
 
 
 def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", seed: int = 0):
@@ -109,3 +110,20 @@ def test_each_type_is_its_pyribs_components():
     bop = build_optimizer(spec_of({"type": "bop_elites"})).scheduler
     assert isinstance(bop, BayesianOptimizationScheduler)
     assert bop.emitters[0].min_obj == pytest.approx(-(np.pi**2))
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name, entry in ALGORITHMS.items() if entry.recipe is not None)
+)
+def test_components_read_only_keys_their_type_accepts(name):
+    """Every key a QD type's archive and emitters read is one the type accepts (its
+    entry's keys, or ``archive.*`` keys with the type's defaults): components are
+    named in the entry, never decoded elsewhere."""
+    entry = ALGORITHMS[name]
+    recipe = entry.recipe
+    for kind, options in recipe.emitter_kinds:
+        options = {**recipe.emitter_options, **options}
+        assert set(kind.keys) - set(options) <= set(entry.keys), kind.name
+    own = set(recipe.archive.keys) - {"dims", "cells", "cvt_samples", *CELL_ARCHIVE_KEYS}
+    assert own <= set(entry.archive_defaults), recipe.archive.name
+    assert entry.grid_archive == recipe.grid_result

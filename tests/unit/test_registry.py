@@ -1,4 +1,4 @@
-"""The registry is the one place that knows algorithm types and built-in domains: the
+"""The catalogue is the one place that knows algorithm types and built-in domains: the
 schema, the run specs and the documentation agree with it."""
 
 from __future__ import annotations
@@ -11,28 +11,35 @@ import pytest
 import yaml
 from conftest import REPO, SMALL_CAMPAIGN
 
+from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
-from evocamp.registry import ALGORITHMS, DOMAINS, PLUGIN_DOMAIN
+from evocamp.domains import DOMAINS, PLUGIN_DOMAIN
 from evocamp.reporting.reference import render
 
 #: The keys of an algorithm entry that every type has.
 COMMON_KEYS = {"type", "archive"}
 
 
-def test_schema_types_are_the_registry_entries():
+def test_schema_types_are_the_catalogue_entries():
     definitions = load_schema()["$defs"]
     assert definitions["algorithm"]["properties"]["type"]["enum"] == list(ALGORITHMS)
     assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN_DOMAIN]
 
 
 def test_schema_keys_are_the_keys_some_type_accepts():
+    """A key no type accepted before needs its shape in the schema file (a type made of
+    existing keys needs nothing there: the type lists come from the catalogue)."""
     properties = set(load_schema()["$defs"]["algorithm"]["properties"])
     accepted = {key for entry in ALGORITHMS.values() for key in entry.keys}
-    assert properties - COMMON_KEYS == accepted
+    assert properties - COMMON_KEYS == accepted, (
+        "edit $defs.algorithm.properties of src/evocamp/schemas/config.schema.yaml: "
+        f"keys no type accepts {sorted(properties - COMMON_KEYS - accepted)}, "
+        f"keys without a shape {sorted(accepted - properties)}"
+    )
 
 
 def test_schema_states_no_default_of_a_type():
-    """Defaults of types live in the registry only (the docs' tables are generated)."""
+    """Defaults of types live in the catalogue only (the docs' tables are generated)."""
     algorithm = load_schema()["$defs"]["algorithm"]["properties"]
     stated = {key for key, value in algorithm.items() if "default" in value}
     assert stated == {"archive"}
@@ -43,7 +50,7 @@ def test_schema_states_no_default_of_a_type():
 
 def every_type_campaigns() -> dict[str, dict]:
     """The campaigns whose run specs tests/data/run_specs.json holds (written by the
-    flat package before the registry existed)."""
+    flat package before the registry (now the catalogue) existed)."""
     campaigns = {
         name: yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
         for name in ("config", "lunar_lander", "digits", "bo")
@@ -100,7 +107,7 @@ def every_type_campaigns() -> dict[str, dict]:
 
 
 def test_run_specs_are_those_of_the_flat_package():
-    """Every type's defaults as the registry fills them give the run specs evocamp 0.1
+    """Every type's defaults as the catalogue fills them give the run specs evocamp 0.1
     gave (a changed spec would recompute finished runs: kept checkpoints are matched by
     their spec)."""
     expected = json.loads((REPO / "tests" / "data" / "run_specs.json").read_text())
@@ -134,8 +141,8 @@ def test_every_type_has_a_summary_and_its_defaults_validate(name):
     assert entry.batch_size(spec["algorithm_spec"]) >= 1
 
 
-def test_configuration_reference_is_generated_from_the_registry():
-    """docs/configuration.md's tables of types and domains are what the registry gives
+def test_configuration_reference_is_generated_from_the_catalogue():
+    """docs/configuration.md's tables of types and domains are what the catalogue gives
     (regenerate: python -m evocamp.reporting.reference docs/configuration.md)."""
     text = (REPO / "docs" / "configuration.md").read_text()
     assert "<!-- BEGIN generated: algorithms -->" in text

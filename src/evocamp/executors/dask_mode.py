@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from evocamp.base.sharding import Rows, shard_bounds
+from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import RunState, write_state
 from evocamp.files.evaluations import EvaluationSettings, concatenate, record_evaluations
 from evocamp.files.shard import ShardResult
@@ -27,7 +28,6 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
-from evocamp.registry import batch_format
 
 
 def _worker_prefix() -> str:

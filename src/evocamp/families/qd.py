@@ -3,20 +3,23 @@
 ``build_scheduler`` turns a run spec into a seeded :class:`ribs.schedulers.Scheduler`;
 :class:`QDOptimizer` puts it behind the optimizer protocol
 (:mod:`evocamp.model.protocol`). Which archive and emitters an algorithm type uses is
-its registry entry's business (:mod:`evocamp.registry`: ``emitter`` and
-``archive``). pyribs is imported inside the functions: it takes about 2 s to import,
-and the evaluation shards never need it.
+its catalogue entry's business (:mod:`evocamp.catalogue.algorithms`: its recipe). The
+CQD score and its targets (:func:`cqd_settings`) are here too. pyribs is imported
+inside the functions: it takes about 2 s to import, and the evaluation shards never
+need it.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.base.seeding import optimizer_seeds
+from evocamp.base.seeding import domain_rng, optimizer_seeds
+from evocamp.domains import DOMAINS
 from evocamp.model.runspec import measure_count, spec_run_key
 
 
@@ -33,30 +36,326 @@ def check_numba_disabled() -> None:
         )
 
 
+# --- components: each pyribs archive, emitter and scheduler a recipe can name ---------
+
+
 @dataclass(frozen=True)
-class QDRecipe:
-    """Which pyribs components make a QD algorithm type (its registry entry holds one).
+class ArchiveKind:
+    """A pyribs archive a :class:`QDRecipe` can name, with how to build it.
 
     Attributes
     ----------
-    archive : str
-        The archive the emitters learn on: ``grid`` (:class:`ribs.archives.GridArchive`,
-        ``archive.dims``), ``cvt`` (:class:`ribs.archives.CVTArchive`, ``archive.cells``
-        centroids from k-means), ``proximity`` (:class:`ribs.archives.ProximityArchive`:
-        ``archive.k_neighbors``, ``archive.novelty_threshold``,
-        ``archive.local_competition``), ``dns`` (:class:`ribs.archives.DNSArchive`:
-        ``archive.capacity``, ``archive.k_neighbors``) or ``density``
-        (:class:`ribs.archives.DensityArchive`: ``archive.density_method``,
-        ``archive.bandwidth``, ``archive.buffer_size``). The last three need
-        ``result_archive``.
-    emitter : str
-        ``gaussian`` (GaussianEmitter, ``sigma``), ``iso_line`` (IsoLineEmitter,
-        ``iso_sigma``, ``line_sigma``), ``evolution_strategy`` (EvolutionStrategyEmitter,
-        ``sigma`` as sigma0, ``ranker``), ``variation`` (``gaussian`` or ``iso_line``, as
-        the run's ``variation`` key says) or ``bayesian_optimization``
-        (BayesianOptimizationEmitter: ``batch_size``, ``initial_points``,
-        ``search_restarts``, ``entropy_ejie``; its ``min_obj`` is the archive's
-        ``qd_score_offset``).
+    name : str
+        How messages and the documentation name it.
+    build : callable
+        ``(spec, *, seed, result, cvt_seed) -> archive``: the archive of a run spec
+        (``result``: it is the result archive, which never has a learning rate).
+    keys : tuple of str
+        The ``archive.*`` keys it reads.
+    cells : bool
+        It has cells (a threshold per cell): ``archive.learning_rate`` and
+        ``archive.threshold_min`` apply.
+    grid : bool
+        It is a grid with ``archive.dims`` cells per measure.
+    """
+
+    name: str
+    build: Callable[..., object]
+    keys: tuple[str, ...]
+    cells: bool = False
+    grid: bool = False
+
+
+@dataclass(frozen=True)
+class EmitterKind:
+    """A pyribs emitter a :class:`QDRecipe` can name, with how to build it.
+
+    Attributes
+    ----------
+    name : str
+        How the documentation names it.
+    build : callable
+        ``(spec, archive, *, options, seed) -> emitter``.
+    keys : tuple of str
+        The algorithm keys it reads (``options`` may set some instead).
+    """
+
+    name: str
+    build: Callable[..., object]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SchedulerKind:
+    """A pyribs scheduler a :class:`QDRecipe` can name, with how to build it.
+
+    Attributes
+    ----------
+    name : str
+        How the documentation names it.
+    build : callable
+        ``(archive, emitters, result_archive, *, algorithm) -> scheduler``.
+    surrogate : bool
+        It fits a surrogate in ``tell`` (its timings are metrics).
+    """
+
+    name: str
+    build: Callable[..., object]
+    surrogate: bool = False
+
+
+def _archive_dtypes(spec: dict) -> dict:
+    extra = spec["domain_spec"].get("extra_fields") or []
+    return {"extra_fields": {name: ((), np.float64) for name in extra} or None}
+
+
+def _solution_archive_args(spec: dict, *, seed: int) -> dict:
+    """Keyword arguments of every archive that keeps solutions."""
+    archive_spec = spec["algorithm_spec"]["archive"]
+    common = {"solution_dim": spec["domain_spec"]["solution_dim"], "seed": seed}
+    common.update(_archive_dtypes(spec))
+    if archive_spec.get("qd_score_offset"):
+        common["qd_score_offset"] = archive_spec["qd_score_offset"]
+    return common
+
+
+def _cell_archive_args(spec: dict, *, seed: int, result: bool) -> dict:
+    """Keyword arguments of archives with cells (grid, CVT): a learning archive's
+    learning rate and minimum threshold (CMA-MAE)."""
+    archive_spec = spec["algorithm_spec"]["archive"]
+    common = _solution_archive_args(spec, seed=seed)
+    common["ranges"] = [tuple(r) for r in spec["domain_spec"]["measure_ranges"]]
+    if not result and "learning_rate" in archive_spec:
+        common["learning_rate"] = archive_spec["learning_rate"]
+        common["threshold_min"] = archive_spec.get("threshold_min", -np.inf)
+    return common
+
+
+def _grid_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs import archives
+
+    common = _cell_archive_args(spec, seed=seed, result=result)
+    return archives.GridArchive(dims=spec["algorithm_spec"]["archive"]["dims"], **common)
+
+
+def _cvt_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs import archives
+
+    common = _cell_archive_args(spec, seed=seed, result=result)
+    return archives.CVTArchive(centroids=_cvt_centroids(spec, seed=cvt_seed), **common)
+
+
+def _proximity_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs import archives
+
+    archive_spec = spec["algorithm_spec"]["archive"]
+    return archives.ProximityArchive(
+        measure_dim=measure_count(spec["domain_spec"]),
+        k_neighbors=archive_spec["k_neighbors"],
+        novelty_threshold=archive_spec["novelty_threshold"],
+        local_competition=archive_spec["local_competition"],
+        **_solution_archive_args(spec, seed=seed),
+    )
+
+
+def _dns_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs import archives
+
+    archive_spec = spec["algorithm_spec"]["archive"]
+    return archives.DNSArchive(
+        measure_dim=measure_count(spec["domain_spec"]),
+        capacity=archive_spec["capacity"],
+        k_neighbors=archive_spec["k_neighbors"],
+        **_solution_archive_args(spec, seed=seed),
+    )
+
+
+def _density_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
+    from ribs import archives
+
+    archive_spec = spec["algorithm_spec"]["archive"]
+    return archives.DensityArchive(
+        measure_dim=measure_count(spec["domain_spec"]),
+        buffer_size=archive_spec["buffer_size"],
+        density_method=archive_spec["density_method"],
+        bandwidth=archive_spec["bandwidth"],
+        seed=seed,
+    )
+
+
+def _cvt_centroids(spec: dict, *, seed: int) -> np.ndarray:
+    """Centroids of the CVT, computed once per run (k-means on uniform samples)."""
+    from sklearn.cluster import KMeans
+
+    archive_spec = spec["algorithm_spec"]["archive"]
+    ranges = np.asarray(spec["domain_spec"]["measure_ranges"], dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    samples = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(archive_spec["cvt_samples"], len(ranges))
+    )
+    kmeans = KMeans(
+        n_clusters=archive_spec["cells"], n_init=1, max_iter=300, random_state=seed
+    ).fit(samples)
+    return kmeans.cluster_centers_
+
+
+#: :class:`ribs.archives.GridArchive` (``archive.dims``).
+GRID = ArchiveKind(
+    "grid", _grid_archive, ("dims", "learning_rate", "threshold_min"), cells=True, grid=True
+)
+#: :class:`ribs.archives.CVTArchive` (``archive.cells`` centroids from k-means).
+CVT = ArchiveKind(
+    "cvt", _cvt_archive, ("cells", "cvt_samples", "learning_rate", "threshold_min"), cells=True
+)
+#: :class:`ribs.archives.ProximityArchive` (novelty search).
+PROXIMITY = ArchiveKind(
+    "proximity", _proximity_archive, ("k_neighbors", "novelty_threshold", "local_competition")
+)
+#: :class:`ribs.archives.DNSArchive` (dominated novelty search).
+DNS = ArchiveKind("dns", _dns_archive, ("capacity", "k_neighbors"))
+#: :class:`ribs.archives.DensityArchive` (density descent: measures only).
+DENSITY = ArchiveKind("density", _density_archive, ("density_method", "bandwidth", "buffer_size"))
+
+
+def _bounds(domain: dict):
+    if "bounds" not in domain:
+        return None
+    return [tuple(domain["bounds"])] * domain["solution_dim"]
+
+
+def _varying_args(spec: dict, *, seed: int) -> dict:
+    """Keyword arguments of the emitters that vary solutions from ``x0``."""
+    domain = spec["domain_spec"]
+    return {
+        "batch_size": spec["algorithm_spec"]["batch_size"],
+        "seed": seed,
+        "bounds": _bounds(domain),
+        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
+    }
+
+
+def _gaussian_emitter(spec: dict, archive, *, options: dict, seed: int):
+    from ribs import emitters
+
+    sigma = spec["algorithm_spec"]["sigma"]
+    common = _varying_args(spec, seed=seed)
+    return emitters.GaussianEmitter(archive, sigma=sigma, **common, **options)
+
+
+def _iso_line_emitter(spec: dict, archive, *, options: dict, seed: int):
+    from ribs import emitters
+
+    algorithm = spec["algorithm_spec"]
+    return emitters.IsoLineEmitter(
+        archive,
+        iso_sigma=algorithm["iso_sigma"],
+        line_sigma=algorithm["line_sigma"],
+        **_varying_args(spec, seed=seed),
+        **options,
+    )
+
+
+def _evolution_strategy_emitter(spec: dict, archive, *, options: dict, seed: int):
+    from ribs import emitters
+
+    algorithm = spec["algorithm_spec"]
+    options = {"ranker": algorithm.get("ranker"), **options}
+    return emitters.EvolutionStrategyEmitter(
+        archive, sigma0=algorithm["sigma"], **_varying_args(spec, seed=seed), **options
+    )
+
+
+def _bayesian_optimization_emitter(spec: dict, archive, *, options: dict, seed: int):
+    from ribs import emitters
+
+    algorithm = spec["algorithm_spec"]
+    return emitters.BayesianOptimizationEmitter(
+        archive,
+        bounds=_bounds(spec["domain_spec"]),
+        search_nrestarts=algorithm["search_restarts"],
+        entropy_ejie=algorithm["entropy_ejie"],
+        min_obj=algorithm["archive"].get("qd_score_offset", 0.0),
+        num_initial_samples=algorithm["initial_points"],
+        batch_size=algorithm["batch_size"],
+        seed=seed,
+    )
+
+
+def _variation_emitter(spec: dict, archive, *, options: dict, seed: int):
+    chosen = VARIATIONS[spec["algorithm_spec"]["variation"]]
+    return chosen.build(spec, archive, options=options, seed=seed)
+
+
+#: :class:`ribs.emitters.GaussianEmitter`.
+GAUSSIAN = EmitterKind("gaussian", _gaussian_emitter, ("batch_size", "sigma"))
+#: :class:`ribs.emitters.IsoLineEmitter` (iso-line variation).
+ISO_LINE = EmitterKind("iso_line", _iso_line_emitter, ("batch_size", "iso_sigma", "line_sigma"))
+#: :class:`ribs.emitters.EvolutionStrategyEmitter` (``sigma`` as sigma0).
+EVOLUTION_STRATEGY = EmitterKind(
+    "evolution_strategy", _evolution_strategy_emitter, ("batch_size", "sigma", "ranker")
+)
+#: :class:`ribs.emitters.BayesianOptimizationEmitter` (its ``min_obj`` is the archive's
+#: ``qd_score_offset``).
+BAYESIAN_OPTIMIZATION = EmitterKind(
+    "bayesian_optimization",
+    _bayesian_optimization_emitter,
+    ("batch_size", "initial_points", "search_restarts", "entropy_ejie"),
+)
+#: The emitters the ``variation`` key chooses from.
+VARIATIONS = {kind.name: kind for kind in (GAUSSIAN, ISO_LINE)}
+#: Gaussian or iso-line emitters, as the run's ``variation`` key says.
+VARIATION = EmitterKind(
+    "variation",
+    _variation_emitter,
+    tuple(dict.fromkeys(("variation", *GAUSSIAN.keys, *ISO_LINE.keys))),
+)
+
+
+def _standard_scheduler(archive, emitters, result_archive, *, algorithm: dict):
+    from ribs import schedulers
+
+    return schedulers.Scheduler(archive, emitters, result_archive=result_archive)
+
+
+def _bandit_scheduler(archive, emitters, result_archive, *, algorithm: dict):
+    from ribs import schedulers
+
+    return schedulers.BanditScheduler(
+        archive, emitters, result_archive, num_active=algorithm["emitters"]
+    )
+
+
+def _bayesian_optimization_scheduler(archive, emitters, result_archive, *, algorithm: dict):
+    from ribs import schedulers
+
+    return schedulers.BayesianOptimizationScheduler(archive, emitters, result_archive)
+
+
+#: :class:`ribs.schedulers.Scheduler`.
+STANDARD = SchedulerKind("standard", _standard_scheduler)
+#: :class:`ribs.schedulers.BanditScheduler`: ``emitters`` active out of the pool (UCB1).
+BANDIT = SchedulerKind("bandit", _bandit_scheduler)
+#: :class:`ribs.schedulers.BayesianOptimizationScheduler` (BOP-Elites).
+BAYESIAN_OPTIMIZATION_SCHEDULER = SchedulerKind(
+    "bayesian_optimization", _bayesian_optimization_scheduler, surrogate=True
+)
+
+
+@dataclass(frozen=True)
+class QDRecipe:
+    """Which pyribs components make a QD algorithm type (its catalogue entry holds one);
+    each component builds itself from the run spec and names the keys it reads.
+
+    Attributes
+    ----------
+    archive : ArchiveKind
+        The archive the emitters learn on: :data:`GRID`, :data:`CVT`,
+        :data:`PROXIMITY`, :data:`DNS` or :data:`DENSITY`. Archives without cells
+        need ``result_archive``.
+    emitter : EmitterKind
+        :data:`GAUSSIAN`, :data:`ISO_LINE`, :data:`EVOLUTION_STRATEGY`,
+        :data:`VARIATION` (Gaussian or iso-line, as the run's ``variation`` key says)
+        or :data:`BAYESIAN_OPTIMIZATION`.
     emitter_options : dict
         More keyword arguments of every emitter (e.g. CMA-MAE's ``selection_rule``).
     result_archive : bool
@@ -64,23 +363,22 @@ class QDRecipe:
         archive): CMA-MAE, whose learning archive has a learning rate below 1, and the
         archives that are no grid (novelty, DNS, density), whose result archive gets
         every evaluated solution, so their QD metrics are comparable with the others'.
-    scheduler : str
-        ``standard`` (:class:`ribs.schedulers.Scheduler`), ``bandit``
-        (:class:`ribs.schedulers.BanditScheduler`: ``emitters`` active out of the pool)
-        or ``bayesian_optimization`` (:class:`ribs.schedulers.BayesianOptimizationScheduler`).
-    emitter_pool : tuple of (str, dict)
-        ``bandit``: the kinds of the pool, each ``(emitter, options)``; the pool holds
-        ``emitters`` emitters of every kind (``emitter`` is then unused).
+    scheduler : SchedulerKind
+        :data:`STANDARD`, :data:`BANDIT` (``emitters`` active out of the pool) or
+        :data:`BAYESIAN_OPTIMIZATION_SCHEDULER`.
+    emitter_pool : tuple of (EmitterKind, dict)
+        :data:`BANDIT`: the kinds of the pool, each ``(emitter, options)``; the pool
+        holds ``emitters`` emitters of every kind (``emitter`` is then unused).
     emitters_on_result : bool
         The emitters sample from the result archive (density descent: a density archive
         holds no solutions).
     """
 
-    archive: str = "grid"
-    emitter: str = "gaussian"
+    archive: ArchiveKind = GRID
+    emitter: EmitterKind = GAUSSIAN
     emitter_options: dict = field(default_factory=dict)
     result_archive: bool = False
-    scheduler: str = "standard"
+    scheduler: SchedulerKind = STANDARD
     emitter_pool: tuple = ()
     emitters_on_result: bool = False
 
@@ -88,6 +386,12 @@ class QDRecipe:
     def emitter_kinds(self) -> tuple:
         """``(emitter, options)`` of every kind of emitter the scheduler starts with."""
         return self.emitter_pool or ((self.emitter, {}),)
+
+    @property
+    def grid_result(self) -> bool:
+        """Whether the run's archive (the result archive, else the learning one) is a
+        grid with ``archive.dims``."""
+        return self.result_archive or self.archive.grid
 
 
 def build_scheduler(spec: dict, *, recipe: QDRecipe):
@@ -106,40 +410,27 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
         Seeded from the master seed: the archive, the optional result archive and
         every emitter get their own stream.
     """
-    from ribs import schedulers
-
     check_numba_disabled()
     algorithm = spec["algorithm_spec"]
     count = algorithm["emitters"] * len(recipe.emitter_kinds)
     seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 3 + count)
-    archive = _build_archive(
-        spec, kind=recipe.archive, seed=seeds[0], result=False, cvt_seed=seeds[2]
-    )
+    archive = recipe.archive.build(spec, seed=seeds[0], result=False, cvt_seed=seeds[2])
     result_archive = None
     if recipe.result_archive:
-        result_archive = _build_archive(
-            spec, kind="grid", seed=seeds[1], result=True, cvt_seed=None
-        )
+        result_archive = GRID.build(spec, seed=seeds[1], result=True, cvt_seed=None)
     learns_on = result_archive if recipe.emitters_on_result else archive
     emitter_seeds = iter(seeds[3:])
     emitters = [
-        _build_emitter(
+        kind.build(
             spec,
             learns_on,
-            kind=kind,
             options={**recipe.emitter_options, **options},
             seed=next(emitter_seeds),
         )
         for kind, options in recipe.emitter_kinds
         for _ in range(algorithm["emitters"])
     ]
-    if recipe.scheduler == "bandit":
-        return schedulers.BanditScheduler(
-            archive, emitters, result_archive, num_active=algorithm["emitters"]
-        )
-    if recipe.scheduler == "bayesian_optimization":
-        return schedulers.BayesianOptimizationScheduler(archive, emitters, result_archive)
-    return schedulers.Scheduler(archive, emitters, result_archive=result_archive)
+    return recipe.scheduler.build(archive, emitters, result_archive, algorithm=algorithm)
 
 
 class QDOptimizer:
@@ -165,7 +456,7 @@ class QDOptimizer:
         """The seeded scheduler of a run spec (:func:`build_scheduler`)."""
         return cls(
             build_scheduler(spec, recipe=recipe),
-            surrogate=recipe.scheduler == "bayesian_optimization",
+            surrogate=recipe.scheduler.surrogate,
         )
 
     def ask(self) -> np.ndarray:
@@ -225,7 +516,7 @@ def build_passive_archive(spec: dict):
     if not measure_count(spec["domain_spec"]) or not spec["algorithm_spec"]["archive"]["passive"]:
         return None
     seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 2)
-    return _build_archive(spec, kind="grid", seed=seeds[1], result=True, cvt_seed=None)
+    return GRID.build(spec, seed=seeds[1], result=True, cvt_seed=None)
 
 
 def add_to_passive_archive(archive, *, objective, measures, extra: dict, solutions) -> None:
@@ -246,113 +537,6 @@ def add_to_passive_archive(archive, *, objective, measures, extra: dict, solutio
         measures[indices],
         **{name: values[indices] for name, values in extra.items()},
     )
-
-
-def _archive_dtypes(spec: dict) -> dict:
-    extra = spec["domain_spec"].get("extra_fields") or []
-    return {"extra_fields": {name: ((), np.float64) for name in extra} or None}
-
-
-def _build_archive(spec: dict, *, kind: str, seed: int, result: bool, cvt_seed: int | None):
-    from ribs import archives
-
-    algorithm = spec["algorithm_spec"]
-    archive_spec = algorithm["archive"]
-    domain = spec["domain_spec"]
-    if kind == "density":
-        return archives.DensityArchive(
-            measure_dim=measure_count(domain),
-            buffer_size=archive_spec["buffer_size"],
-            density_method=archive_spec["density_method"],
-            bandwidth=archive_spec["bandwidth"],
-            seed=seed,
-        )
-    common = {"solution_dim": domain["solution_dim"], "seed": seed, **_archive_dtypes(spec)}
-    if archive_spec.get("qd_score_offset"):
-        common["qd_score_offset"] = archive_spec["qd_score_offset"]
-    if kind == "proximity":
-        return archives.ProximityArchive(
-            measure_dim=measure_count(domain),
-            k_neighbors=archive_spec["k_neighbors"],
-            novelty_threshold=archive_spec["novelty_threshold"],
-            local_competition=archive_spec["local_competition"],
-            **common,
-        )
-    if kind == "dns":
-        return archives.DNSArchive(
-            measure_dim=measure_count(domain),
-            capacity=archive_spec["capacity"],
-            k_neighbors=archive_spec["k_neighbors"],
-            **common,
-        )
-    common["ranges"] = [tuple(r) for r in domain["measure_ranges"]]
-    if not result and "learning_rate" in archive_spec:
-        common["learning_rate"] = archive_spec["learning_rate"]
-        common["threshold_min"] = archive_spec.get("threshold_min", -np.inf)
-    if kind == "cvt":
-        centroids = _cvt_centroids(spec, seed=cvt_seed)
-        return archives.CVTArchive(centroids=centroids, **common)
-    return archives.GridArchive(dims=archive_spec["dims"], **common)
-
-
-def _cvt_centroids(spec: dict, *, seed: int) -> np.ndarray:
-    """Centroids of the CVT, computed once per run (k-means on uniform samples)."""
-    from sklearn.cluster import KMeans
-
-    archive_spec = spec["algorithm_spec"]["archive"]
-    ranges = np.asarray(spec["domain_spec"]["measure_ranges"], dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    samples = rng.uniform(
-        ranges[:, 0], ranges[:, 1], size=(archive_spec["cvt_samples"], len(ranges))
-    )
-    kmeans = KMeans(
-        n_clusters=archive_spec["cells"], n_init=1, max_iter=300, random_state=seed
-    ).fit(samples)
-    return kmeans.cluster_centers_
-
-
-def _bounds(domain: dict):
-    if "bounds" not in domain:
-        return None
-    return [tuple(domain["bounds"])] * domain["solution_dim"]
-
-
-def _build_emitter(spec: dict, archive, *, kind: str, options: dict, seed: int):
-    from ribs import emitters
-
-    algorithm = spec["algorithm_spec"]
-    domain = spec["domain_spec"]
-    if kind == "variation":
-        kind = algorithm["variation"]
-    common = {"batch_size": algorithm["batch_size"], "seed": seed}
-    if kind == "bayesian_optimization":
-        return emitters.BayesianOptimizationEmitter(
-            archive,
-            bounds=_bounds(domain),
-            search_nrestarts=algorithm["search_restarts"],
-            entropy_ejie=algorithm["entropy_ejie"],
-            min_obj=algorithm["archive"].get("qd_score_offset", 0.0),
-            num_initial_samples=algorithm["initial_points"],
-            **common,
-        )
-    x0 = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
-    common.update(bounds=_bounds(domain), x0=x0)
-    if kind == "gaussian":
-        return emitters.GaussianEmitter(archive, sigma=algorithm["sigma"], **common, **options)
-    if kind == "iso_line":
-        return emitters.IsoLineEmitter(
-            archive,
-            iso_sigma=algorithm["iso_sigma"],
-            line_sigma=algorithm["line_sigma"],
-            **common,
-            **options,
-        )
-    if kind == "evolution_strategy":
-        options = {"ranker": algorithm.get("ranker"), **options}
-        return emitters.EvolutionStrategyEmitter(
-            archive, sigma0=algorithm["sigma"], **common, **options
-        )
-    raise ValueError(f"unknown emitter kind {kind!r}")
 
 
 def cqd_score(
@@ -387,3 +571,43 @@ def cqd_score(
     )
     shift = -obj_min / (obj_max - obj_min) * target_points.shape[1] * len(result.penalties)
     return float(result.mean + shift)
+
+
+#: Defaults of the CQD score's settings (``domains.NAME.cqd``).
+CQD_DEFAULTS = {"target_points": 200, "iterations": 1, "penalties": 5}
+
+
+def cqd_settings(spec: dict) -> dict | None:
+    """The arguments of :func:`cqd_score` for a run, or ``None`` when
+    the run gets no CQD score (no grid archive, no measures, an unknown best objective,
+    or ``cqd.target_points: 0``).
+
+    Defaults (:data:`CQD_DEFAULTS`; ``domains.NAME.cqd`` overrides each): target points
+    drawn uniformly within the measure ranges from the master seed and the domain's
+    name (the same for every algorithm and seed of the campaign), ``obj_min`` the
+    archive's QD score offset, ``obj_max`` the domain's best objective, ``dist_max``
+    the diagonal of the measure ranges.
+    """
+    domain = spec["domain_spec"]
+    given = {**CQD_DEFAULTS, **(domain.get("cqd") or {})}
+    entry = DOMAINS.get(domain["type"])
+    obj_max = given.get("obj_max", entry.objective_max if entry else None)
+    grid = "dims" in spec["algorithm_spec"]["archive"]  # the run's archive is a grid
+    if not (grid and domain.get("measure_ranges")):
+        return None
+    if obj_max is None or not given["target_points"]:
+        return None
+    ranges = np.asarray(domain["measure_ranges"], dtype=np.float64)
+    rng = domain_rng(spec["master_seed"], spec["domain"])
+    targets = rng.uniform(
+        ranges[:, 0], ranges[:, 1], size=(given["iterations"], given["target_points"], len(ranges))
+    )
+    return {
+        "target_points": targets,
+        "penalties": given["penalties"],
+        "obj_min": given.get(
+            "obj_min", spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)
+        ),
+        "obj_max": obj_max,
+        "dist_max": given.get("dist_max", float(np.linalg.norm(ranges[:, 1] - ranges[:, 0]))),
+    }

@@ -17,13 +17,14 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from evocamp.catalogue.algorithms import family_of
+from evocamp.catalogue.factory import optimizer_class
 from evocamp.files.archive import write_archive_group, write_best_group
 from evocamp.files.evaluations import EvaluationRows, write_evaluations_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
-from evocamp.registry import family_of, optimizer_class
 
 
 @dataclass

@@ -27,9 +27,9 @@ import h5py
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.runspec import measure_count
-from evocamp.registry import batch_format, family_of
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
@@ -43,9 +43,9 @@ SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
 
 def keeps_noise_seeds(spec: dict) -> bool:
     """Whether a run's rows keep each offspring's noise seed instead of the solution:
-    evolution strategies whose batches are a centre and noise seeds (OpenAI-ES, SNES),
-    from which the offspring regenerate. CMA-ES's batches are plain solutions."""
-    return family_of(spec["algorithm_spec"]) == "es" and batch_format(spec).compact is not None
+    types whose batches are a centre and noise seeds (OpenAI-ES, SNES), from which the
+    offspring regenerate (their entry's ``noise_seed_rows``)."""
+    return algorithm_type(spec).noise_seed_rows
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class EvaluationSettings:
         when unknown, which ``auto`` treats as too many but for BO)."""
         if self.keep != "auto":
             return bool(self.keep)
-        if family_of(spec["algorithm_spec"]) == "bo":
+        if algorithm_type(spec).keeps_evaluations:
             return True
         if total is None:
             return False

@@ -34,6 +34,8 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds
+from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.factory import batch_format, owns_archive
 from evocamp.families.qd import add_to_passive_archive
 from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
@@ -50,7 +52,6 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.runspec import measure_count, run_label, spec_run_key
-from evocamp.registry import ALGORITHMS, batch_format, owns_archive
 
 
 def asynchronous_settings(spec: dict) -> dict | None:

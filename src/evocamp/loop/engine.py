@@ -13,7 +13,13 @@ import time
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
-from evocamp.families.qd import add_to_passive_archive, build_passive_archive, cqd_score
+from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
+from evocamp.families.qd import (
+    add_to_passive_archive,
+    build_passive_archive,
+    cqd_score,
+    cqd_settings,
+)
 from evocamp.files.checkpoint import RunState
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
@@ -23,12 +29,6 @@ from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key, where
-from evocamp.registry import (
-    batch_format,
-    build_optimizer,
-    cqd_settings,
-    owns_archive,
-)
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
@@ -55,7 +55,7 @@ def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
 
 def archive_cqd_score(spec: dict, archive) -> float:
     """The CQD score of a run's archive (NaN when the run gets none: see
-    :func:`evocamp.registry.cqd_settings`)."""
+    :func:`evocamp.families.qd.cqd_settings`)."""
     settings = cqd_settings(spec) if archive is not None else None
     return np.nan if settings is None else cqd_score(archive, **settings)
 

@@ -18,11 +18,11 @@ import numpy as np
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
+from evocamp.catalogue.factory import batch_format, load_evaluator
 from evocamp.files.shard import ShardResult
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.runspec import measure_count, where
-from evocamp.registry import batch_format, load_evaluator
 
 
 def evaluate_shard(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from evocamp.domains import minimised_value
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import read_metrics_csv
-from evocamp.registry import minimised_value
 from evocamp.reporting.tables import (
     DAGGER,
     csv_text,

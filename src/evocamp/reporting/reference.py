@@ -1,9 +1,9 @@
-"""The reference tables of ``docs/configuration.md``, generated from the registry.
+"""The reference tables of ``docs/configuration.md``, generated from the catalogue.
 
 ``python -m evocamp.reporting.reference docs/configuration.md`` rewrites every block
 between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``; a test
 fails when the file is not what this module generates, so the documentation of types,
-keys and defaults cannot drift from :mod:`evocamp.registry`.
+keys and defaults cannot drift from the catalogue (:mod:`evocamp.catalogue`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import re
 import sys
 from pathlib import Path
 
-from evocamp.registry import ALGORITHMS, DOMAINS, FAMILIES, Derived
+from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.entries import FAMILIES, Derived
+from evocamp.domains import DOMAINS
 
 FAMILY_NAMES = {
     "qd": "QD (pyribs)",
@@ -105,7 +107,7 @@ GENERATED = {"algorithms": algorithms_table, "domains": domains_table}
 
 
 def render(text: str) -> str:
-    """``text`` with every generated block replaced by what the registry gives now."""
+    """``text`` with every generated block replaced by what the catalogue gives now."""
 
     def replace(match: re.Match) -> str:
         name = match.group("name")

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.domains import minimised_value
 from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration
 from evocamp.model.layout import SUMMARY, CampaignFolder, RunFolder
 from evocamp.model.metrics import METRIC_DTYPE, merge_history, read_metrics_csv
 from evocamp.model.numerics import is_mixed, mixed_summary
-from evocamp.registry import minimised_value
 
 PROGRESS = re.compile(r"generation (\d+)/(\d+)")
 

@@ -1,0 +1,117 @@
+"""What an algorithm type is: :class:`AlgorithmType` (one per ``algorithms.NAME.type``)
+and :class:`Derived` defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from evocamp.families.qd import QDRecipe
+
+#: Families, in the order the documentation lists them.
+FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A default computed from the resolved domain (e.g. SNES's population from the
+    solution dimension); ``text`` is how the documentation states it."""
+
+    compute: Callable[[dict], object]
+    text: str
+
+
+@dataclass(frozen=True)
+class AlgorithmType:
+    """One algorithm type.
+
+    Attributes
+    ----------
+    name : str
+        The ``type`` value.
+    family : str
+        ``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``.
+    summary : str
+        One line for the documentation.
+    reference : str
+        Where it comes from (paper or library).
+    defaults : dict
+        Every optional key with its default (a value or a :class:`Derived`), filled into
+        the run spec. Together with ``optional`` these are the keys the type accepts
+        (besides ``type`` and ``archive``).
+    optional : tuple of str
+        Accepted keys without a default.
+    required : tuple of str
+        Keys that must be given.
+    params : tuple of str
+        Keys passed to the class as keyword arguments (besides ``solution_dim``,
+        ``x0``, ``bounds`` and ``seed``).
+    cls : type or None
+        The optimizer class (``None`` for plugins: the ``class`` key names it).
+    recipe : QDRecipe or None
+        QD types: the pyribs components; the class is :class:`QDOptimizer`, whose
+        archive is the run's archive (other families fill a passive archive).
+    batch_size : callable or None
+        Solutions per generation, from the resolved algorithm spec (``None``: the class
+        decides, as plugins do).
+    needs_measures : bool
+        The type needs a domain with measures (QD).
+    needs_bounds : bool
+        The type samples within the domain's bounds.
+    grid_archive : bool
+        The run's (or passive) archive is a grid with ``archive.dims``.
+    archive_defaults : dict
+        Defaults of ``archive.*`` keys particular to the type.
+    shards_in_spec : bool
+        The shard count is part of the algorithm (every shard is one worker).
+    async_refusal : str or None
+        Why the type cannot run in asynchronous mode (``mode: async``), or ``None``
+        when it can (its class has ``ask_async`` and ``tell_async``; plugins are checked
+        for them).
+    extra : str or None
+        The optional dependency group of evocamp the type needs (``pip install
+        'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
+        modules): a campaign using the type is refused, with that command, when one
+        is missing.
+    rules : tuple of callable
+        Checks of the type's keys that the schema cannot express: each takes the
+        algorithm entry and returns ``(key, problem)`` or ``None`` (e.g. OpenAI-ES's
+        even ``popsize``).
+    noise_seed_rows : bool
+        Kept evaluations hold each offspring's noise seed instead of the solution: the
+        batches are a centre and noise seeds, from which the offspring regenerate.
+    keeps_evaluations : bool
+        ``keep_evaluations: auto`` keeps every evaluation of the type, whatever their
+        size (Bayesian optimisation: the evaluations are the surrogate's data).
+    """
+
+    name: str
+    family: str
+    summary: str
+    reference: str = ""
+    defaults: dict = field(default_factory=dict)
+    optional: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    cls: type | None = None
+    recipe: QDRecipe | None = None
+    batch_size: Callable[[dict], int] | None = None
+    needs_measures: bool = False
+    needs_bounds: bool = False
+    grid_archive: bool = True
+    archive_defaults: dict = field(default_factory=dict)
+    shards_in_spec: bool = False
+    async_refusal: str | None = "it has no asynchronous (steady-state) form"
+    extra: str | None = None
+    rules: tuple[Callable[[dict], tuple[str, str] | None], ...] = ()
+    noise_seed_rows: bool = False
+    keeps_evaluations: bool = False
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key the type accepts besides ``type`` and ``archive``."""
+        return (*self.defaults, *self.optional, *self.required)
+
+    def key_problems(self, algorithm: dict) -> list[tuple[str, str]]:
+        """``(key, problem)`` of every rule of :attr:`rules` the algorithm entry breaks."""
+        return [found for rule in self.rules if (found := rule(algorithm)) is not None]

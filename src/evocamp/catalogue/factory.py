@@ -1,0 +1,132 @@
+"""Building a run's optimizer: the class of its type (a plugin's imported and checked),
+its batch format, the optional dependencies it needs, and the seeded instance."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from evocamp.base.errors import OptimizerError
+from evocamp.base.plugins import describe_import_failure, import_plugin
+from evocamp.base.seeding import optimizer_seeds
+from evocamp.catalogue.algorithms import algorithm_type
+from evocamp.catalogue.entries import AlgorithmType
+from evocamp.domains import DOMAINS, PLUGIN_DOMAIN
+from evocamp.model.protocol import (
+    BatchFormat,
+    batch_format_of,
+    call_optimizer,
+    check_methods,
+)
+from evocamp.model.runspec import run_label, spec_run_key
+
+#: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
+#: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
+#: PatternSearch draws unseeded random numbers, so BOP-Elites' proposals would differ
+#: from run to run.
+EXTRAS = {"bop": (("pymoo", (0, 6, 1), (0, 6, 2)),)}
+
+
+def missing_extra(entry: AlgorithmType) -> str | None:
+    """What to install when a distribution of the type's optional extra is missing or of
+    a version that breaks reproducibility, else ``None``."""
+    if entry.extra is None:
+        return None
+    problems = []
+    for name, low, below in EXTRAS[entry.extra]:
+        wanted = f"{name}>={'.'.join(map(str, low))},<{'.'.join(map(str, below))}"
+        if importlib.util.find_spec(name) is None:
+            problems.append(f"{name}, which is not installed")
+            continue
+        version = importlib.metadata.version(name)
+        found = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+        if not low <= found < below:
+            problems.append(f"{wanted}, not {name} {version} (results would not be reproducible)")
+    if not problems:
+        return None
+    return f"{entry.name} needs {'; '.join(problems)}: pip install 'evocamp[{entry.extra}]'"
+
+
+def load_evaluator(domain_spec: dict) -> Callable:
+    """The evaluation function of a resolved domain spec (a plugin's is imported)."""
+    if domain_spec["type"] != PLUGIN_DOMAIN:
+        return DOMAINS[domain_spec["type"]].evaluate
+    return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
+
+
+def plugin_class(algorithm: dict, *, where: str) -> type:
+    """Import and check a plugin optimizer class; ``where`` starts the messages (e.g.
+    ``run me/sphere/seed0``).
+
+    Raises
+    ------
+    OptimizerError
+        When it cannot be imported, lacks ``ask``/``tell`` or has an old or broken
+        batch format.
+    """
+    target = algorithm["class"]
+    try:
+        cls = import_plugin(target, algorithm.get("python_path"))
+    except (ImportError, AttributeError) as error:
+        failure = describe_import_failure(target, algorithm.get("python_path"), error)
+        raise OptimizerError(f"{where}: optimizer class {failure}") from None
+    try:
+        check_methods(cls, name=target)
+        batch_format_of(cls, name=target)
+    except OptimizerError as error:
+        raise OptimizerError(f"{where}: {error}") from None
+    return cls
+
+
+def optimizer_class(spec: dict) -> type:
+    """The class of a run's optimizer (a plugin's is imported and checked)."""
+    entry = algorithm_type(spec)
+    if entry.cls is not None:
+        return entry.cls
+    return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
+
+
+def batch_format(spec: dict) -> BatchFormat:
+    """How a run's batches are sized and materialised."""
+    algorithm = spec["algorithm_spec"]
+    return batch_format_of(optimizer_class(spec), name=algorithm.get("class", algorithm["type"]))
+
+
+def owns_archive(spec: dict) -> bool:
+    """Whether the optimizer's own archive is the run's (QD), else a passive one is kept."""
+    return algorithm_type(spec).recipe is not None
+
+
+def build_optimizer(spec: dict):
+    """Create the seeded optimizer of a run spec.
+
+    QD types get their pyribs scheduler (their entry's recipe); other classes are
+    called with ``solution_dim``, ``x0`` (the domain's initial solution), ``bounds``
+    (``(low, high)`` or ``None``), ``seed`` (the run's optimizer seed, from the master
+    seed) and their parameters (a plugin's ``params``), a plugin's through
+    :func:`~evocamp.model.protocol.call_optimizer`.
+    """
+    entry = algorithm_type(spec)
+    cls = optimizer_class(spec)
+    missing = missing_extra(entry)
+    if missing:
+        raise OptimizerError(f"run {run_label(spec)}: {missing}")
+    if entry.recipe is not None:
+        return cls.from_spec(spec, recipe=entry.recipe)
+    algorithm = spec["algorithm_spec"]
+    domain = spec["domain_spec"]
+    common = {
+        "solution_dim": domain["solution_dim"],
+        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
+        "bounds": tuple(domain["bounds"]) if "bounds" in domain else None,
+        "seed": optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0],
+    }
+    if entry.cls is None:
+        params = algorithm.get("params") or {}
+    else:
+        params = {name: algorithm[name] for name in entry.params}
+    return call_optimizer(spec, 0, "__init__", cls, **common, **params)
