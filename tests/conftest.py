@@ -175,6 +175,25 @@ def job_log_text(workdir: Path, campaign: str, run: str, tail: str) -> str:
     return job_log(workdir / "results" / campaign / "logs" / run, tail)
 
 
+def assert_one_numeric_environment(run: Path, generations: int) -> None:
+    """A finished run's summary records its steps (initialise; evaluate: shard jobs or
+    Dask workers; tell or the segment job) under this machine's numeric environment."""
+    import json
+
+    from evocamp.model.numerics import FIELDS, environment
+
+    (summary,) = run.glob("finished/gen_*.json")
+    records = json.loads(summary.read_text())["numerics"]
+    assert [(r["step"], r["generations"]) for r in records] == [
+        ("initialise", [0, 0]),
+        ("evaluate", [1, generations]),
+        ("tell", [1, generations]),
+    ]
+    current = environment()
+    for record in records:
+        assert {field: record[field] for field in FIELDS} == current
+
+
 def archive_digests(workdir: Path) -> dict[str, str]:
     """sha256 of every final ``archive.h5`` below ``workdir``, by run folder."""
     digests = {}

@@ -15,6 +15,7 @@ import pytest
 from campaigns import ASYNC_CAMPAIGN
 from conftest import (
     archive_digests,
+    assert_one_numeric_environment,
     kill_tree_when,
     merged,
     run_folder,
@@ -64,6 +65,7 @@ def test_replay_reproduces_every_finished_run(reference_async):
         per_generation = 4 if algorithm == "mine" else 6  # a plugin's generation: its slots
         assert list(metrics["evaluations"]) == [per_generation * g for g in range(7)]
         assert len(log_lines(reference_async, config, algorithm)) >= 6 * per_generation
+        assert_one_numeric_environment(run, 6)
         if algorithm != "mine":  # BO runs keep their evaluations by default
             spec = json.loads(next(run.glob("finished/gen_*.json")).read_text())["run_spec"]
             rows = read_evaluations(run / "evaluations.h5", spec=spec)

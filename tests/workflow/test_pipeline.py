@@ -14,6 +14,7 @@ from conftest import (
     PLUGINS,
     REPO,
     archive_digests,
+    assert_one_numeric_environment,
     evaluation_digests,
     executed,
     job_log_text,
@@ -52,6 +53,7 @@ def test_small_campaign_outputs(small_campaign_done, small_config):
         kept = sorted(p.name for p in (folder / "checkpoints").iterdir())
         assert kept == ["gen_000000.h5", "gen_000003.h5", "gen_000006.h5"]
         assert not list((folder / "work").rglob("*.h5")), "working files are removed"
+        assert_one_numeric_environment(folder, 6)
         for name in ("heatmap", "curves"):
             for suffix in (".pdf", ".png"):
                 assert (folder / "figures" / f"{name}{suffix}").stat().st_size > 1000

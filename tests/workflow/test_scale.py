@@ -10,6 +10,7 @@ import numpy as np
 from conftest import (
     REPO,
     archive_digests,
+    assert_one_numeric_environment,
     evaluation_digests,
     job_log_text,
     merged,
@@ -48,6 +49,7 @@ def test_dask_mode_matches_shard_mode(
     np.testing.assert_allclose(
         metrics["utilisation"], metrics["eval_seconds"] / (metrics["wall_seconds"] * 2)
     )
+    assert_one_numeric_environment(run_folder(tmp_path, small_config, "me", "sphere", 0), 6)
     log = job_log_text(tmp_path, "small", "me/sphere/seed0", "gen_000003/segment.log")
     assert "[tcp://127.0.0.1:" in log, "worker lines carry the worker's address"
     assert "me/sphere/seed0: generation 3/6" in log
