@@ -1,22 +1,25 @@
-"""Numeric provenance: what computed a run (BLAS library and kernel, pinned package
-versions, CPU model), recorded per step kind, and whether a run mixed environments.
+"""Numeric provenance: what computed a run (BLAS library and kernel, numpy's SIMD
+targets, pinned package versions, CPU model), recorded per step kind, and whether a
+run mixed environments.
 
 One master seed fixes a run's results bit for bit only under one numeric
 environment: the same BLAS kernel (OpenBLAS picks its kernel from the CPU when it
-loads: ``Haswell``, ``SkylakeX``, ...; ``OPENBLAS_CORETYPE`` overrides it) and the same
-versions of the packages that compute (:data:`NUMERIC_PACKAGES`, pinned exactly in
-``pyproject.toml``). Every step of a run notes its environment in the run state
-(:func:`noted`); a step whose kernel, BLAS or package versions differ from those of
-the run's earlier steps gets a warning line, and the run is *mixed*
-(:func:`is_mixed`): its results stay valid, but are not bitwise comparable with a run
-under one environment. The CPU model is recorded but does not make a run mixed
-(machines of one kernel compute the same bits).
+loads: ``Haswell``, ``SkylakeX``, ...; ``OPENBLAS_CORETYPE`` overrides it), the same
+numpy SIMD loops (numpy picks them from the CPU too: its AVX-512 ``exp`` or ``log``
+give other last bits than its AVX2 ones; ``NPY_DISABLE_CPU_FEATURES`` turns targets
+off) and the same versions of the packages that compute (:data:`NUMERIC_PACKAGES`,
+pinned exactly in ``pyproject.toml``). Every step of a run notes its environment in
+the run state (:func:`noted`); a step whose BLAS, kernel, SIMD targets or package
+versions differ from those of the run's earlier steps gets a warning line, and the
+run is *mixed* (:func:`is_mixed`): its results stay valid, but are not bitwise
+comparable with a run under one environment. The CPU model is recorded but does not
+make a run mixed (machines of one kernel family compute the same bits).
 
 A record is a JSON-compatible dict, one per step kind and environment::
 
     {"step": "tell", "blas": "openblas 0.3.31.188.0", "kernel": "Haswell",
-     "packages": "box2d 2.3.10, gymnasium 1.4.0, ...", "cpu": "AMD EPYC 9R14",
-     "generations": [1, 30]}
+     "simd": "X86_V3 X86_V4 AVX512_ICL", "packages": "box2d 2.3.10, ...",
+     "cpu": "AMD EPYC 9R14", "generations": [1, 30]}
 
 Step kinds: ``initialise``, ``evaluate`` (shard jobs, Dask workers, asynchronous
 evaluations) and ``tell`` (the tell job; in Dask and asynchronous modes the segment
@@ -60,8 +63,6 @@ NUMERIC_PACKAGES = (
 DECIDING_FIELDS = ("blas", "kernel", "simd", "packages")
 #: The fields of an environment, as :func:`environment` gives them.
 FIELDS = (*DECIDING_FIELDS, "cpu")
-#: Step kinds, in a run's order.
-STEPS = ("initialise", "evaluate", "tell")
 #: Import names of the distributions whose imported module gives its version at once.
 _MODULES = {"numpy": "numpy", "scipy": "scipy", "h5py": "h5py", "ribs": "ribs"}
 
@@ -165,7 +166,7 @@ def noted(
         The run's records so far (oldest first; empty for a new run or a checkpoint
         written before evocamp recorded them).
     step : str
-        The step kind (:data:`STEPS`).
+        The step kind: ``initialise``, ``evaluate`` or ``tell``.
     generation : int
         The generation the step computed.
     current : dict, optional
