@@ -160,7 +160,7 @@ def measure_dim(domain: dict) -> int:
 
 
 def _semantic_problems(config: dict) -> list[str]:
-    problems = []
+    problems = _results_dir_problems(config["results_dir"])
     for pair_index, (algorithm, domain) in enumerate(experiments_of(config)):
         where = f"experiments[{pair_index}]"
         if algorithm not in config["algorithms"]:
@@ -184,6 +184,17 @@ def _semantic_problems(config: dict) -> list[str]:
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
     return problems + _figures_problems(config)
+
+
+def _results_dir_problems(results_dir: str) -> list[str]:
+    """A ``results_dir`` that exists but is not a folder (relative to where the
+    campaign runs)."""
+    if Path(results_dir).exists() and not Path(results_dir).is_dir():
+        return [
+            f"key 'results_dir': '{results_dir}' is an existing file, not a folder; name a "
+            "folder (it is made when missing)"
+        ]
+    return []
 
 
 def _figures_problems(config: dict) -> list[str]:
@@ -349,7 +360,39 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
                 f"generation of algorithm '{name}' on domain '{domain_name}'; allowed is "
                 f"1..{solutions}"
             )
+        problems += _batch_memory_problems(
+            key,
+            solutions,
+            solution_dim=int(domain_spec["solution_dim"]),
+            measures=measures,
+            domain_name=domain_name,
+        )
     return problems
+
+
+def batch_bytes(solutions: int, *, solution_dim: int, measure_dim: int) -> int:
+    """Bytes a generation's batch takes in memory at least: its solutions, their
+    evaluation seeds, objectives, measures and seconds (float64 or uint64 each)."""
+    return 8 * solutions * (solution_dim + measure_dim + 3)
+
+
+def _batch_memory_problems(
+    key: str, solutions: int, *, solution_dim: int, measures: int, domain_name: str
+) -> list[str]:
+    """A batch that cannot fit in this machine's memory (refused before ``initialise``
+    would try to allocate it)."""
+    import psutil
+
+    needed = batch_bytes(solutions, solution_dim=solution_dim, measure_dim=measures)
+    memory = psutil.virtual_memory().total
+    if needed <= memory:
+        return []
+    return [
+        f"key '{key}': a generation of {solutions:,} solutions of "
+        f"{solution_dim} parameters on domain '{domain_name}' takes at least "
+        f"{needed / 1e9:,.1f} GB of memory (solutions, seeds, objectives, measures), more "
+        f"than this machine's {memory / 2**30:.1f} GiB; lower its batch size"
+    ]
 
 
 def plugin_problems(config: dict) -> list[str]:
@@ -523,4 +566,31 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(
             f"campaign file {path} holds a {type(loaded).__name__}, not a mapping of keys"
         )
+    twice = _keys_given_twice(yaml.compose(text, Loader=yaml.SafeLoader))
+    if twice:
+        raise ConfigError(
+            f"campaign file {path}: " + "; ".join(twice) + " (a YAML mapping keeps the last "
+            "of keys given twice, silently replacing the first: rename or remove one)"
+        )
     return loaded or {}
+
+
+def _keys_given_twice(node, path: tuple = ()) -> list[str]:
+    """``key 'algorithms.me' is given twice (lines 8 and 14)`` for every key of a
+    composed YAML document that a mapping holds twice."""
+    found = []
+    if isinstance(node, yaml.MappingNode):
+        lines: dict = {}
+        for key_node, value_node in node.value:
+            name = key_node.value
+            line = key_node.start_mark.line + 1
+            if name in lines:
+                dotted = ".".join(map(str, (*path, name)))
+                found.append(f"key '{dotted}' is given twice (lines {lines[name]} and {line})")
+            else:
+                lines[name] = line
+            found += _keys_given_twice(value_node, (*path, name))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found += _keys_given_twice(item, (*path, index))
+    return found

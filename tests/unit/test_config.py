@@ -229,6 +229,56 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
     assert capsys.readouterr().err == f"evocamp: error: {caught.value}\n"
 
 
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text(
+        "algorithms:\n  me: {type: map_elites}\n  me:\n    type: cma_me\n"
+        "domains:\n  s: {type: sphere, solution_dim: 4, solution_dim: 5}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(path)
+    assert str(caught.value) == (
+        f"campaign file {path}: key 'algorithms.me' is given twice (lines 2 and 3); "
+        "key 'domains.s.solution_dim' is given twice (lines 6 and 6) (a YAML mapping keeps "
+        "the last of keys given twice, silently replacing the first: rename or remove one)"
+    )
+    assert main(["check-config", str(path)]) == 1
+    assert capsys.readouterr().err == f"evocamp: error: {caught.value}\n"
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_refused_with_the_numbers():
+    """About twice this machine's memory (4 parameters, 2 measures: 72 bytes a solution)."""
+    import psutil
+
+    memory = psutil.virtual_memory().total
+    solutions = 2 * memory // 72
+    config = {
+        "algorithms": {"me": {"type": "map_elites", "batch_size": solutions}},
+        "domains": {"s": {"type": "sphere", "solution_dim": 4}},
+    }
+    assert (
+        f"key 'algorithms.me': a generation of {solutions:,} solutions of 4 parameters on "
+        f"domain 's' takes at least {72 * solutions / 1e9:,.1f} GB of memory (solutions, "
+        f"seeds, objectives, measures), more than this machine's {memory / 2**30:.1f} GiB; "
+        "lower its batch size"
+    ) in error_of(config)
+    config["algorithms"]["me"]["batch_size"] = memory // 72 // 2
+    validate_config(config)  # half of it is accepted
+
+
+def test_a_results_dir_that_is_a_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").write_text("not a folder")
+    config = {
+        "algorithms": {"me": {"type": "map_elites"}},
+        "domains": {"s": {"type": "sphere"}},
+    }
+    assert (
+        "key 'results_dir': 'results' is an existing file, not a folder; name a folder "
+        "(it is made when missing)"
+    ) in error_of(config)
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

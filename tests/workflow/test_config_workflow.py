@@ -19,6 +19,20 @@ def test_snakemake_rejects_bad_config_before_any_job(tmp_path, small_config):
     assert not (tmp_path / "results").exists()
 
 
+def test_snakemake_rejects_a_key_given_twice_before_any_job(tmp_path, small_config):
+    """Snakemake's YAML loading keeps the second of two keys; the workflow names both
+    lines instead."""
+    write_config(tmp_path, small_config)
+    text = (tmp_path / "config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(text + "shards: 1\n")
+    completed = run_snakemake(tmp_path, check=False)
+    assert completed.returncode != 0
+    line = len(text.splitlines()) + 1
+    first = 1 + next(i for i, text in enumerate(text.splitlines()) if text.startswith("shards:"))
+    assert f"key 'shards' is given twice (lines {first} and {line})" in completed.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_configfile_is_the_whole_campaign(tmp_path):
     """A file given with --configfile replaces config/config.yaml (no merging of its
     algorithms and domains); keys it leaves out take the schema defaults; --config

@@ -12,6 +12,7 @@ from evocamp.config import (
     experiments_of,
     run_spec,
     run_spec_json,
+    read_yaml,
     seeds_of,
     validate_config,
 )
@@ -36,6 +37,8 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 # before any job runs (jobs that Snakemake runs as processes of their own, e.g. on
 # Slurm, parse this file again and need not import them again).
 try:
+    for _configfile in workflow.configfiles:
+        read_yaml(_configfile)  # refuses a key given twice (Snakemake keeps the last)
     _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
