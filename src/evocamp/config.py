@@ -33,6 +33,7 @@ from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async
+from evocamp.model.runspec import measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -152,13 +153,6 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
     return [(a, d) for a in config["algorithms"] for d in config["domains"]]
 
 
-def measure_dim(domain: dict) -> int:
-    """Number of measures of a domain entry (given ranges, else the built-in's)."""
-    if "measure_ranges" in domain:
-        return len(domain["measure_ranges"])
-    return DOMAINS[domain["type"]].measure_count
-
-
 def _semantic_problems(config: dict) -> list[str]:
     problems = []
     for pair_index, (algorithm, domain) in enumerate(experiments_of(config)):
@@ -239,11 +233,9 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
         problems.append(f"key '{key}.function': only allowed for type plugin, not {kind}")
-    elif (
-        "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_count
-    ):
+    elif "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_dim:
         problems.append(
-            f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_count} "
+            f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_dim} "
             f"measures, got {len(domain['measure_ranges'])} ranges"
         )
     entry = DOMAINS.get(kind)
@@ -323,7 +315,8 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
     key = f"algorithms.{name}"
     entry = ALGORITHMS[algorithm["type"]]
     problems = []
-    measures = measure_dim(domain)
+    domain_spec = resolved_domain(domain)
+    measures = measure_dim(domain_spec)
     if entry.needs_measures and measures == 0:
         problems.append(
             f"key '{key}.type': {entry.name} needs measures, but domain "
@@ -335,7 +328,6 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
-    domain_spec = resolved_domain(domain)
     if entry.needs_bounds and "bounds" not in domain_spec:
         problems.append(
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
