@@ -24,9 +24,18 @@ from evocamp.model.layout import RunFolder
 
 def cmd_check_config(args) -> None:
     """Validate a campaign file (plugins imported) and print the runs it defines."""
-    from evocamp.config import experiments_of, load_config_file, seeds_of
+    from evocamp.config import (
+        experiments_of,
+        read_yaml,
+        seeds_of,
+        stored_name_notices,
+        validate_config,
+    )
 
-    config = load_config_file(args.config)
+    written = read_yaml(args.config)
+    config = validate_config(written)
+    for notice in stored_name_notices(written):
+        print(f"evocamp: warning: {notice}", file=sys.stderr)
     for algorithm, domain in experiments_of(config):
         for seed in seeds_of(config):
             print(f"{algorithm}/{domain}/seed{seed}")

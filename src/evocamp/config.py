@@ -133,11 +133,55 @@ def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
     _raise_problems([_describe(error) for error in errors])
     resolved = copy.deepcopy(config)
+    _raise_problems(_read_stored_names(resolved))
     _fill_defaults(resolved, schema, schema)
     _raise_problems(_semantic_problems(resolved))
     if check_plugins:
         _raise_problems(plugin_problems(resolved))
     return resolved
+
+
+def _keys_under_stored_names(config: dict):
+    """``(name, algorithm, SpecName)`` of every algorithm entry of a schema-valid
+    configuration that writes a key under its run spec's name (a QD type's
+    ``batch_size``)."""
+    for name, algorithm in (config.get("algorithms") or {}).items():
+        for spec_name in ALGORITHMS[algorithm["type"]].spec_names:
+            if spec_name.stored in algorithm:
+                yield name, algorithm, spec_name
+
+
+def _read_stored_names(config: dict) -> list[str]:
+    """Read, in place, keys written under their run spec's name as the keys they are;
+    the problems of entries that write both."""
+    problems = []
+    for name, algorithm, spec_name in list(_keys_under_stored_names(config)):
+        if spec_name.key in algorithm:
+            problems.append(
+                f"key 'algorithms.{name}.{spec_name.stored}': {spec_name.key} is given too; "
+                f"give only {spec_name.key}"
+            )
+            continue
+        renamed = {spec_name.stored: spec_name.key}
+        config["algorithms"][name] = {renamed.get(k, k): v for k, v in algorithm.items()}
+    return problems
+
+
+def stored_name_notices(config: dict) -> list[str]:
+    """One line per key a campaign file writes under its run spec's name (a QD type's
+    per-emitter ``batch_size``), saying what to write instead.
+
+    Parameters
+    ----------
+    config : dict
+        The configuration as loaded, before :func:`validate_config` reads such keys
+        as the keys they are (a valid one: call it after validating).
+    """
+    return [
+        f"algorithms.{name}: '{spec_name.stored}' is {spec_name.meaning} for "
+        f"{algorithm['type']}: write '{spec_name.key}: {algorithm[spec_name.stored]}'"
+        for name, algorithm, spec_name in _keys_under_stored_names(config)
+    ]
 
 
 def seeds_of(config: dict) -> list[int]:
@@ -414,7 +458,8 @@ def _default_value(value, domain_spec: dict):
 
 
 def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
-    """An algorithm entry with its type's defaults filled in for a resolved domain."""
+    """An algorithm entry with its type's defaults filled in for a resolved domain, its
+    keys named as the run spec stores them (``AlgorithmType.spec_names``)."""
     spec = copy.deepcopy(algorithm)
     entry: AlgorithmType = ALGORITHMS[spec["type"]]
     for name, value in entry.defaults.items():
@@ -430,7 +475,7 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
             archive[name] = _default_value(value, domain_spec)
     if entry.recipe is not None:
         archive.pop("passive", None)  # the run's archive is the optimizer's own
-    return spec
+    return entry.as_stored(spec)
 
 
 def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:

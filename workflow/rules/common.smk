@@ -13,6 +13,7 @@ from evocamp.config import (
     run_spec,
     run_spec_json,
     seeds_of,
+    stored_name_notices,
     validate_config,
 )
 from evocamp.executors.housekeeping import release_stale_locks
@@ -39,6 +40,11 @@ try:
     _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+# Keys written under their run-spec name (a QD type's per-emitter batch_size): one
+# line each saying what to write instead.
+if workflow.is_main_process:
+    for _notice in stored_name_notices(dict(config)):
+        print(f"evocamp: warning: {_notice}", file=sys.stderr)
 config.clear()
 config.update(_validated)
 
