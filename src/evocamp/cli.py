@@ -104,7 +104,7 @@ def cmd_replay(args) -> None:
 
 
 def cmd_keep(args) -> None:
-    """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
+    """Keep a checkpoint (every K-th generation), save its metrics window, delete the
     working files of the generations it covers and fold their job logs."""
     steps.keep_step(
         state=args.state, checkpoint=args.checkpoint, segment=args.segment, logs=args.logs
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--segments", required=True, help="folder of metrics segments")
+    sub.add_argument("--segments", required=True, help="folder of saved metrics windows")
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--archive", required=True)
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")

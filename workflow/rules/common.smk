@@ -122,7 +122,7 @@ def spec_of(algorithm, domain, seed):
 def require_kept(wildcards, generation):
     """Wait for the kept checkpoint of ``generation`` (a checkpoint rule).
 
-    A kept checkpoint already on disk, with its metrics segment, written for the same
+    A kept checkpoint already on disk, with its metrics window, written for the same
     run spec, is used as it is: going through the checkpoint rule would make Snakemake
     plan every finished window again on each resume (minutes for thousands of
     generations). One written for another spec (the configuration changed) goes
@@ -131,7 +131,7 @@ def require_kept(wildcards, generation):
     folder = run_of(wildcards)
     path = str(folder.checkpoint(generation))
     spec = spec_of(wildcards.algorithm, wildcards.domain, wildcards.seed)
-    if folder.metrics_segment(generation).exists() and kept_for_spec(path, spec):
+    if folder.metrics_window(generation).exists() and kept_for_spec(path, spec):
         return path
     checkpoints.keep_checkpoint.get(
         algorithm=wildcards.algorithm,
