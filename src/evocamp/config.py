@@ -8,7 +8,9 @@ sizes, ``low < high`` ranges, names that refer to each other, plugins that canno
 imported). Every problem is reported with its key. Defaults come from the schema
 (campaign-wide keys, ``archive.*``, domain keys) and from the catalogue
 (:mod:`evocamp.catalogue`, :mod:`evocamp.domains`: everything particular to an
-algorithm type or a built-in domain).
+algorithm type or a built-in domain). A key written under the name the run spec
+stores it by (a QD type's per-emitter ``batch_size``) is read as the key it is, and
+:func:`stored_name_notices` says what to write instead.
 """
 
 from __future__ import annotations
@@ -174,8 +176,8 @@ def stored_name_notices(config: dict) -> list[str]:
     Parameters
     ----------
     config : dict
-        The configuration as loaded, before :func:`validate_config` reads such keys
-        as the keys they are (a valid one: call it after validating).
+        The configuration as loaded, once :func:`validate_config` has accepted it
+        (the configuration it returns has such keys under their own names).
     """
     return [
         f"algorithms.{name}: '{spec_name.stored}' is {spec_name.meaning} for "
