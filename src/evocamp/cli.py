@@ -24,9 +24,18 @@ from evocamp.model.layout import RunFolder
 
 def cmd_check_config(args) -> None:
     """Validate a campaign file (plugins imported) and print the runs it defines."""
-    from evocamp.config import experiments_of, load_config_file, seeds_of
+    from evocamp.config import (
+        experiments_of,
+        read_yaml,
+        seeds_of,
+        stored_name_notices,
+        validate_config,
+    )
 
-    config = load_config_file(args.config)
+    written = read_yaml(args.config)
+    config = validate_config(written)
+    for notice in stored_name_notices(written):
+        print(f"evocamp: warning: {notice}", file=sys.stderr)
     for algorithm, domain in experiments_of(config):
         for seed in seeds_of(config):
             print(f"{algorithm}/{domain}/seed{seed}")
@@ -95,7 +104,7 @@ def cmd_replay(args) -> None:
 
 
 def cmd_keep(args) -> None:
-    """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
+    """Keep a checkpoint (every K-th generation), save its metrics window, delete the
     working files of the generations it covers and fold their job logs."""
     steps.keep_step(
         state=args.state, checkpoint=args.checkpoint, segment=args.segment, logs=args.logs
@@ -242,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--segments", required=True, help="folder of metrics segments")
+    sub.add_argument("--segments", required=True, help="folder of saved metrics windows")
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--archive", required=True)
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")

@@ -8,7 +8,9 @@ sizes, ``low < high`` ranges, names that refer to each other, plugins that canno
 imported). Every problem is reported with its key. Defaults come from the schema
 (campaign-wide keys, ``archive.*``, domain keys) and from the catalogue
 (:mod:`evocamp.catalogue`, :mod:`evocamp.domains`: everything particular to an
-algorithm type or a built-in domain).
+algorithm type or a built-in domain). A key written under the name the run spec
+stores it by (a QD type's per-emitter ``batch_size``) is read as the key it is, and
+:func:`stored_name_notices` says what to write instead.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async
+from evocamp.model.runspec import measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -132,11 +135,55 @@ def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
     _raise_problems([_describe(error) for error in errors])
     resolved = copy.deepcopy(config)
+    _raise_problems(_read_stored_names(resolved))
     _fill_defaults(resolved, schema, schema)
     _raise_problems(_semantic_problems(resolved))
     if check_plugins:
         _raise_problems(plugin_problems(resolved))
     return resolved
+
+
+def _keys_under_stored_names(config: dict):
+    """``(name, algorithm, SpecName)`` of every algorithm entry of a schema-valid
+    configuration that writes a key under its run spec's name (a QD type's
+    ``batch_size``)."""
+    for name, algorithm in (config.get("algorithms") or {}).items():
+        for spec_name in ALGORITHMS[algorithm["type"]].spec_names:
+            if spec_name.stored in algorithm:
+                yield name, algorithm, spec_name
+
+
+def _read_stored_names(config: dict) -> list[str]:
+    """Read, in place, keys written under their run spec's name as the keys they are;
+    the problems of entries that write both."""
+    problems = []
+    for name, algorithm, spec_name in list(_keys_under_stored_names(config)):
+        if spec_name.key in algorithm:
+            problems.append(
+                f"key 'algorithms.{name}.{spec_name.stored}': {spec_name.key} is given too; "
+                f"give only {spec_name.key}"
+            )
+            continue
+        renamed = {spec_name.stored: spec_name.key}
+        config["algorithms"][name] = {renamed.get(k, k): v for k, v in algorithm.items()}
+    return problems
+
+
+def stored_name_notices(config: dict) -> list[str]:
+    """One line per key a campaign file writes under its run spec's name (a QD type's
+    per-emitter ``batch_size``), saying what to write instead.
+
+    Parameters
+    ----------
+    config : dict
+        The configuration as loaded, once :func:`validate_config` has accepted it
+        (the configuration it returns has such keys under their own names).
+    """
+    return [
+        f"algorithms.{name}: '{spec_name.stored}' is {spec_name.meaning} for "
+        f"{algorithm['type']}: write '{spec_name.key}: {algorithm[spec_name.stored]}'"
+        for name, algorithm, spec_name in _keys_under_stored_names(config)
+    ]
 
 
 def seeds_of(config: dict) -> list[int]:
@@ -150,13 +197,6 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
     if config.get("experiments"):
         return [(e["algorithm"], e["domain"]) for e in config["experiments"]]
     return [(a, d) for a in config["algorithms"] for d in config["domains"]]
-
-
-def measure_dim(domain: dict) -> int:
-    """Number of measures of a domain entry (given ranges, else the built-in's)."""
-    if "measure_ranges" in domain:
-        return len(domain["measure_ranges"])
-    return DOMAINS[domain["type"]].measure_count
 
 
 def _semantic_problems(config: dict) -> list[str]:
@@ -250,11 +290,9 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
         problems.append(f"key '{key}.function': only allowed for type plugin, not {kind}")
-    elif (
-        "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_count
-    ):
+    elif "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_dim:
         problems.append(
-            f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_count} "
+            f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_dim} "
             f"measures, got {len(domain['measure_ranges'])} ranges"
         )
     entry = DOMAINS.get(kind)
@@ -334,7 +372,8 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
     key = f"algorithms.{name}"
     entry = ALGORITHMS[algorithm["type"]]
     problems = []
-    measures = measure_dim(domain)
+    domain_spec = resolved_domain(domain)
+    measures = measure_dim(domain_spec)
     if entry.needs_measures and measures == 0:
         problems.append(
             f"key '{key}.type': {entry.name} needs measures, but domain "
@@ -346,7 +385,6 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
-    domain_spec = resolved_domain(domain)
     if entry.needs_bounds and "bounds" not in domain_spec:
         problems.append(
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
@@ -465,7 +503,8 @@ def _default_value(value, domain_spec: dict):
 
 
 def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
-    """An algorithm entry with its type's defaults filled in for a resolved domain."""
+    """An algorithm entry with its type's defaults filled in for a resolved domain, its
+    keys named as the run spec stores them (``AlgorithmType.spec_names``)."""
     spec = copy.deepcopy(algorithm)
     entry: AlgorithmType = ALGORITHMS[spec["type"]]
     for name, value in entry.defaults.items():
@@ -481,7 +520,7 @@ def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
             archive[name] = _default_value(value, domain_spec)
     if entry.recipe is not None:
         archive.pop("passive", None)  # the run's archive is the optimizer's own
-    return spec
+    return entry.as_stored(spec)
 
 
 def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:

@@ -48,7 +48,7 @@ class DomainType:
         ``solution_dim`` key decides, default :data:`DEFAULT_SOLUTION_DIM`).
     measure_ranges : callable
         ``(solution_dim, params) -> [[low, high], ...]`` (``[]``: no measures).
-    measure_count : int
+    measure_dim : int
         Number of measures.
     bounds : list or None
         ``[low, high]`` of every parameter (``None``: unbounded).
@@ -70,7 +70,7 @@ class DomainType:
     summary: str
     evaluate: Callable
     measure_ranges: Callable[[int, dict], list]
-    measure_count: int
+    measure_dim: int
     fixed_dim: Callable[[dict], int] | None = None
     bounds: list | None = None
     qd_score_offset: float = 0.0
@@ -96,7 +96,7 @@ def built_in(name: str, summary: str, **metadata) -> Callable[[Callable], Callab
         One line for the documentation.
     **metadata
         The other fields of :class:`DomainType` (``measure_ranges``,
-        ``measure_count``, ``bounds``, ...); ``evaluate`` is the function.
+        ``measure_dim``, ``bounds``, ...); ``evaluate`` is the function.
 
     Returns
     -------
@@ -152,7 +152,7 @@ def _normalise(raw: np.ndarray, worst: float) -> np.ndarray:
     "CMA-ME paper: shifted sphere (0.4 x 5.12), objective normalised to [0, 100], "
     "measures = sums of the clipped halves, ranges +-(n/2) x 5.12",
     measure_ranges=_projection_ranges,
-    measure_count=2,
+    measure_dim=2,
     objective_max=100.0,
 )
 def sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
@@ -174,7 +174,7 @@ def _rastrigin_raw(shifted: np.ndarray) -> np.ndarray:
     "rastrigin",
     "CMA-ME paper: shifted Rastrigin, otherwise as sphere",
     measure_ranges=_projection_ranges,
-    measure_count=2,
+    measure_dim=2,
     objective_max=100.0,
 )
 def rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
@@ -198,7 +198,7 @@ def _arm_ranges(dim: int, params: dict) -> list:
     "planar robotic arm: objective -Var(theta), measures = end-effector x, y "
     "(params: link_lengths)",
     measure_ranges=_arm_ranges,
-    measure_count=2,
+    measure_dim=2,
     bounds=[-math.pi, math.pi],
     qd_score_offset=-(math.pi**2),
     objective_max=0.0,
@@ -248,7 +248,7 @@ def _lunar_lander_dim(params: dict) -> int:
     "x position and y velocity at touchdown (params: env_seed)",
     fixed_dim=_lunar_lander_dim,
     measure_ranges=_lunar_lander_ranges,
-    measure_count=2,
+    measure_dim=2,
     qd_score_offset=-600.0,
     objective_max=300.0,
     params={"env_seed": LUNAR_LANDER_ENV_SEED},
@@ -343,7 +343,7 @@ def _digits_dim(params: dict) -> int:
     "cross-entropy of a seeded minibatch (params: hidden, minibatch)",
     fixed_dim=_digits_dim,
     measure_ranges=_no_measures,
-    measure_count=0,
+    measure_dim=0,
     params={"hidden": 32, "minibatch": 256},
     extra_fields=("test_accuracy",),
 )
@@ -390,7 +390,7 @@ def ackley_value(solutions: np.ndarray) -> np.ndarray:
     "ackley",
     "Ackley (a = 20, b = 0.2, c = 2 pi), maximised as its negative",
     measure_ranges=_no_measures,
-    measure_count=0,
+    measure_dim=0,
     bounds=[-ACKLEY_BOUND, ACKLEY_BOUND],
     minimised="ackley",
     extra_fields=("ackley",),
@@ -406,7 +406,7 @@ def ackley(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
     "plain_sphere",
     "the unshifted sphere function, maximised as its negative",
     measure_ranges=_no_measures,
-    measure_count=0,
+    measure_dim=0,
     bounds=[-PROJECTION_BOUND, PROJECTION_BOUND],
     minimised="sphere",
     extra_fields=("sphere",),
@@ -422,7 +422,7 @@ def plain_sphere(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarr
     "plain_rastrigin",
     "the unshifted Rastrigin function, maximised as its negative",
     measure_ranges=_no_measures,
-    measure_count=0,
+    measure_dim=0,
     bounds=[-PROJECTION_BOUND, PROJECTION_BOUND],
     minimised="rastrigin",
     extra_fields=("rastrigin",),

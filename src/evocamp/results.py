@@ -160,8 +160,8 @@ def _wide(prefix: str, values: np.ndarray) -> dict:
 
 
 def run_evaluations(run: str | Path) -> EvaluationRows | None:
-    """The evaluations kept for one run so far: ``evaluations.h5`` and the segments
-    recorded at kept checkpoints since (``None`` when none were kept)."""
+    """The evaluations kept for one run so far: ``evaluations.h5`` and the evaluation
+    windows saved at kept checkpoints since (``None`` when none were kept)."""
     return concatenate([read_evaluations(path) for path in _evaluation_files(Path(run))])
 
 
@@ -201,7 +201,7 @@ def _run_spec(run: Path) -> dict:
 
 
 def _evaluation_files(run: Path) -> list[Path]:
-    """A run's evaluations file and segments, those that exist."""
+    """A run's evaluations file and saved evaluation windows, those that exist."""
     run = RunFolder(run)
     paths = [run.evaluations, *run.evaluation_segment_files()]
     return [path for path in paths if path.exists()]

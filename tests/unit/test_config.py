@@ -5,11 +5,17 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import REPO, error_of, merged
+from conftest import BO_CAMPAIGN, REPO, error_of, merged, write_config
 
 from evocamp.base.errors import ConfigError
 from evocamp.cli import main
-from evocamp.config import load_config_file, run_spec, validate_config
+from evocamp.config import (
+    load_config_file,
+    run_spec,
+    run_spec_json,
+    stored_name_notices,
+    validate_config,
+)
 
 
 def test_default_config_is_valid_and_defaults_are_filled():
@@ -329,3 +335,46 @@ def test_plugin_domain_that_cannot_be_imported_is_named_with_its_python_path(
         "'my_domian' has no attribute 'evaluate'"
     ) in error_of(config)
     assert validate_config(config, check_plugins=False)["domains"]["mine"]["type"] == "plugin"
+
+
+def with_emitter_batch_size(config: dict) -> dict:
+    """``config`` with its QD entries' ``batch_size`` written as ``emitter_batch_size``."""
+    renamed = merged(config, {})
+    for algorithm in renamed["algorithms"].values():
+        if algorithm["type"] in ("map_elites", "cma_me") and "batch_size" in algorithm:
+            algorithm["emitter_batch_size"] = algorithm.pop("batch_size")
+    return renamed
+
+
+def test_old_per_emitter_batch_size_is_read_with_one_line_and_the_same_run_spec(
+    tmp_path, capsys, small_config
+):
+    """QD types' per-emitter batch size is ``emitter_batch_size``; the small campaign still
+    writes it as ``batch_size``, which is read as the new key with one line saying what
+    to write instead, and gives the same run spec (kept checkpoints are matched by it)."""
+    written = with_emitter_batch_size(small_config)
+    old, new = validate_config(small_config), validate_config(written)
+    for name in ("me", "cmame"):
+        old_spec = run_spec(old, algorithm=name, domain="sphere", seed=0)
+        new_spec = run_spec(new, algorithm=name, domain="sphere", seed=0)
+        assert run_spec_json(old_spec) == run_spec_json(new_spec)
+        assert old_spec["algorithm_spec"]["batch_size"] == 8
+    assert stored_name_notices(written) == []
+    assert stored_name_notices(BO_CAMPAIGN) == []  # BO's batch_size is per generation
+    path = write_config(tmp_path, small_config)
+    assert main(["check-config", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [
+        "evocamp: warning: algorithms.me: 'batch_size' is per emitter for map_elites: "
+        "write 'emitter_batch_size: 8'",
+        "evocamp: warning: algorithms.cmame: 'batch_size' is per emitter for cma_me: "
+        "write 'emitter_batch_size: 8'",
+    ]
+
+
+def test_old_and_new_per_emitter_batch_size_together_are_refused(small_config):
+    config = merged(small_config, {"algorithms": {"me": {"emitter_batch_size": 8}}})
+    assert (
+        "key 'algorithms.me.batch_size': emitter_batch_size is given too; "
+        "give only emitter_batch_size"
+    ) in error_of(config)

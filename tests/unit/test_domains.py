@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import shard_results
 
-from evocamp.config import measure_dim, resolved_domain, run_spec, validate_config
+from evocamp.config import resolved_domain, run_spec, validate_config
 from evocamp.domains import (
     PROJECTION_SHIFT,
     ackley,
@@ -21,6 +21,7 @@ from evocamp.domains import (
 )
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import simulated_seconds
+from evocamp.model.runspec import measure_dim
 
 SEEDS = np.zeros(3, dtype=np.uint64)
 

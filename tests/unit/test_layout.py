@@ -60,10 +60,10 @@ def test_run_paths_as_the_workflow_writes_them():
         run.checkpoint(12): "checkpoints/gen_000012.h5",
         run.work_state(7): "work/state_000007.h5",
         run.shard(7, 2): "work/gen_000007/shard_002.h5",
-        run.metrics_segment(10): "metrics/segment_000010.csv",
+        run.metrics_window(10): "metrics/segment_000010.csv",
         run.evaluation_segment(10): "evaluations/segment_000010.h5",
         run.summary(30): "finished/gen_000030.json",
-        run.metrics_segments: "metrics",
+        run.metrics_windows: "metrics",
         run.work: "work",
         run.figures: "figures",
     }
@@ -106,7 +106,7 @@ def test_numbered_names_read_back_and_list_by_number(tmp_path):
         run.checkpoint(20),
         run.work_state(3),
     ]
-    assert run.summaries() == [] and run.metrics_segment_files() == []
+    assert run.summaries() == [] and run.metrics_window_files() == []
 
 
 def test_a_campaign_lists_its_runs_figures_and_tables(tmp_path):

@@ -123,7 +123,7 @@ def test_components_read_only_keys_their_type_accepts(name):
     recipe = entry.recipe
     for kind, options in recipe.emitter_kinds:
         options = {**recipe.emitter_options, **options}
-        assert set(kind.keys) - set(options) <= set(entry.keys), kind.name
+        assert set(kind.keys) - set(options) <= set(entry.spec_keys), kind.name
     own = set(recipe.archive.keys) - {"dims", "cells", "cvt_samples", *CELL_ARCHIVE_KEYS}
     assert own <= set(entry.archive_defaults), recipe.archive.name
     assert entry.grid_archive == recipe.grid_result

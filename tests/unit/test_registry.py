@@ -137,7 +137,7 @@ def test_every_type_has_a_summary_and_its_defaults_validate(name):
         {"algorithms": {"a": {"type": name}}, "domains": {"d": {"type": domain}}, "shards": 1}
     )
     spec = run_spec(config, algorithm="a", domain="d", seed=0)
-    assert set(entry.defaults) <= set(spec["algorithm_spec"])
+    assert set(entry.as_stored(entry.defaults)) <= set(spec["algorithm_spec"])
     assert entry.batch_size(spec["algorithm_spec"]) >= 1
 
 

@@ -84,3 +84,16 @@ def test_snakemake_names_a_plugin_that_cannot_be_imported_before_any_job(tmp_pat
         f"'evocamp_test_plugn'; python_path: {REPO / 'tests' / 'plugins'})"
     ) in completed.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_snakemake_says_once_what_to_write_for_a_qd_types_old_batch_size(tmp_path, small_config):
+    """The small campaign writes its QD entries' per-emitter batch size under the old key
+    ``batch_size``: the workflow plans the runs and says once, per entry, what to write."""
+    write_config(tmp_path, small_config)
+    completed = run_snakemake(tmp_path, "--dry-run")
+    line = (
+        "evocamp: warning: algorithms.me: 'batch_size' is per emitter for map_elites: "
+        "write 'emitter_batch_size: 8'"
+    )
+    assert completed.stderr.count(line) == 1, completed.stderr[-3000:]
+    assert completed.stderr.count("is per emitter for") == 2

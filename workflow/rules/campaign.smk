@@ -94,7 +94,7 @@ checkpoint keep_checkpoint:
     input:
         RUN.work_state("{gen}"),
     output:
-        RUN.metrics_segment("{gen}"),
+        RUN.metrics_window("{gen}"),
     log:
         RUN.keep_log("{gen}"),
     conda:
@@ -123,7 +123,7 @@ rule finalise:
         CONDA_ENV
     params:
         checkpoint=final_checkpoint,
-        segments=str(RUN.metrics_segments),
+        segments=str(RUN.metrics_windows),
         work=str(RUN.work),
         logs=str(RUN.logs),
     shell:

@@ -14,6 +14,7 @@ from evocamp.config import (
     run_spec_json,
     read_yaml,
     seeds_of,
+    stored_name_notices,
     validate_config,
 )
 from evocamp.executors.housekeeping import release_stale_locks
@@ -42,6 +43,11 @@ try:
     _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+# Keys written under their run-spec name (a QD type's per-emitter batch_size): one
+# line each saying what to write instead.
+if workflow.is_main_process:
+    for _notice in stored_name_notices(dict(config)):
+        print(f"evocamp: warning: {_notice}", file=sys.stderr)
 config.clear()
 config.update(_validated)
 
@@ -119,7 +125,7 @@ def spec_of(algorithm, domain, seed):
 def require_kept(wildcards, generation):
     """Wait for the kept checkpoint of ``generation`` (a checkpoint rule).
 
-    A kept checkpoint already on disk, with its metrics segment, written for the same
+    A kept checkpoint already on disk, with its metrics window, written for the same
     run spec, is used as it is: going through the checkpoint rule would make Snakemake
     plan every finished window again on each resume (minutes for thousands of
     generations). One written for another spec (the configuration changed) goes
@@ -128,7 +134,7 @@ def require_kept(wildcards, generation):
     folder = run_of(wildcards)
     path = str(folder.checkpoint(generation))
     spec = spec_of(wildcards.algorithm, wildcards.domain, wildcards.seed)
-    if folder.metrics_segment(generation).exists() and kept_for_spec(path, spec):
+    if folder.metrics_window(generation).exists() and kept_for_spec(path, spec):
         return path
     checkpoints.keep_checkpoint.get(
         algorithm=wildcards.algorithm,

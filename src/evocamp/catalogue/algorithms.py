@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evocamp.catalogue.entries import AlgorithmType, Derived
+from evocamp.catalogue.entries import AlgorithmType, Derived, SpecName
 from evocamp.families import bo, es, qd
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import QDOptimizer, QDRecipe
@@ -24,10 +24,20 @@ DEFAULT_GRID_CELLS_PER_MEASURE = 20
 
 #: Keys every QD type accepts, with their defaults (``iso_sigma`` and ``line_sigma``
 #: are filled in for every QD type: they are part of existing run specs).
-_QD_DEFAULTS = {"emitters": 1, "batch_size": 32, "sigma": 0.5, "iso_sigma": 0.01, "line_sigma": 0.2}
+_QD_DEFAULTS = {
+    "emitters": 1,
+    "emitter_batch_size": 32,
+    "sigma": 0.5,
+    "iso_sigma": 0.01,
+    "line_sigma": 0.2,
+}
+#: QD types' per-emitter batch size is stored in run specs as ``batch_size`` (pyribs'
+#: name, and the key's name when the run specs were recorded).
+_EMITTER_BATCH_SIZE = SpecName("emitter_batch_size", "batch_size", "per emitter")
 
 
 def _qd_batch(algorithm: dict) -> int:
+    """Solutions per generation of a QD type's resolved spec: every emitter's batch."""
     return algorithm["emitters"] * algorithm["batch_size"]
 
 
@@ -58,6 +68,7 @@ def _qd(
         batch_size=batch_size,
         needs_measures=True,
         grid_archive=recipe.grid_result,
+        spec_names=(_EMITTER_BATCH_SIZE,),
         **more,
     )
 
@@ -235,7 +246,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             ),
             defaults={
                 "emitters": 1,
-                "batch_size": 4,
+                "emitter_batch_size": 4,
                 "initial_points": 20,
                 "search_restarts": 5,
                 "entropy_ejie": False,
@@ -270,7 +281,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
                 result_archive=True,
                 emitters_on_result=True,
             ),
-            defaults={"emitters": 1, "batch_size": 32, "sigma": 1.5},
+            defaults={"emitters": 1, "emitter_batch_size": 32, "sigma": 1.5},
             archive_defaults={
                 "density_method": "kde",
                 "bandwidth": Derived(

@@ -22,6 +22,30 @@ class Derived:
 
 
 @dataclass(frozen=True)
+class SpecName:
+    """A key that the run spec stores under another name.
+
+    QD types' ``emitter_batch_size`` is stored as ``batch_size`` (pyribs' name): run
+    specs written before the key was renamed, and the kept checkpoints matched to runs
+    by them, stay the same. An entry that writes the stored name is read as the key,
+    with one line saying what to write instead.
+
+    Attributes
+    ----------
+    key : str
+        The configuration key.
+    stored : str
+        Its name in the run spec (and the old configuration key).
+    meaning : str
+        What the stored name means for the type, for the line (e.g. ``per emitter``).
+    """
+
+    key: str
+    stored: str
+    meaning: str
+
+
+@dataclass(frozen=True)
 class AlgorithmType:
     """One algorithm type.
 
@@ -83,6 +107,9 @@ class AlgorithmType:
     keeps_evaluations : bool
         ``keep_evaluations: auto`` keeps every evaluation of the type, whatever their
         size (Bayesian optimisation: the evaluations are the surrogate's data).
+    spec_names : tuple of SpecName
+        Keys the run spec stores under another name (QD: ``emitter_batch_size`` as
+        ``batch_size``).
     """
 
     name: str
@@ -106,11 +133,24 @@ class AlgorithmType:
     rules: tuple[Callable[[dict], tuple[str, str] | None], ...] = ()
     noise_seed_rows: bool = False
     keeps_evaluations: bool = False
+    spec_names: tuple[SpecName, ...] = ()
 
     @property
     def keys(self) -> tuple[str, ...]:
         """Every key the type accepts besides ``type`` and ``archive``."""
         return (*self.defaults, *self.optional, *self.required)
+
+    @property
+    def spec_keys(self) -> tuple[str, ...]:
+        """:attr:`keys` as the run spec names them (:attr:`spec_names`)."""
+        stored = {name.key: name.stored for name in self.spec_names}
+        return tuple(stored.get(key, key) for key in self.keys)
+
+    def as_stored(self, algorithm: dict) -> dict:
+        """An algorithm entry with its keys named as the run spec stores them, in the
+        same order."""
+        stored = {name.key: name.stored for name in self.spec_names}
+        return {stored.get(key, key): value for key, value in algorithm.items()}
 
     def key_problems(self, algorithm: dict) -> list[tuple[str, str]]:
         """``(key, problem)`` of every rule of :attr:`rules` the algorithm entry breaks."""

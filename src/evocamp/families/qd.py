@@ -20,7 +20,7 @@ import numpy as np
 
 from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
-from evocamp.model.runspec import measure_count, spec_run_key
+from evocamp.model.runspec import measure_dim, spec_run_key
 
 
 def check_numba_disabled() -> None:
@@ -150,7 +150,7 @@ def _proximity_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | N
 
     archive_spec = spec["algorithm_spec"]["archive"]
     return archives.ProximityArchive(
-        measure_dim=measure_count(spec["domain_spec"]),
+        measure_dim=measure_dim(spec["domain_spec"]),
         k_neighbors=archive_spec["k_neighbors"],
         novelty_threshold=archive_spec["novelty_threshold"],
         local_competition=archive_spec["local_competition"],
@@ -163,7 +163,7 @@ def _dns_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | None):
 
     archive_spec = spec["algorithm_spec"]["archive"]
     return archives.DNSArchive(
-        measure_dim=measure_count(spec["domain_spec"]),
+        measure_dim=measure_dim(spec["domain_spec"]),
         capacity=archive_spec["capacity"],
         k_neighbors=archive_spec["k_neighbors"],
         **_solution_archive_args(spec, seed=seed),
@@ -175,7 +175,7 @@ def _density_archive(spec: dict, *, seed: int, result: bool, cvt_seed: int | Non
 
     archive_spec = spec["algorithm_spec"]["archive"]
     return archives.DensityArchive(
-        measure_dim=measure_count(spec["domain_spec"]),
+        measure_dim=measure_dim(spec["domain_spec"]),
         buffer_size=archive_spec["buffer_size"],
         density_method=archive_spec["density_method"],
         bandwidth=archive_spec["bandwidth"],
@@ -513,7 +513,7 @@ def build_passive_archive(spec: dict):
     """The grid archive into which a non-QD run puts every evaluated solution, so it gets
     QD metrics and heatmaps (``None`` when the domain has no measures or the algorithm
     sets ``archive.passive: false``)."""
-    if not measure_count(spec["domain_spec"]) or not spec["algorithm_spec"]["archive"]["passive"]:
+    if not measure_dim(spec["domain_spec"]) or not spec["algorithm_spec"]["archive"]["passive"]:
         return None
     seeds = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 2)
     return GRID.build(spec, seed=seeds[1], result=True, cvt_seed=None)

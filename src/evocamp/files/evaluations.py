@@ -29,7 +29,7 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
-from evocamp.model.runspec import measure_count
+from evocamp.model.runspec import measure_dim
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
@@ -110,7 +110,7 @@ class EvaluationSettings:
         """Bytes of one row: generation, index, seed, objective, seconds, measures,
         extra fields and the solution (or noise seed)."""
         domain = spec["domain_spec"]
-        values = 5 + measure_count(domain) + len(domain.get("extra_fields") or [])
+        values = 5 + measure_dim(domain) + len(domain.get("extra_fields") or [])
         if keeps_noise_seeds(spec):
             values += 1
         elif self.stores_solutions(spec):

@@ -51,7 +51,7 @@ from evocamp.loop.engine import (
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
-from evocamp.model.runspec import measure_count, run_label, spec_run_key
+from evocamp.model.runspec import measure_dim, run_label, spec_run_key
 
 
 def asynchronous_settings(spec: dict) -> dict | None:
@@ -474,7 +474,7 @@ def completion_rows(
         seed=asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations),
         objective=np.asarray([c.objective for c in completions], dtype=np.float64),
         measures=np.asarray([c.measures for c in completions], dtype=np.float64).reshape(
-            count, measure_count(spec["domain_spec"])
+            count, measure_dim(spec["domain_spec"])
         ),
         extra={
             name: np.asarray([c.extra[name] for c in completions], dtype=np.float64)

@@ -22,7 +22,7 @@ from evocamp.catalogue.factory import batch_format, load_evaluator
 from evocamp.files.shard import ShardResult
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import measure_count, where
+from evocamp.model.runspec import measure_dim, where
 
 
 def evaluate_shard(
@@ -214,7 +214,7 @@ def evaluate_slice(
             time.sleep(simulated_seconds(domain["simulated_seconds"], seeds[lo:hi]).sum())
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
         checked = _check_outputs(
-            outputs, call=call, measure_dim=measure_count(domain), extra_fields=extra_fields
+            outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields
         )
         for name, values in checked.items():
             parts.setdefault(name, []).append(values)

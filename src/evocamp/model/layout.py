@@ -135,7 +135,8 @@ SUMMARY = Numbered("gen_", ".json")
 WORK_STATE = Numbered("state_", ".h5")
 SHARD_FOLDER = Numbered("gen_")
 SHARD = Numbered("shard_", ".h5", digits=3)
-#: Saved windows: metrics (``metrics/``) and kept evaluations (``evaluations/``).
+#: Saved windows: metrics (``metrics/``) and kept evaluations (``evaluations/``); their
+#: files keep the name ``segment_<g>`` of earlier versions (runs written then resume).
 METRICS_SEGMENT = Numbered("segment_", ".csv")
 EVALUATION_SEGMENT = Numbered("segment_", ".h5")
 #: Job logs: a generation's folder, a keep step's log, a folded window.
@@ -163,7 +164,7 @@ class RunFolder:
     @classmethod
     def holding(cls, path: str | Path) -> RunFolder:
         """The run of a file directly in one of its folders (a checkpoint, a working
-        state, a segment, a summary)."""
+        state, a saved window, a summary)."""
         return cls(Path(path).parent.parent)
 
     # who the run is
@@ -270,21 +271,22 @@ class RunFolder:
     # saved windows
 
     @property
-    def metrics_segments(self) -> Path:
+    def metrics_windows(self) -> Path:
         """The folder of the saved metrics windows."""
         return self.path / "metrics"
 
-    def metrics_segment(self, generation: int | str) -> Path:
-        """The metrics window saved with the kept checkpoint of ``generation``."""
-        return self.metrics_segments / METRICS_SEGMENT.name(generation)
+    def metrics_window(self, generation: int | str) -> Path:
+        """The metrics window saved with the kept checkpoint of ``generation``
+        (``metrics/segment_<g>.csv``: the file keeps its earlier name)."""
+        return self.metrics_windows / METRICS_SEGMENT.name(generation)
 
-    def metrics_segment_files(self) -> list[Path]:
+    def metrics_window_files(self) -> list[Path]:
         """The saved metrics windows, oldest first."""
-        return METRICS_SEGMENT.in_folder(self.metrics_segments)
+        return METRICS_SEGMENT.in_folder(self.metrics_windows)
 
     @property
     def evaluation_segments(self) -> Path:
-        """The folder of the evaluation segments (until the run is finalised)."""
+        """The folder of the saved evaluation windows (until the run is finalised)."""
         return self.path / "evaluations"
 
     def evaluation_segment(self, generation: int | str) -> Path:
@@ -293,7 +295,7 @@ class RunFolder:
         return self.evaluation_segments / EVALUATION_SEGMENT.name(generation)
 
     def evaluation_segment_files(self) -> list[Path]:
-        """The recorded evaluation segments not yet merged, oldest first."""
+        """The saved evaluation windows not yet merged, oldest first."""
         return EVALUATION_SEGMENT.in_folder(self.evaluation_segments)
 
     # figures and logs

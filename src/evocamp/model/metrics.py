@@ -1,7 +1,7 @@
 """The metrics schema: one row per generation, the same columns for every family.
 
 Rows are numpy structured arrays of :data:`METRIC_DTYPE`; they live in a state's
-metrics window, in CSV segments written at kept checkpoints and in a run's
+metrics window, in the saved metrics windows (CSV) written at kept checkpoints and in a run's
 ``metrics.csv`` (docs/outputs.md: "metrics.csv columns").
 """
 
@@ -157,17 +157,18 @@ def write_rows(path: str | Path, rows: np.ndarray) -> None:
 
 
 def merge_history(
-    segment_files: list[Path], window: np.ndarray, *, up_to: int | None = None
+    window_files: list[Path], window: np.ndarray, *, up_to: int | None = None
 ) -> np.ndarray:
-    """Join saved segments and the rows of the latest state, one row per generation.
+    """Join saved metrics windows and the rows of the latest state's window, one row
+    per generation.
 
     Where a generation appears twice (a final state that is also a kept
     checkpoint), the later source wins; rows come out sorted by generation. With
-    ``up_to``, rows of later generations are left out (segments a run wrote before its
+    ``up_to``, rows of later generations are left out (windows a run saved before its
     campaign's ``generations`` was lowered).
     """
     latest = {}
-    for part in [read_metrics_csv(path) for path in sorted(segment_files)] + [window]:
+    for part in [read_metrics_csv(path) for path in sorted(window_files)] + [window]:
         for row in part:
             if up_to is None or int(row["generation"]) <= up_to:
                 latest[int(row["generation"])] = row

@@ -43,7 +43,7 @@ def optimizer_name(spec: dict) -> str:
     return algorithm.get("class", algorithm["type"])
 
 
-def measure_count(domain_spec: dict) -> int:
+def measure_dim(domain_spec: dict) -> int:
     """Number of measures of a resolved domain spec."""
     return len(domain_spec.get("measure_ranges") or [])
 

@@ -90,7 +90,7 @@ def domains_table() -> str:
         else:
             dim = "`solution_dim` (default 20)"
         bounds = "-" if entry.bounds is None else f"[{entry.bounds[0]:.6g}, {entry.bounds[1]:.6g}]"
-        measures = str(entry.measure_count) if entry.measure_count else "none"
+        measures = str(entry.measure_dim) if entry.measure_dim else "none"
         params = ", ".join(f"`{name}` (`{value}`)" for name, value in entry.params.items())
         extra = ", ".join(f"`{name}`" for name in entry.extra_fields)
         if entry.minimised:

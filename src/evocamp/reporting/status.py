@@ -1,6 +1,6 @@
 """``evocamp status``: progress of every run of a campaign, as text, over ssh.
 
-It reads only results: saved metrics segments, the newest checkpoint of the
+It reads only results: saved metrics windows, the newest checkpoint of the
 current window (written atomically, so reading it while a campaign runs is safe)
 and the last progress line of the logs. No display or server is needed.
 """
@@ -79,7 +79,7 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
     run = RunFolder(folder)
     state = _newest_state(run)
     window = state.metrics_window if state is not None else np.zeros(0, dtype=METRIC_DTYPE)
-    rows = merge_history(run.metrics_segment_files(), window)
+    rows = merge_history(run.metrics_window_files(), window)
     finished_files = run.summaries()
     total = _total_generations(run.logs)
     finished = False
