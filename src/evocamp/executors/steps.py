@@ -13,12 +13,12 @@ import json
 import sys
 from pathlib import Path
 
+from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
-from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.files.evaluations import (
     EvaluationRows,
     EvaluationSettings,

@@ -29,7 +29,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.runspec import measure_count
