@@ -15,6 +15,7 @@ from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.evaluations import (
     EvaluationSettings,
+    concatenate,
     read_evaluations,
     record_evaluations,
 )
@@ -104,7 +105,6 @@ def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
     """What keep and finalise record (rows made from shard files and states) is what
     tell makes in memory, bit for bit, for solutions and compact (ES) batches."""
     from evocamp.executors.steps import stored_rows
-    from evocamp.files.evaluations import concatenate
     from evocamp.model.layout import RunFolder
 
     spec = spec_of(algorithm)
@@ -183,7 +183,7 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     keep prunes its window: every row once, none lost."""
     import shutil
 
-    from evocamp.executors.steps import finalise_evaluations, record_window
+    from evocamp.executors.steps import record_window
     from evocamp.model.layout import RunFolder
 
     spec = spec_of("me")
@@ -193,10 +193,10 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     shard_mode_files(run, spec, generations=5, shards=2)
     settings = EvaluationSettings()
     for _ in range(2):
-        record_window(folder, record=segment, spec=spec, up_to=3, settings=settings)
+        record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
     shutil.rmtree(folder.work / "gen_000002")  # killed while pruning the window
     folder.work_state(1).unlink()
-    record_window(folder, record=segment, spec=spec, up_to=3, settings=settings)
+    record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
     assert list(read_evaluations(segment, spec=spec).generations()) == [1, 2, 3]
     folder.checkpoint(3).parent.mkdir(exist_ok=True)
     shutil.copyfile(folder.work_state(3), folder.checkpoint(3))  # the kept checkpoint
@@ -204,12 +204,35 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
         if int(path.name[-9:-3] if path.suffix else path.name[-6:]) <= 3:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
-    finalise_evaluations(run=run, spec=spec, generation=5, settings=settings)
+    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)  # finalise
     assert not segment.exists()
     segment.parent.mkdir()
     segment.write_bytes(kept)  # killed before the segments were removed
-    finalise_evaluations(run=run, spec=spec, generation=5, settings=settings)
+    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)
     rows = read_evaluations(run / "evaluations.h5", spec=spec)
     assert list(rows.generation) == [g for g in range(1, 6) for _ in range(16)]
     assert list(rows.index) == list(range(16)) * 5
     assert not segment.parent.exists()
+
+
+def test_the_last_window_is_written_once(tmp_path):
+    """The run's last window (a kept generation or not) goes straight into
+    evaluations.h5 with the segments; finalise after the last keep writes nothing."""
+    from evocamp.executors.housekeeping import prune_work_files
+    from evocamp.executors.steps import record_window
+    from evocamp.model.layout import RunFolder
+
+    spec = spec_of("me")
+    folder = RunFolder(tmp_path / "run")
+    told = shard_mode_files(folder.path, spec, generations=6, shards=2)
+    settings = EvaluationSettings()
+    record_window(folder, spec=spec, up_to=3, total=6, settings=settings)
+    folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
+    prune_work_files(folder.work, up_to=3)
+    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # keep 6
+    assert not folder.evaluation_segments.exists()
+    written = folder.evaluations.stat().st_mtime_ns
+    prune_work_files(folder.work, up_to=6)
+    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # finalise
+    assert folder.evaluations.stat().st_mtime_ns == written
+    assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))

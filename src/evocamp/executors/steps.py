@@ -8,7 +8,6 @@ rules send to the job's log; per-generation progress lines also go to standard o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -25,8 +24,7 @@ from evocamp.files.evaluations import (
     as_ranges,
     concatenate,
     missing_generations,
-    read_evaluations,
-    record_evaluations,
+    record_window_rows,
 )
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
@@ -116,14 +114,13 @@ def keep_step(
     settings = (evaluations or EvaluationSettings()).for_run(
         kept.spec, batch_size=len(kept.next_seeds), total=total
     )
-    folder = RunFolder.holding(checkpoint)
     # Before the metrics segment (the rule's output) and the pruning: a kill in between
     # reruns this step, which records the same rows again in their place.
     record_window(
-        folder,
-        record=folder.evaluation_segment(kept.generation),
+        RunFolder.holding(checkpoint),
         spec=kept.spec,
         up_to=kept.generation,
+        total=total,
         settings=settings,
     )
     write_rows(segment, kept.metrics_window)
@@ -135,20 +132,26 @@ def keep_step(
 def record_window(
     folder: RunFolder,
     *,
-    record: Path,
     spec: dict,
     up_to: int,
+    total: int | None,
     settings: EvaluationSettings | None,
 ) -> None:
     """Record the evaluations of the generations still in a shard-mode run's working
-    folder (``<= up_to``) in ``record``, rebuilt from their files
-    (:func:`stored_rows`); nothing when the run does not keep them (``settings``
-    ``None``) or holds no shard files (Dask and asynchronous modes record their rows
-    in their segment jobs)."""
+    folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
+    window's segment or, for the run's last generation, in ``evaluations.h5``
+    (:func:`~evocamp.files.evaluations.record_window_rows`); nothing when the run does
+    keep them (``settings`` ``None``) but the merge of segments recorded before. Dask
+    and asynchronous modes record their rows in their segment jobs, so there the
+    working folder holds no shard files and only the merge is left."""
     rows = stored_rows(folder, spec=spec, up_to=up_to, settings=settings)
+    path, recorded = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
-        record_evaluations(record, rows, spec=spec, up_to=up_to)
-        log(f"generation {up_to}: {len(rows)} evaluations recorded in {record}")
+        log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
+    if recorded is not None and path == folder.evaluations:
+        missing = as_ranges(missing_generations(recorded, up_to))
+        note = f" (none of generation(s) {missing}: not kept then)" if missing else ""
+        log(f"generation {up_to}: {len(recorded)} evaluations in {path}{note}")
 
 
 def stored_rows(
@@ -189,28 +192,6 @@ def _generation_rows(
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
     return evaluation_rows(before, results, generation=generation, settings=settings)
-
-
-def finalise_evaluations(
-    *, run: Path, spec: dict, generation: int, settings: EvaluationSettings | None
-) -> None:
-    """Merge a run's evaluation segments and its last window (:func:`stored_rows`)
-    into ``evaluations.h5``, then remove the segments (recorded first, removed after: a
-    kill in between merges them again, keyed by generation)."""
-    folder = RunFolder(run)
-    segments = folder.evaluation_segment_files()
-    blocks = [read_evaluations(path, spec=spec) for path in segments]
-    blocks.append(stored_rows(folder, spec=spec, up_to=generation, settings=settings))
-    path = folder.evaluations
-    rows = record_evaluations(path, concatenate(blocks), spec=spec, up_to=generation)
-    if rows is not None:
-        missing = as_ranges(missing_generations(rows, generation))
-        note = f" (none of generation(s) {missing}: not kept then)" if missing else ""
-        log(f"generation {generation}: {len(rows)} evaluations in {path}{note}")
-    for segment in segments:
-        segment.unlink()
-    with contextlib.suppress(OSError):
-        folder.evaluation_segments.rmdir()
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -265,10 +246,11 @@ def finalise_step(
     write_rows(metrics, rows)
     write_run_archive(archive, final_state, evaluations=int(rows["evaluations"][-1]))
     generation = final_state.generation
-    finalise_evaluations(
-        run=Path(archive).parent,
+    record_window(
+        RunFolder(Path(archive).parent),
         spec=final_state.spec,
-        generation=generation,
+        up_to=generation,
+        total=generation,
         settings=(evaluations or EvaluationSettings()).for_run(
             final_state.spec, batch_size=len(final_state.next_seeds), total=generation
         ),

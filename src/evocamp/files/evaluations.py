@@ -21,6 +21,7 @@ Rows are reproducible (but ``eval_seconds``, a measured time).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import numpy as np
 
 from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import measure_count
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
@@ -371,6 +373,46 @@ def record_evaluations(
         return None
     write_evaluations_file(path, merged, spec=spec, up_to=up_to)
     return merged
+
+
+def record_window_rows(
+    folder: RunFolder,
+    rows: EvaluationRows | None,
+    *,
+    spec: dict,
+    generation: int,
+    total: int | None,
+) -> tuple[Path, EvaluationRows | None]:
+    """Record the rows of a window ending at ``generation`` where they are written once.
+
+    Every step that makes a window's rows calls this (shard mode's ``keep`` and
+    ``finalise``, Dask and asynchronous mode's segment jobs): the rows go to the
+    window's segment (``evaluations/segment_<g>.h5``), or, when ``generation`` is the
+    run's last (``>= total``), straight into ``evaluations.h5``, merged with the
+    recorded segments and the file's earlier rows, and the segments are removed after
+    (a kill in between merges them again, keyed by generation); so the last window's
+    rows are written once, the others once in their segment and once in the merge.
+
+    Returns
+    -------
+    Path, EvaluationRows or None
+        The file written and what it holds now (``None``: nothing recorded).
+    """
+    if total is None or generation < total:
+        if rows is None:
+            return folder.evaluation_segment(generation), None
+        segment = folder.evaluation_segment(generation)
+        return segment, record_evaluations(segment, rows, spec=spec, up_to=generation)
+    segments = folder.evaluation_segment_files()
+    blocks = [read_evaluations(path, spec=spec) for path in segments]
+    merged = record_evaluations(
+        folder.evaluations, concatenate([*blocks, rows]), spec=spec, up_to=generation
+    )
+    for segment in segments:
+        segment.unlink()
+    with contextlib.suppress(OSError):
+        folder.evaluation_segments.rmdir()
+    return folder.evaluations, merged
 
 
 def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:
