@@ -84,6 +84,7 @@ def measure(checkout: Path, *, mount: Path, device: str, config: dict) -> tuple[
 
 
 def revision(checkout: Path) -> str:
+    """The short commit id of a clone."""
     return subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
         capture_output=True,
