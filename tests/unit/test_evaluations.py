@@ -100,15 +100,22 @@ def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
     return blocks
 
 
-@pytest.mark.parametrize("algorithm", ["me", "oes", "cmame"])
+@pytest.mark.parametrize("algorithm", ["me", "oes", "cmame", "dec"])
 def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
     """What keep and finalise record (rows made from shard files and states) is what
-    tell makes in memory, bit for bit, for solutions and compact (ES) batches."""
+    tell makes in memory, bit for bit, for solutions, compact (ES) batches and points
+    proposed in the shards (decentralised BO)."""
+    from campaigns import BO_CAMPAIGN
+
     from evocamp.executors.steps import stored_rows
     from evocamp.model.layout import RunFolder
 
-    spec = spec_of(algorithm)
-    told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=2)
+    if algorithm == "dec":
+        campaign = validate_config(BO_CAMPAIGN, check_plugins=False)
+        spec = run_spec(campaign, algorithm="dec", domain="ackley4", seed=0)
+    else:
+        spec = spec_of(algorithm)
+    told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=3)
     folder = RunFolder(tmp_path / "run")
     rebuilt = stored_rows(folder, spec=spec, up_to=3, settings=EvaluationSettings())
     assert same_rows(rebuilt, concatenate(told))
