@@ -58,7 +58,6 @@ def cmd_tell(args) -> None:
         shard_files=args.shard_files,
         output=args.output,
         total=args.total,
-        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -107,7 +106,12 @@ def cmd_keep(args) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics window, delete the
     working files of the generations it covers and fold their job logs."""
     steps.keep_step(
-        state=args.state, checkpoint=args.checkpoint, segment=args.segment, logs=args.logs
+        state=args.state,
+        checkpoint=args.checkpoint,
+        segment=args.segment,
+        logs=args.logs,
+        total=args.total,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -122,6 +126,7 @@ def cmd_finalise(args) -> None:
         summary=args.summary,
         work=args.work,
         logs=args.logs,
+        evaluations=EvaluationSettings.from_environment(),
     )
 
 
@@ -183,6 +188,16 @@ def _total_from_environment() -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def _add_total(sub: argparse.ArgumentParser) -> None:
+    """The ``--total`` option of the steps that need the run's length."""
+    sub.add_argument(
+        "--total",
+        type=int,
+        default=_total_from_environment(),
+        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``evocamp`` argument parser."""
     parser = argparse.ArgumentParser(prog="evocamp", description=__doc__.splitlines()[0])
@@ -208,12 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--state", required=True)
     sub.add_argument("--shard-files", nargs="+", required=True)
     sub.add_argument("--output", required=True)
-    sub.add_argument(
-        "--total",
-        type=int,
-        default=_total_from_environment(),
-        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
-    )
+    _add_total(sub)
     sub.set_defaults(func=cmd_tell)
 
     sub = commands.add_parser("segment", help=cmd_segment.__doc__)
@@ -226,12 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--completions", default="", help="asynchronous mode: the run's completion log"
     )
-    sub.add_argument(
-        "--total",
-        type=int,
-        default=_total_from_environment(),
-        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
-    )
+    _add_total(sub)
     sub.set_defaults(func=cmd_segment)
 
     sub = commands.add_parser("replay", help=cmd_replay.__doc__)
@@ -246,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--checkpoint", required=True)
     sub.add_argument("--segment", required=True)
     sub.add_argument("--logs", required=True, help="the run's log folder")
+    _add_total(sub)
     sub.set_defaults(func=cmd_keep)
 
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)

@@ -1,5 +1,5 @@
-"""Kept evaluations (evocamp.files.evaluations): rows made by tell, recorded keyed by
-generation, the settings' size bound."""
+"""Kept evaluations (evocamp.files.evaluations): rows made by tell or rebuilt from a
+run's files, recorded keyed by generation, the settings' size bound."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.evaluations import (
     EvaluationSettings,
+    concatenate,
     read_evaluations,
     record_evaluations,
 )
@@ -68,15 +69,61 @@ def test_rows_do_not_depend_on_the_shards(algorithm):
         assert rows.solution.shape == (16, 6) and rows.noise_seed is None
 
 
-def test_rows_are_written_with_the_state_and_read_back(tmp_path):
+def test_rows_are_never_written_with_the_state(tmp_path):
     spec = spec_of("me")
     state = initialise(spec)
     state = tell(state, shard_results(state, 2), record=EvaluationSettings())
     write_state(tmp_path / "state.h5", state)
-    assert read_state(tmp_path / "state.h5").evaluations is None, "never read into a state"
-    assert same_rows(read_evaluations(tmp_path / "state.h5"), state.evaluations)
+    assert read_state(tmp_path / "state.h5").evaluations is None
+    assert read_evaluations(tmp_path / "state.h5") is None, "rows reach the files once"
     without = tell(initialise(spec), shard_results(initialise(spec), 2))
     assert without.evaluations is None
+
+
+def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
+    """A shard-mode run's files as its jobs leave them (checkpoint 0, a state and
+    shard folder per generation); the rows told in memory, per generation."""
+    from evocamp.files.shard import write_shard
+    from evocamp.model.layout import RunFolder
+
+    folder = RunFolder(run)
+    state = initialise(spec)
+    write_state(folder.checkpoint(0), state)
+    blocks = []
+    for generation in range(1, generations + 1):
+        results = shard_results(state, shards)
+        for result in results:
+            write_shard(folder.shard(generation, result.shard), result)
+        state = tell(state, results, record=EvaluationSettings())
+        blocks.append(state.evaluations)
+        write_state(folder.work_state(generation), state)
+    return blocks
+
+
+@pytest.mark.parametrize("algorithm", ["me", "oes", "cmame", "dec"])
+def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
+    """What keep and finalise record (rows made from shard files and states) is what
+    tell makes in memory, bit for bit, for solutions, compact (ES) batches and points
+    proposed in the shards (decentralised BO)."""
+    from campaigns import BO_CAMPAIGN
+
+    from evocamp.executors.steps import stored_rows
+    from evocamp.model.layout import RunFolder
+
+    if algorithm == "dec":
+        campaign = validate_config(BO_CAMPAIGN, check_plugins=False)
+        spec = run_spec(campaign, algorithm="dec", domain="ackley4", seed=0)
+    else:
+        spec = spec_of(algorithm)
+    told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=3)
+    folder = RunFolder(tmp_path / "run")
+    rebuilt = stored_rows(folder, spec=spec, up_to=3, settings=EvaluationSettings())
+    assert same_rows(rebuilt, concatenate(told))
+    assert np.array_equal(rebuilt.eval_seconds, concatenate(told).eval_seconds)
+    assert stored_rows(folder, spec=spec, up_to=3, settings=None) is None, "not kept"
+    assert list(
+        stored_rows(folder, spec=spec, up_to=2, settings=EvaluationSettings()).generations()
+    ) == [1, 2]
 
 
 def test_recording_is_keyed_by_generation(tmp_path):
@@ -139,30 +186,60 @@ def test_auto_keeps_bo_and_small_runs():
 
 def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     """The keep step's recording and finalise's merge, each run twice (a kill after
-    the write and before the step's end makes Snakemake run it again): every row once."""
-    from evocamp.executors.steps import finalise_evaluations, record_window
+    the write and before the step's end makes Snakemake run it again), and a kill while
+    keep prunes its window: every row once, none lost."""
+    import shutil
+
+    from evocamp.executors.steps import record_window
     from evocamp.model.layout import RunFolder
 
     spec = spec_of("me")
-    run, work = tmp_path / "run", tmp_path / "run" / "work"
-    segment = RunFolder(run).evaluation_segment(3)
-    state = initialise(spec)
-    for generation in range(1, 6):
-        state = tell(state, shard_results(state, 2), record=EvaluationSettings())
-        write_state(work / f"state_{generation:06d}.h5", state)
-        if generation == 3:
-            for _ in range(2):
-                record_window(work=work, record=segment, spec=spec, up_to=3)
-            for path in work.glob("state_*.h5"):  # the keep step prunes its window
-                if int(path.stem[-6:]) <= 3:
-                    path.unlink()
+    run = tmp_path / "run"
+    folder = RunFolder(run)
+    segment = folder.evaluation_segment(3)
+    shard_mode_files(run, spec, generations=5, shards=2)
+    settings = EvaluationSettings()
+    for _ in range(2):
+        record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
+    shutil.rmtree(folder.work / "gen_000002")  # killed while pruning the window
+    folder.work_state(1).unlink()
+    record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
+    assert list(read_evaluations(segment, spec=spec).generations()) == [1, 2, 3]
+    folder.checkpoint(3).parent.mkdir(exist_ok=True)
+    shutil.copyfile(folder.work_state(3), folder.checkpoint(3))  # the kept checkpoint
+    for path in [*folder.work.glob("state_*.h5"), *folder.work.glob("gen_*")]:
+        if int(path.name[-9:-3] if path.suffix else path.name[-6:]) <= 3:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
-    finalise_evaluations(run=run, work=work, spec=spec, generation=5)
+    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)  # finalise
     assert not segment.exists()
     segment.parent.mkdir()
     segment.write_bytes(kept)  # killed before the segments were removed
-    finalise_evaluations(run=run, work=work, spec=spec, generation=5)
+    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)
     rows = read_evaluations(run / "evaluations.h5", spec=spec)
     assert list(rows.generation) == [g for g in range(1, 6) for _ in range(16)]
     assert list(rows.index) == list(range(16)) * 5
     assert not segment.parent.exists()
+
+
+def test_the_last_window_is_written_once(tmp_path):
+    """The run's last window (a kept generation or not) goes straight into
+    evaluations.h5 with the segments; finalise after the last keep writes nothing."""
+    from evocamp.executors.housekeeping import prune_work_files
+    from evocamp.executors.steps import record_window
+    from evocamp.model.layout import RunFolder
+
+    spec = spec_of("me")
+    folder = RunFolder(tmp_path / "run")
+    told = shard_mode_files(folder.path, spec, generations=6, shards=2)
+    settings = EvaluationSettings()
+    record_window(folder, spec=spec, up_to=3, total=6, settings=settings)
+    folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
+    prune_work_files(folder.work, up_to=3)
+    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # keep 6
+    assert not folder.evaluation_segments.exists()
+    written = folder.evaluations.stat().st_mtime_ns
+    prune_work_files(folder.work, up_to=6)
+    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # finalise
+    assert folder.evaluations.stat().st_mtime_ns == written
+    assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))

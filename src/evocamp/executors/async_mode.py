@@ -22,7 +22,7 @@ from evocamp.catalogue.factory import batch_format
 from evocamp.executors.dask_mode import cluster_workers, dask_client
 from evocamp.files.checkpoint import RunState, write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
-from evocamp.files.evaluations import EvaluationSettings, record_evaluations
+from evocamp.files.evaluations import EvaluationSettings, record_window_rows
 from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     InFlight,
@@ -138,8 +138,13 @@ def run_async_segment(
     )
     rows = completion_rows(state.spec, loop.told, settings=settings) if settings else None
     if rows is not None:
-        segment = RunFolder.holding(output).evaluation_segment(state.generation)
-        record_evaluations(segment, rows, spec=state.spec, up_to=state.generation)
+        record_window_rows(
+            RunFolder.holding(output),
+            rows,
+            spec=state.spec,
+            generation=state.generation,
+            total=total,
+        )
     began = time.perf_counter()
     write_state(output, state)
     print(

@@ -21,7 +21,7 @@ from pathlib import Path
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import RunState, write_state
-from evocamp.files.evaluations import EvaluationSettings, concatenate, record_evaluations
+from evocamp.files.evaluations import EvaluationSettings, concatenate, record_window_rows
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import tell
 from evocamp.loop.evaluation import evaluate_shard
@@ -217,8 +217,10 @@ def run_segment(
     The evaluations of these generations, when kept (``evaluations``), are recorded
     first, in the segment of the run's evaluations named after ``until``
     (``<run>/evaluations/segment_<until>.h5``, the run being the folder of ``output``'s
-    folder): a kill before the checkpoint is written makes the job run again and
-    record them again, in place of the first.
+    folder; the run's last segment straight into ``evaluations.h5``:
+    :func:`~evocamp.files.evaluations.record_window_rows`): a kill before the
+    checkpoint is written makes the job run again and record them again, in place of
+    the first.
 
     The first generation's ``wall_seconds`` counts from this job's start, not from when
     the checkpoint was written: time between segments (waiting for a core or a queue,
@@ -240,8 +242,13 @@ def run_segment(
             evaluations=evaluations,
         )
     if state.evaluations is not None:
-        segment = RunFolder.holding(output).evaluation_segment(state.generation)
-        record_evaluations(segment, state.evaluations, spec=state.spec, up_to=state.generation)
+        segment, _ = record_window_rows(
+            RunFolder.holding(output),
+            state.evaluations,
+            spec=state.spec,
+            generation=state.generation,
+            total=total,
+        )
         print(
             f"generation {state.generation}: {len(state.evaluations)} evaluations recorded "
             f"in {segment}",

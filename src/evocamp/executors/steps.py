@@ -8,32 +8,37 @@ rules send to the job's log; per-generation progress lines also go to standard o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
 
+from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
+    EvaluationRows,
     EvaluationSettings,
     as_ranges,
     concatenate,
-    gather_states,
     missing_generations,
-    read_evaluations,
-    record_evaluations,
+    record_window_rows,
 )
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
-from evocamp.loop.engine import initialise, note_numerics, optimizer_result, tell
-from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.engine import (
+    evaluation_rows,
+    initialise,
+    note_numerics,
+    optimizer_result,
+    tell,
+)
+from evocamp.loop.evaluation import combine_shards, evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
-from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, WORK_STATE, RunFolder
+from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
 
@@ -78,40 +83,45 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
 
 
 def tell_step(
-    *,
-    state: str | Path,
-    shard_files: list[str],
-    output: str | Path,
-    total: int | None,
-    evaluations: EvaluationSettings | None = None,
+    *, state: str | Path, shard_files: list[str], output: str | Path, total: int | None
 ) -> None:
     """Fold a generation's shards into the archive and write the next state (light,
-    with the full state in the node-local cache, between kept generations); the
-    generation's evaluations, when kept (``evaluations``, default: the defaults), go
-    into that state file."""
+    with the full state in the node-local cache, between kept generations). Kept
+    evaluations are not written here: ``keep`` and ``finalise`` record them from the
+    shard files and states (:func:`record_window`)."""
     before = read_full_state(state)
-    record = (evaluations or EvaluationSettings()).for_run(
-        before.spec, batch_size=len(before.next_seeds), total=total
-    )
-    told = tell(before, [read_shard(path) for path in shard_files], record=record)
+    told = tell(before, [read_shard(path) for path in shard_files])
     written = write_told_state(output, told, told_from=state, shard_files=shard_files, total=total)
     log(f"generation {told.generation}: {written}")
     progress(generation_line(told, total=total))
 
 
 def keep_step(
-    *, state: str | Path, checkpoint: str | Path, segment: str | Path, logs: str | Path
+    *,
+    state: str | Path,
+    checkpoint: str | Path,
+    segment: str | Path,
+    logs: str | Path,
+    total: int | None = None,
+    evaluations: EvaluationSettings | None = None,
 ) -> None:
-    """Keep a checkpoint (every K-th generation), save its metrics segment, delete the
-    working files of the generations it covers and fold their job logs."""
+    """Keep a checkpoint (every K-th generation), save its metrics segment, record the
+    window's evaluations when the run keeps them (``evaluations``, default: the
+    defaults; ``total``: the run's generations), delete the working files of the
+    generations it covers and fold their job logs."""
     kept = read_state(state, with_optimizer=False)
     keep_whole(state, checkpoint)
-    # Before the metrics segment (the rule's output): a kill in between reruns this step.
+    settings = (evaluations or EvaluationSettings()).for_run(
+        kept.spec, batch_size=len(kept.next_seeds), total=total
+    )
+    # Before the metrics segment (the rule's output) and the pruning: a kill in between
+    # reruns this step, which records the same rows again in their place.
     record_window(
-        work=Path(state).parent,
-        record=RunFolder.holding(checkpoint).evaluation_segment(kept.generation),
+        RunFolder.holding(checkpoint),
         spec=kept.spec,
         up_to=kept.generation,
+        total=total,
+        settings=settings,
     )
     write_rows(segment, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
@@ -119,33 +129,69 @@ def keep_step(
     tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
 
 
-def record_window(*, work: Path, record: Path, spec: dict, up_to: int) -> None:
-    """Record the evaluations stored in a window's working states (generations
-    ``<= up_to``) in ``record``; nothing when the run does not keep them."""
-    rows = gather_states(WORK_STATE.in_folder(work), spec=spec, up_to=up_to)
+def record_window(
+    folder: RunFolder,
+    *,
+    spec: dict,
+    up_to: int,
+    total: int | None,
+    settings: EvaluationSettings | None,
+) -> None:
+    """Record the evaluations of the generations still in a shard-mode run's working
+    folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
+    window's segment or, for the run's last generation, in ``evaluations.h5``
+    (:func:`~evocamp.files.evaluations.record_window_rows`); nothing when the run does
+    keep them (``settings`` ``None``) but the merge of segments recorded before. Dask
+    and asynchronous modes record their rows in their segment jobs, so there the
+    working folder holds no shard files and only the merge is left."""
+    rows = stored_rows(folder, spec=spec, up_to=up_to, settings=settings)
+    path, recorded = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
-        record_evaluations(record, rows, spec=spec, up_to=up_to)
-        log(f"generation {up_to}: {len(rows)} evaluations recorded in {record}")
-
-
-def finalise_evaluations(*, run: Path, work: Path, spec: dict, generation: int) -> None:
-    """Merge a run's evaluation segments and its last window into ``evaluations.h5``,
-    then remove the segments (recorded first, removed after: a kill in between
-    merges them again, keyed by generation)."""
-    folder = RunFolder(run)
-    segments = folder.evaluation_segment_files()
-    blocks = [read_evaluations(path, spec=spec) for path in segments]
-    blocks.append(gather_states(WORK_STATE.in_folder(work), spec=spec, up_to=generation))
-    path = folder.evaluations
-    rows = record_evaluations(path, concatenate(blocks), spec=spec, up_to=generation)
-    if rows is not None:
-        missing = as_ranges(missing_generations(rows, generation))
+        log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
+    if recorded is not None and path == folder.evaluations:
+        missing = as_ranges(missing_generations(recorded, up_to))
         note = f" (none of generation(s) {missing}: not kept then)" if missing else ""
-        log(f"generation {generation}: {len(rows)} evaluations in {path}{note}")
-    for segment in segments:
-        segment.unlink()
-    with contextlib.suppress(OSError):
-        folder.evaluation_segments.rmdir()
+        log(f"generation {up_to}: {len(recorded)} evaluations in {path}{note}")
+
+
+def stored_rows(
+    folder: RunFolder, *, spec: dict, up_to: int, settings: EvaluationSettings | None
+) -> EvaluationRows | None:
+    """The evaluation rows of the generations whose shard files are in a run's working
+    folder (``<= up_to``), made from files the run has already written (reads only):
+    each generation's shard results and the state holding its batch and seeds (the
+    working state of the generation before, else its kept checkpoint).
+
+    A generation whose files are incomplete (a kill while its window was being pruned,
+    after it was recorded) is passed over; ``None`` without rows or ``settings``.
+    """
+    if settings is None:
+        return None
+    blocks = []
+    for shard_folder in SHARD_FOLDER.in_folder(folder.work, up_to=up_to):
+        generation = SHARD_FOLDER.number_of(shard_folder.name)
+        blocks.append(_generation_rows(folder, generation, spec=spec, settings=settings))
+    return concatenate(blocks)
+
+
+def _generation_rows(
+    folder: RunFolder, generation: int, *, spec: dict, settings: EvaluationSettings
+) -> EvaluationRows | None:
+    """One generation's rows from its shard files and the state of its batch."""
+    holders = (folder.work_state(generation - 1), folder.checkpoint(generation - 1))
+    batch_state = next((path for path in holders if path.exists()), None)
+    shard_files = SHARD.in_folder(folder.work / SHARD_FOLDER.name(generation))
+    if batch_state is None or not shard_files:
+        return None
+    try:
+        before = read_state(batch_state, with_optimizer=False)
+        shards = [read_shard(path) for path in shard_files]
+        if before.spec != spec:
+            return None
+        results = combine_shards(spec, generation, len(before.next_seeds), shards)
+    except (OSError, KeyError, CorruptFileError, EvaluationError):
+        return None
+    return evaluation_rows(before, results, generation=generation, settings=settings)
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -184,8 +230,11 @@ def finalise_step(
     summary: str | Path,
     work: str | Path,
     logs: str | Path,
+    evaluations: EvaluationSettings | None = None,
 ) -> None:
-    """Write the final archive and metrics.csv of a run and keep its last checkpoint."""
+    """Write the final archive and metrics.csv of a run, keep its last checkpoint and
+    merge its kept evaluations (``evaluations``, default: the defaults) into
+    ``evaluations.h5``."""
     final_state = read_full_state(state)
     if Path(state).resolve() != Path(checkpoint).resolve():
         keep_whole(state, checkpoint, state=final_state)
@@ -196,11 +245,15 @@ def finalise_step(
     )
     write_rows(metrics, rows)
     write_run_archive(archive, final_state, evaluations=int(rows["evaluations"][-1]))
-    finalise_evaluations(
-        run=Path(archive).parent,
-        work=Path(work),
+    generation = final_state.generation
+    record_window(
+        RunFolder(Path(archive).parent),
         spec=final_state.spec,
-        generation=final_state.generation,
+        up_to=generation,
+        total=generation,
+        settings=(evaluations or EvaluationSettings()).for_run(
+            final_state.spec, batch_size=len(final_state.next_seeds), total=generation
+        ),
     )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
     summary_fields = {

@@ -20,7 +20,7 @@ import numpy as np
 from evocamp.catalogue.algorithms import family_of
 from evocamp.catalogue.factory import optimizer_class
 from evocamp.files.archive import write_archive_group, write_best_group
-from evocamp.files.evaluations import EvaluationRows, write_evaluations_group
+from evocamp.files.evaluations import EvaluationRows
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
@@ -55,8 +55,9 @@ class RunState:
         ``objective`` and extra fields (empty before generation 1); ``None`` otherwise.
     evaluations : EvaluationRows or None
         Rows of the evaluations told since the state was read (kept evaluations,
-        :mod:`evocamp.files.evaluations`): written with the state in ``/evaluations``,
-        never read back into a state (``None`` when read, or when not kept).
+        :mod:`evocamp.files.evaluations`), in memory only: Dask mode records them in
+        its evaluation segment; never written with the state (``None`` when read, or
+        when not kept).
     numerics : list of dict
         What computed the run, per step kind (:mod:`evocamp.model.numerics`): BLAS
         kernel, package versions, CPU model; empty in checkpoints written before
@@ -116,8 +117,6 @@ def write_state(
             write_dataset(batch, name, state.next_batch[name])
         write_dataset(handle, "next_seeds", state.next_seeds)
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
-        if state.evaluations is not None:
-            write_evaluations_group(handle, state.evaluations)
 
 
 def is_light(handle: h5py.File) -> bool:

@@ -1,13 +1,16 @@
 """Kept evaluations: one row per evaluated solution (``evaluations.h5``).
 
-A block of rows (:class:`EvaluationRows`) is made by the loop after each tell
-(:func:`evocamp.loop.engine.tell`) and travels with the state written next: shard
-mode's tell job stores its generation's rows in its state file, Dask mode's segment
-job the rows of its generations (``/evaluations`` of ``work/state_<g>.h5``), in the
-same atomic write as the state they belong to. When a checkpoint is kept, the rows of
-its window are recorded in ``evaluations/segment_<g>.h5``; ``finalise`` records the
-last window and merges them into ``evaluations.h5`` (:func:`record_evaluations` in
-both cases; the paths are :class:`evocamp.model.layout.RunFolder`'s).
+A block of rows (:class:`EvaluationRows`) holds what a generation's files already
+hold: the seeds and batch of the state it was asked in, and the shard results. Rows
+reach the shared filesystem once, in the segment of their window
+(``evaluations/segment_<g>.h5``), and once more when ``finalise`` merges the segments
+into ``evaluations.h5`` (:func:`record_evaluations` in both cases; the paths are
+:class:`evocamp.model.layout.RunFolder`'s). In shard mode the tell writes no rows:
+``keep`` builds its window's rows from the window's shard files and states before it
+prunes them (:func:`evocamp.executors.steps.stored_rows`, reads only), and
+``finalise`` the last window's; Dask and asynchronous modes make them in their
+segment job (:func:`evocamp.loop.engine.tell` with ``record``) and record them in
+that segment before the job writes its checkpoint.
 
 Recording is keyed by generation: the rows of a generation replace the rows of the
 same generation already in the file, rows of other generations are kept, and a file
@@ -18,6 +21,7 @@ Rows are reproducible (but ``eval_seconds``, a measured time).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,9 +30,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import measure_dim
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
@@ -302,7 +306,7 @@ def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
 
 
 def read_evaluations(path: str | Path, *, spec: dict | None = None) -> EvaluationRows | None:
-    """The rows of an evaluations file, or of the ``/evaluations`` group of a state file.
+    """The rows of an evaluations file (segment or ``evaluations.h5``).
 
     Parameters
     ----------
@@ -371,6 +375,46 @@ def record_evaluations(
     return merged
 
 
+def record_window_rows(
+    folder: RunFolder,
+    rows: EvaluationRows | None,
+    *,
+    spec: dict,
+    generation: int,
+    total: int | None,
+) -> tuple[Path, EvaluationRows | None]:
+    """Record the rows of a window ending at ``generation`` where they are written once.
+
+    Every step that makes a window's rows calls this (shard mode's ``keep`` and
+    ``finalise``, Dask and asynchronous mode's segment jobs): the rows go to the
+    window's segment (``evaluations/segment_<g>.h5``), or, when ``generation`` is the
+    run's last (``>= total``), straight into ``evaluations.h5``, merged with the
+    recorded segments and the file's earlier rows, and the segments are removed after
+    (a kill in between merges them again, keyed by generation); so the last window's
+    rows are written once, the others once in their segment and once in the merge.
+
+    Returns
+    -------
+    Path, EvaluationRows or None
+        The file written and what it holds now (``None``: nothing recorded).
+    """
+    if total is None or generation < total:
+        if rows is None:
+            return folder.evaluation_segment(generation), None
+        segment = folder.evaluation_segment(generation)
+        return segment, record_evaluations(segment, rows, spec=spec, up_to=generation)
+    segments = folder.evaluation_segment_files()
+    blocks = [read_evaluations(path, spec=spec) for path in segments]
+    merged = record_evaluations(
+        folder.evaluations, concatenate([*blocks, rows]), spec=spec, up_to=generation
+    )
+    for segment in segments:
+        segment.unlink()
+    with contextlib.suppress(OSError):
+        folder.evaluation_segments.rmdir()
+    return folder.evaluations, merged
+
+
 def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:
     """Generations ``1..up_to`` without rows."""
     return sorted(set(range(1, up_to + 1)) - {int(g) for g in rows.generations()})
@@ -400,19 +444,3 @@ def as_ranges(numbers: list[int]) -> str:
             parts.append(str(start) if start == number else f"{start}..{number}")
             start = None
     return ",".join(parts)
-
-
-def gather_states(states: list[Path], *, spec: dict, up_to: int) -> EvaluationRows | None:
-    """The rows stored in state files (``/evaluations``) written for ``spec``, of
-    generations ``<= up_to``; unreadable or foreign files are passed over (their
-    generations are then missing, which :func:`record_evaluations` notes)."""
-    blocks = []
-    for path in sorted(states):
-        try:
-            block = read_evaluations(path, spec=spec)
-        except (OSError, KeyError, CorruptFileError):
-            continue
-        if block is not None:
-            blocks.append(block)
-    rows = concatenate(blocks)
-    return None if rows is None else rows.select(rows.generation <= up_to)
