@@ -16,7 +16,7 @@ from pathlib import Path
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
-from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
+from evocamp.files.checkpoint import open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationSettings,
@@ -36,6 +36,7 @@ from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, wr
 from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, WORK_STATE, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
+from evocamp.model.state import RunState
 
 
 def log(message: str) -> None:

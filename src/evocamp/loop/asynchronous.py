@@ -20,7 +20,7 @@ Which completion is told next:
 
 A resume reads the completions logged since the checkpoint back (:class:`Resume`)
 instead of evaluating them again. The state between segments is a
-:class:`~evocamp.files.checkpoint.RunState` whose ``next_batch`` holds the proposals
+:class:`~evocamp.model.state.RunState` whose ``next_batch`` holds the proposals
 in flight (:func:`encode_in_flight`), so keep, finalise and status work unchanged.
 """
 
@@ -37,7 +37,6 @@ from evocamp.base.seeding import asynchronous_evaluation_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import batch_format, owns_archive
 from evocamp.families.qd import add_to_passive_archive
-from evocamp.files.checkpoint import RunState
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
 from evocamp.loop.engine import (
@@ -52,6 +51,7 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.model.metrics import SHARD_STATS, metrics_row
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.runspec import measure_count, run_label, spec_run_key
+from evocamp.model.state import RunState
 
 
 def asynchronous_settings(spec: dict) -> dict | None:

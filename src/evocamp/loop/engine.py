@@ -20,7 +20,6 @@ from evocamp.families.qd import (
     cqd_score,
     cqd_settings,
 )
-from evocamp.files.checkpoint import RunState
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
@@ -29,6 +28,7 @@ from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key, where
+from evocamp.model.state import RunState
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
