@@ -29,8 +29,9 @@ from evocamp.files.evaluations import (
 )
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
-from evocamp.loop.engine import initialise, note_numerics, optimizer_result, tell
+from evocamp.loop.engine import initialise, optimizer_result, tell
 from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
 from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, WORK_STATE, RunFolder
