@@ -20,7 +20,7 @@ from pathlib import Path
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import batch_format
 from evocamp.executors.dask_mode import cluster_workers, dask_client
-from evocamp.files.checkpoint import RunState, write_state
+from evocamp.files.checkpoint import write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
 from evocamp.files.evaluations import EvaluationSettings, record_window_rows
 from evocamp.loop.asynchronous import (
@@ -37,6 +37,7 @@ from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import run_label
+from evocamp.model.state import RunState
 
 
 class DaskSlots:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
-from evocamp.files.checkpoint import RunState, write_state
+from evocamp.files.checkpoint import write_state
 from evocamp.files.evaluations import EvaluationSettings, concatenate, record_window_rows
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import tell
@@ -28,6 +28,7 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
+from evocamp.model.state import RunState
 
 
 def _worker_prefix() -> str:

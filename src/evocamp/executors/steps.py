@@ -16,7 +16,7 @@ from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
-from evocamp.files.checkpoint import RunState, open_batch, read_state, write_state
+from evocamp.files.checkpoint import open_batch, read_state, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -28,19 +28,15 @@ from evocamp.files.evaluations import (
 )
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
-from evocamp.loop.engine import (
-    evaluation_rows,
-    initialise,
-    note_numerics,
-    optimizer_result,
-    tell,
-)
+from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, tell
 from evocamp.loop.evaluation import combine_shards, evaluate_shard
+from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
 from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
+from evocamp.model.state import RunState
 
 
 def log(message: str) -> None:

@@ -1,4 +1,5 @@
-"""Run states (checkpoints): everything a run needs to continue after a generation.
+"""Run states (checkpoints) on disk: a :class:`~evocamp.model.state.RunState` written and
+read back.
 
 Kept checkpoints (``checkpoints/gen_<g>.h5``) and working states (``work/state_<g>.h5``)
 share one format. A *light* working state (shard mode, between kept generations)
@@ -11,70 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
-import numpy as np
 
 from evocamp.catalogue.algorithms import family_of
 from evocamp.catalogue.factory import optimizer_class
 from evocamp.files.archive import write_archive_group, write_best_group
-from evocamp.files.evaluations import EvaluationRows
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
-
-
-@dataclass
-class RunState:
-    """Everything a run needs to continue after a generation.
-
-    Attributes
-    ----------
-    spec : dict
-        The run spec.
-    generation : int
-        The last generation told (0: freshly initialised).
-    optimizer : object or None
-        The optimizer; ``None`` when read with ``with_optimizer=False`` (or light).
-    archive : ribs archive or None
-        The run's elites: a QD optimizer's result archive, or the passive archive of
-        another family; ``None`` without measures (or when read without the optimizer).
-    next_batch : dict of str to numpy.ndarray
-        The batch of generation ``generation + 1``, as the optimizer describes it.
-    next_seeds : numpy.ndarray
-        Its evaluation seeds, one per solution.
-    metrics_window : numpy.ndarray
-        Metric rows (``METRIC_DTYPE``) since the last kept checkpoint.
-    finished_at : float
-        Unix time at which this state was written.
-    best : dict or None
-        Runs without an archive: the best solution evaluated so far, with its
-        ``objective`` and extra fields (empty before generation 1); ``None`` otherwise.
-    evaluations : EvaluationRows or None
-        Rows of the evaluations told since the state was read (kept evaluations,
-        :mod:`evocamp.files.evaluations`), in memory only: Dask mode records them in
-        its evaluation segment; never written with the state (``None`` when read, or
-        when not kept).
-    numerics : list of dict
-        What computed the run, per step kind (:mod:`evocamp.model.numerics`): BLAS
-        kernel, package versions, CPU model; empty in checkpoints written before
-        evocamp recorded it.
-    """
-
-    spec: dict
-    generation: int
-    optimizer: object
-    archive: object
-    next_batch: dict
-    next_seeds: np.ndarray
-    metrics_window: np.ndarray
-    finished_at: float
-    best: dict | None = None
-    evaluations: EvaluationRows | None = None
-    numerics: list = field(default_factory=list)
+from evocamp.model.state import RunState
 
 
 def write_state(

@@ -20,14 +20,13 @@ Which completion is told next:
 
 A resume reads the completions logged since the checkpoint back (:class:`Resume`)
 instead of evaluating them again. The state between segments is a
-:class:`~evocamp.files.checkpoint.RunState` whose ``next_batch`` holds the proposals
+:class:`~evocamp.model.state.RunState` whose ``next_batch`` holds the proposals
 in flight (:func:`encode_in_flight`), so keep, finalise and status work unchanged.
 """
 
 from __future__ import annotations
 
 import collections
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,23 +34,16 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.catalogue.factory import batch_format, owns_archive
-from evocamp.families.qd import add_to_passive_archive
-from evocamp.files.checkpoint import RunState
+from evocamp.catalogue.factory import batch_format
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
-from evocamp.loop.engine import (
-    archive_cqd_score,
-    extended_window,
-    improved_best,
-    initialise,
-    note_numerics,
-    optimizer_stats,
-)
+from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
-from evocamp.model.metrics import SHARD_STATS, metrics_row
+from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
+from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.runspec import measure_dim, run_label, spec_run_key
+from evocamp.model.state import RunState
 
 
 def asynchronous_settings(spec: dict) -> dict | None:
@@ -271,6 +263,20 @@ class Resume:
         return cls(by_id=by_id, order=collections.deque(c.evaluation for c in logged[told:]))
 
 
+def as_evaluated(completion: Completion) -> Evaluated:
+    """One completion as the evaluated solutions to fold (a batch of one); the
+    optimizer's ``tell_async`` receives its solution."""
+    solutions = completion.solution.reshape(1, -1)
+    return Evaluated(
+        objective=np.asarray([completion.objective]),
+        measures=np.asarray(completion.measures, dtype=np.float64).reshape(1, -1),
+        extra={name: np.asarray([value]) for name, value in completion.extra.items()},
+        solutions_of=lambda rows: solutions[np.asarray(rows, dtype=np.int64)],
+        told_solutions=solutions,
+        numerics=[] if completion.numerics is None else [completion.numerics],
+    )
+
+
 class AsynchronousLoop:
     """Advance an asynchronous run completion by completion.
 
@@ -360,85 +366,33 @@ class AsynchronousLoop:
         completion, finished = self._next_completion()
         entry = self.progress.in_flight.pop(completion.evaluation)
         self._check_logged(completion, entry)
-        spec, state = self.spec, self.state
-        generation = self.progress.told // self.per_generation + 1
-        objective = np.asarray([completion.objective])
-        measures = np.asarray(completion.measures, dtype=np.float64).reshape(1, -1)
-        extra = {name: np.asarray([value]) for name, value in completion.extra.items()}
-        solutions = completion.solution.reshape(1, -1)
-        if state.archive is not None and not owns_archive(spec):
-            add_to_passive_archive(
-                state.archive,
-                objective=objective,
-                measures=measures,
-                extra=extra,
-                solutions=lambda rows: solutions[np.asarray(rows, dtype=np.int64)],
-            )
-        if state.archive is None:
-            state.best = improved_best(
-                state.best,
-                objective=objective,
-                extra=extra,
-                solutions_of=lambda rows: solutions[np.asarray(rows, dtype=np.int64)],
-            )
-        call_method(
-            spec,
-            generation,
-            state.optimizer,
-            "tell_async",
-            objective,
-            measures,
-            solutions=solutions,
-            **extra,
-        )
-        if completion.numerics is not None:
-            state.numerics = note_numerics(
-                spec,
-                state.numerics,
-                step="evaluate",
-                generation=generation,
-                current=completion.numerics,
-            )
+        generation = self.state.generation + 1
+        fold_evaluations(self.state, as_evaluated(completion), method="tell_async")
         self.progress.told += 1
         self.progress.now = finished
         self.block.append(completion)
         self.told.append((generation, completion))
-        for new in _propose(spec, state.optimizer, self.progress, [entry.slot], start=finished):
+        for new in _propose(
+            self.spec, self.state.optimizer, self.progress, [entry.slot], start=finished
+        ):
             self._start(new)
         if self.progress.told % self.per_generation == 0:
-            self._close_generation(generation)
+            self._close_generation()
 
-    def _close_generation(self, generation: int) -> None:
-        """Write the metrics row of the generation the last ``batch_size`` completions
-        make, and move the state to it."""
-        state, block = self.state, self.block
-        objective = np.asarray([c.objective for c in block])
-        previous_row = state.metrics_window[-1]
-        finished = time.time()
-        stats = {
-            name: float(np.mean([c.stats[name] for c in block if name in c.stats]))
-            for name in SHARD_STATS
-            if any(name in c.stats for c in block)
-        }
-        row = metrics_row(
-            archive=state.archive,
-            optimizer_stats=optimizer_stats(self.spec, generation, state.optimizer),
-            generation=generation,
-            evaluations=self.progress.told,
-            objective=objective,
-            best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
-            wall_seconds=finished - state.finished_at,
+    def _close_generation(self) -> None:
+        """Close the generation the last ``batch_size`` completions make."""
+        block = self.block
+        close_generation(
+            self.state,
+            objective=np.asarray([c.objective for c in block]),
             eval_seconds=float(sum(c.eval_seconds for c in block)),
-            shard_stats=stats,
+            shard_stats={
+                name: float(np.mean([c.stats[name] for c in block if name in c.stats]))
+                for name in SHARD_STATS
+                if any(name in c.stats for c in block)
+            },
             workers=self.workers,
-            cqd_score=archive_cqd_score(self.spec, state.archive),
         )
-        state.metrics_window = extended_window(state, row)
-        state.numerics = note_numerics(
-            self.spec, state.numerics, step="tell", generation=generation
-        )
-        state.generation = generation
-        state.finished_at = finished
         self.block = []
 
     def run(self, *, until: int, on_generation=None) -> RunState:

@@ -7,28 +7,29 @@ which is why both modes give bitwise-identical results.
 
 from __future__ import annotations
 
-import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
-from evocamp.families.qd import (
-    add_to_passive_archive,
-    build_passive_archive,
-    cqd_score,
-    cqd_settings,
-)
-from evocamp.files.checkpoint import RunState
+from evocamp.families.qd import build_passive_archive
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
-from evocamp.model.layout import closes_window
+from evocamp.loop.fold import (
+    Evaluated,
+    archive_cqd_score,
+    close_generation,
+    fold_evaluations,
+    note_numerics,
+    optimizer_stats,
+)
 from evocamp.model.metrics import metrics_row
-from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method, call_optimizer, checked_batch
-from evocamp.model.runspec import spec_run_key, where
+from evocamp.model.runspec import spec_run_key
+from evocamp.model.state import RunState
 
 
 def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
@@ -39,39 +40,11 @@ def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarra
     return batch, seeds
 
 
-def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:
-    """The optimizer's ``stats()`` (metrics columns such as ``sigma``), if it has any."""
-    if not callable(getattr(optimizer, "stats", None)):
-        return {}
-    return dict(call_method(spec, generation, optimizer, "stats"))
-
-
 def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
     """The optimizer's ``result()`` (arrays stored in ``/result``), if it has one."""
     if not callable(getattr(optimizer, "result", None)):
         return None
     return dict(call_method(spec, generation, optimizer, "result"))
-
-
-def archive_cqd_score(spec: dict, archive) -> float:
-    """The CQD score of a run's archive (NaN when the run gets none: see
-    :func:`evocamp.families.qd.cqd_settings`)."""
-    settings = cqd_settings(spec) if archive is not None else None
-    return np.nan if settings is None else cqd_score(archive, **settings)
-
-
-def note_numerics(
-    spec: dict, records: list[dict], *, step: str, generation: int, current: dict | None = None
-) -> list[dict]:
-    """A run's numeric provenance records with one step noted
-    (:func:`evocamp.model.numerics.noted`); a step under another kernel or package
-    versions than the run's earlier steps gets one warning line in its log."""
-    records, warning = noted(records, step=step, generation=generation, current=current)
-    if warning is not None:
-        print(
-            f"evocamp: warning: {where(spec, generation)}: {warning}", file=sys.stderr, flush=True
-        )
-    return records
 
 
 def initialise(spec: dict, *, first_batch=None) -> RunState:
@@ -123,8 +96,9 @@ def tell(
     workers: int | None = None,
     record: EvaluationSettings | None = None,
 ) -> RunState:
-    """Fold a generation's shard results into the optimizer (and the passive archive)
-    and ask the next batch.
+    """Fold a generation's shard results, in index order, into a new state
+    (:mod:`evocamp.loop.fold`: archive, best solution, optimizer, metrics row) and ask
+    the next batch.
 
     Parameters
     ----------
@@ -144,8 +118,6 @@ def tell(
     """
     generation = state.generation + 1
     results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
-    objective, extra = results.objective, results.extra
-    optimizer = state.optimizer
     batch_kind = batch_format(state.spec)
 
     def solution(row: int) -> np.ndarray:
@@ -165,62 +137,28 @@ def tell(
             return results.solutions[np.asarray(rows, dtype=np.int64)]
         return np.stack([solution(int(row)) for row in rows])
 
-    if state.archive is not None and not owns_archive(state.spec):
-        add_to_passive_archive(
-            state.archive,
-            objective=objective,
-            measures=results.measures,
-            extra=extra,
-            solutions=solutions_of,
-        )
-    best = state.best
-    if state.archive is None:
-        best = improved_best(
-            state.best, objective=objective, extra=extra, solutions_of=solutions_of
-        )
     rows = None
     if record is not None:
         rows = evaluation_rows(state, results, generation=generation, settings=record)
-    told = dict(extra)
-    if batch_kind.proposes_in_shards:
-        told["solutions"] = results.solutions
-    call_method(state.spec, generation, optimizer, "tell", objective, results.measures, **told)
-    previous_row = state.metrics_window[-1]
-    evaluations = int(previous_row["evaluations"]) + len(objective)
-    batch, seeds = _next_batch(state.spec, optimizer, generation + 1)
-    finished = time.time()
-    row = metrics_row(
-        archive=state.archive,
-        optimizer_stats=optimizer_stats(state.spec, generation, optimizer),
-        generation=generation,
-        evaluations=evaluations,
-        objective=objective,
-        best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
-        wall_seconds=finished - state.finished_at,
+    after = replace(state, evaluations=rows)
+    evaluated = Evaluated(
+        objective=results.objective,
+        measures=results.measures,
+        extra=results.extra,
+        solutions_of=solutions_of,
+        told_solutions=results.solutions if batch_kind.proposes_in_shards else None,
+        numerics=results.numerics,
+    )
+    fold_evaluations(after, evaluated)
+    after.next_batch, after.next_seeds = _next_batch(state.spec, after.optimizer, generation + 1)
+    close_generation(
+        after,
+        objective=results.objective,
         eval_seconds=results.eval_seconds,
         shard_stats=results.shard_stats,
         workers=workers or results.shards,
-        cqd_score=archive_cqd_score(state.spec, state.archive),
     )
-    window = extended_window(state, row)
-    numerics = state.numerics
-    for evaluated in results.numerics:
-        numerics = note_numerics(
-            state.spec, numerics, step="evaluate", generation=generation, current=evaluated
-        )
-    return RunState(
-        spec=state.spec,
-        generation=generation,
-        optimizer=optimizer,
-        archive=state.archive,
-        next_batch=batch,
-        next_seeds=seeds,
-        metrics_window=window,
-        finished_at=finished,
-        best=best,
-        evaluations=rows,
-        numerics=note_numerics(state.spec, numerics, step="tell", generation=generation),
-    )
+    return after
 
 
 def evaluation_rows(
@@ -279,24 +217,3 @@ def evaluation_rows(
         noise_seed=noise_seed,
         batch=batch,
     )
-
-
-def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
-    """The metrics window after ``state`` with the next generation's ``row``: it
-    restarts after every kept checkpoint (a generation that is a positive multiple of
-    ``checkpoint_every``), whose rows were already saved."""
-    if closes_window(state.generation, every=state.spec["checkpoint_every"]):
-        return row
-    return np.concatenate([state.metrics_window, row])
-
-
-def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
-    """The best evaluated solution so far (runs without an archive): its solution,
-    objective and extra fields; the first of equal objectives wins. ``solutions_of(rows)``
-    gives the solutions of rows of the generation's batch."""
-    index = int(np.argmax(objective))
-    if best and objective[index] <= best["objective"]:
-        return best
-    improved = {"solution": solutions_of([index])[0], "objective": np.float64(objective[index])}
-    improved.update({name: np.float64(values[index]) for name, values in extra.items()})
-    return improved

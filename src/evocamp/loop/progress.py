@@ -6,8 +6,8 @@ import datetime
 
 import numpy as np
 
-from evocamp.files.checkpoint import RunState
 from evocamp.model.runspec import run_label
+from evocamp.model.state import RunState
 
 #: Generations averaged for the seconds-per-generation estimate.
 RATE_WINDOW = 10

@@ -40,11 +40,12 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
 from evocamp.catalogue.factory import optimizer_class
-from evocamp.files.checkpoint import RunState, light_attrs, read_state, write_state
+from evocamp.files.checkpoint import light_attrs, read_state, write_state
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
 from evocamp.model.runspec import run_label
+from evocamp.model.state import RunState
 
 #: Environment variable naming the cache folder (``0``: no cache, states written whole).
 CACHE_VARIABLE = "EVOCAMP_STATE_CACHE"

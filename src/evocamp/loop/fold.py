@@ -1,0 +1,195 @@
+"""The one fold: evaluated results into a run state.
+
+Both loops advance a :class:`~evocamp.model.state.RunState` with these two functions
+and spell none of their steps themselves:
+
+- :func:`fold_evaluations` adds evaluated solutions to the passive archive (when the
+  optimizer does not own the archive), improves the best solution (runs without an
+  archive), tells the optimizer and notes the environments that evaluated them;
+- :func:`close_generation` writes the generation's metrics row, extends the metrics
+  window, notes the tell step and moves the state to the generation.
+
+The synchronous loop (:func:`evocamp.loop.engine.tell`) folds a generation's shard
+results at once, in index order, asks the next batch, and closes the generation. The
+asynchronous loop (:class:`evocamp.loop.asynchronous.AsynchronousLoop`) folds one
+completion at a time (``tell_async``), gives its slot a new proposal, and closes a
+generation every ``batch_size`` completions. Either way the generation folded into is
+the one after the state's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evocamp.catalogue.factory import owns_archive
+from evocamp.families.qd import add_to_passive_archive, cqd_score, cqd_settings
+from evocamp.model.layout import closes_window
+from evocamp.model.metrics import metrics_row
+from evocamp.model.numerics import noted
+from evocamp.model.protocol import call_method
+from evocamp.model.runspec import where
+from evocamp.model.state import RunState
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Evaluated solutions to fold into a run: a generation's, in index order, or one
+    completion's (one row each)."""
+
+    objective: np.ndarray
+    measures: np.ndarray
+    extra: dict
+    #: ``solutions_of(rows)``: the solutions of some rows, made only when needed (new
+    #: elites of the passive archive, a better best solution).
+    solutions_of: Callable
+    #: The solutions the optimizer's tell receives as ``solutions`` (``None``: it gets
+    #: none, they are its own).
+    told_solutions: np.ndarray | None = None
+    #: The numeric environments that evaluated them, each noted as an ``evaluate`` step.
+    numerics: list = field(default_factory=list)
+
+
+def fold_evaluations(state: RunState, evaluated: Evaluated, *, method: str = "tell") -> None:
+    """Fold evaluated solutions into ``state`` (changed in place), as part of the
+    generation after the state's.
+
+    Parameters
+    ----------
+    state : RunState
+        The run state; its archive, optimizer, best solution and numeric provenance
+        change.
+    evaluated : Evaluated
+        The evaluated solutions.
+    method : str
+        The optimizer's method that receives them: ``"tell"`` (a generation's batch)
+        or ``"tell_async"`` (one completion).
+    """
+    spec = state.spec
+    generation = state.generation + 1
+    if state.archive is not None and not owns_archive(spec):
+        add_to_passive_archive(
+            state.archive,
+            objective=evaluated.objective,
+            measures=evaluated.measures,
+            extra=evaluated.extra,
+            solutions=evaluated.solutions_of,
+        )
+    if state.archive is None:
+        state.best = improved_best(
+            state.best,
+            objective=evaluated.objective,
+            extra=evaluated.extra,
+            solutions_of=evaluated.solutions_of,
+        )
+    told = dict(evaluated.extra)
+    if evaluated.told_solutions is not None:
+        told["solutions"] = evaluated.told_solutions
+    call_method(
+        spec, generation, state.optimizer, method, evaluated.objective, evaluated.measures, **told
+    )
+    for environment in evaluated.numerics:
+        state.numerics = note_numerics(
+            spec, state.numerics, step="evaluate", generation=generation, current=environment
+        )
+
+
+def close_generation(
+    state: RunState,
+    *,
+    objective: np.ndarray,
+    eval_seconds: float,
+    shard_stats: dict,
+    workers: int,
+) -> None:
+    """Close the generation after the state's, once all its evaluations are folded:
+    its metrics row, the metrics window, the tell step's provenance; ``state``
+    (changed in place) is then at that generation.
+
+    Parameters
+    ----------
+    state : RunState
+        The run state.
+    objective : numpy.ndarray
+        The generation's objective values.
+    eval_seconds : float
+        Seconds spent evaluating them.
+    shard_stats : dict
+        Means of the ``SHARD_STATS`` its evaluations reported.
+    workers : int
+        Evaluations that could run at once (the ``utilisation`` column).
+    """
+    spec = state.spec
+    generation = state.generation + 1
+    previous_row = state.metrics_window[-1]
+    finished = time.time()
+    row = metrics_row(
+        archive=state.archive,
+        optimizer_stats=optimizer_stats(spec, generation, state.optimizer),
+        generation=generation,
+        evaluations=int(previous_row["evaluations"]) + len(objective),
+        objective=objective,
+        best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
+        wall_seconds=finished - state.finished_at,
+        eval_seconds=eval_seconds,
+        shard_stats=shard_stats,
+        workers=workers,
+        cqd_score=archive_cqd_score(spec, state.archive),
+    )
+    state.metrics_window = extended_window(state, row)
+    state.numerics = note_numerics(spec, state.numerics, step="tell", generation=generation)
+    state.generation = generation
+    state.finished_at = finished
+
+
+def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:
+    """The optimizer's ``stats()`` (metrics columns such as ``sigma``), if it has any."""
+    if not callable(getattr(optimizer, "stats", None)):
+        return {}
+    return dict(call_method(spec, generation, optimizer, "stats"))
+
+
+def archive_cqd_score(spec: dict, archive) -> float:
+    """The CQD score of a run's archive (NaN when the run gets none: see
+    :func:`evocamp.families.qd.cqd_settings`)."""
+    settings = cqd_settings(spec) if archive is not None else None
+    return np.nan if settings is None else cqd_score(archive, **settings)
+
+
+def note_numerics(
+    spec: dict, records: list[dict], *, step: str, generation: int, current: dict | None = None
+) -> list[dict]:
+    """A run's numeric provenance records with one step noted
+    (:func:`evocamp.model.numerics.noted`); a step under another kernel or package
+    versions than the run's earlier steps gets one warning line in its log."""
+    records, warning = noted(records, step=step, generation=generation, current=current)
+    if warning is not None:
+        print(
+            f"evocamp: warning: {where(spec, generation)}: {warning}", file=sys.stderr, flush=True
+        )
+    return records
+
+
+def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
+    """The metrics window after ``state`` with the next generation's ``row``: it
+    restarts after every kept checkpoint (a generation that is a positive multiple of
+    ``checkpoint_every``), whose rows were already saved."""
+    if closes_window(state.generation, every=state.spec["checkpoint_every"]):
+        return row
+    return np.concatenate([state.metrics_window, row])
+
+
+def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:
+    """The best evaluated solution so far (runs without an archive): its solution,
+    objective and extra fields; the first of equal objectives wins. ``solutions_of(rows)``
+    gives the solutions of rows of the evaluated batch."""
+    index = int(np.argmax(objective))
+    if best and objective[index] <= best["objective"]:
+        return best
+    improved = {"solution": solutions_of([index])[0], "objective": np.float64(objective[index])}
+    improved.update({name: np.float64(values[index]) for name, values in extra.items()})
+    return improved
