@@ -99,7 +99,7 @@ def measure(
             state = read_full_state(previous)  # light: from the cache
             told = time.perf_counter()
             record = EvaluationSettings(keep=True) if keep_evaluations else None
-            state = tell(state, [read_shard(shard_path)], record=record)
+            state = tell(state, [read_shard(shard_path)], evaluation_settings=record)
             tells.append(time.perf_counter() - told)
             path = run.work_state(generation)
             write_told_state(

@@ -76,7 +76,7 @@ def cmd_segment(args) -> None:
             workers=args.workers,
             total=args.total,
             log=steps.progress,
-            evaluations=EvaluationSettings.from_environment(),
+            evaluation_settings=EvaluationSettings.from_environment(),
         )
         return
     from evocamp.executors.dask_mode import run_segment
@@ -90,7 +90,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
-        evaluations=EvaluationSettings.from_environment(),
+        evaluation_settings=EvaluationSettings.from_environment(),
     )
 
 
@@ -111,7 +111,7 @@ def cmd_keep(args) -> None:
         segment=args.segment,
         logs=args.logs,
         total=args.total,
-        evaluations=EvaluationSettings.from_environment(),
+        evaluation_settings=EvaluationSettings.from_environment(),
     )
 
 
@@ -126,7 +126,7 @@ def cmd_finalise(args) -> None:
         summary=args.summary,
         work=args.work,
         logs=args.logs,
-        evaluations=EvaluationSettings.from_environment(),
+        evaluation_settings=EvaluationSettings.from_environment(),
     )
 
 

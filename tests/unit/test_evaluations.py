@@ -32,7 +32,11 @@ def told_rows(spec: dict, *, generations: int, shards: int, settings=None) -> li
     state = initialise(spec)
     blocks = []
     for _ in range(generations):
-        state = tell(state, shard_results(state, shards), record=settings or EvaluationSettings())
+        state = tell(
+            state,
+            shard_results(state, shards),
+            evaluation_settings=settings or EvaluationSettings(),
+        )
         blocks.append(state.evaluations)
     return blocks
 
@@ -72,7 +76,7 @@ def test_rows_do_not_depend_on_the_shards(algorithm):
 def test_rows_are_never_written_with_the_state(tmp_path):
     spec = spec_of("me")
     state = initialise(spec)
-    state = tell(state, shard_results(state, 2), record=EvaluationSettings())
+    state = tell(state, shard_results(state, 2), evaluation_settings=EvaluationSettings())
     write_state(tmp_path / "state.h5", state)
     assert read_state(tmp_path / "state.h5").evaluations is None
     assert read_evaluations(tmp_path / "state.h5") is None, "rows reach the files once"
@@ -94,7 +98,7 @@ def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
         results = shard_results(state, shards)
         for result in results:
             write_shard(folder.shard(generation, result.shard), result)
-        state = tell(state, results, record=EvaluationSettings())
+        state = tell(state, results, evaluation_settings=EvaluationSettings())
         blocks.append(state.evaluations)
         write_state(folder.work_state(generation), state)
     return blocks
@@ -117,12 +121,14 @@ def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
         spec = spec_of(algorithm)
     told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=3)
     folder = RunFolder(tmp_path / "run")
-    rebuilt = stored_rows(folder, spec=spec, up_to=3, settings=EvaluationSettings())
+    rebuilt = stored_rows(folder, spec=spec, up_to=3, evaluation_settings=EvaluationSettings())
     assert same_rows(rebuilt, concatenate(told))
     assert np.array_equal(rebuilt.eval_seconds, concatenate(told).eval_seconds)
-    assert stored_rows(folder, spec=spec, up_to=3, settings=None) is None, "not kept"
+    assert stored_rows(folder, spec=spec, up_to=3, evaluation_settings=None) is None, "not kept"
     assert list(
-        stored_rows(folder, spec=spec, up_to=2, settings=EvaluationSettings()).generations()
+        stored_rows(
+            folder, spec=spec, up_to=2, evaluation_settings=EvaluationSettings()
+        ).generations()
     ) == [1, 2]
 
 
@@ -200,10 +206,10 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     shard_mode_files(run, spec, generations=5, shards=2)
     settings = EvaluationSettings()
     for _ in range(2):
-        record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
+        record_window(folder, spec=spec, up_to=3, total=5, evaluation_settings=settings)
     shutil.rmtree(folder.work / "gen_000002")  # killed while pruning the window
     folder.work_state(1).unlink()
-    record_window(folder, spec=spec, up_to=3, total=5, settings=settings)
+    record_window(folder, spec=spec, up_to=3, total=5, evaluation_settings=settings)
     assert list(read_evaluations(segment, spec=spec).generations()) == [1, 2, 3]
     folder.checkpoint(3).parent.mkdir(exist_ok=True)
     shutil.copyfile(folder.work_state(3), folder.checkpoint(3))  # the kept checkpoint
@@ -211,11 +217,11 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
         if int(path.name[-9:-3] if path.suffix else path.name[-6:]) <= 3:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
-    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)  # finalise
+    record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)  # finalise
     assert not segment.exists()
     segment.parent.mkdir()
     segment.write_bytes(kept)  # killed before the segments were removed
-    record_window(folder, spec=spec, up_to=5, total=5, settings=settings)
+    record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)
     rows = read_evaluations(run / "evaluations.h5", spec=spec)
     assert list(rows.generation) == [g for g in range(1, 6) for _ in range(16)]
     assert list(rows.index) == list(range(16)) * 5
@@ -233,13 +239,13 @@ def test_the_last_window_is_written_once(tmp_path):
     folder = RunFolder(tmp_path / "run")
     told = shard_mode_files(folder.path, spec, generations=6, shards=2)
     settings = EvaluationSettings()
-    record_window(folder, spec=spec, up_to=3, total=6, settings=settings)
+    record_window(folder, spec=spec, up_to=3, total=6, evaluation_settings=settings)
     folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
     prune_work_files(folder.work, up_to=3)
-    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # keep 6
+    record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # keep 6
     assert not folder.evaluation_segments.exists()
     written = folder.evaluations.stat().st_mtime_ns
     prune_work_files(folder.work, up_to=6)
-    record_window(folder, spec=spec, up_to=6, total=6, settings=settings)  # finalise
+    record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # finalise
     assert folder.evaluations.stat().st_mtime_ns == written
     assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))

@@ -83,7 +83,7 @@ def run_async_segment(
     workers: int,
     total: int | None,
     log=print,
-    evaluations: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> RunState:
     """Run an asynchronous run from the checkpoint ``state_path`` until generation
     ``until`` is complete, on Dask, and write the resulting state to ``output``. The
@@ -134,10 +134,10 @@ def run_async_segment(
         )
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         kept = slots.finish(completion_log.append)
-    settings = (evaluations or EvaluationSettings()).for_run(
+    kept = (evaluation_settings or EvaluationSettings()).for_run(
         state.spec, batch_size=completions_per_generation(state.spec), total=total
     )
-    rows = completion_rows(state.spec, loop.told, settings=settings) if settings else None
+    rows = completion_rows(state.spec, loop.told, evaluation_settings=kept) if kept else None
     if rows is not None:
         record_window_rows(
             RunFolder.holding(output),

@@ -150,7 +150,7 @@ def run_generations(
     workers: int,
     total: int | None,
     log=print,
-    evaluations: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> RunState:
     """Advance ``state`` generation by generation up to ``until`` (inclusive).
 
@@ -170,12 +170,12 @@ def run_generations(
         Generations of the run, for the progress line.
     log : callable
         Receives one progress line per generation.
-    evaluations : EvaluationSettings, optional
+    evaluation_settings : EvaluationSettings, optional
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
     client.run(_configure_worker_logging)
-    record = (evaluations or EvaluationSettings()).for_run(
+    kept = (evaluation_settings or EvaluationSettings()).for_run(
         state.spec, batch_size=len(state.next_seeds), total=total
     )
     told = []
@@ -195,7 +195,7 @@ def run_generations(
             [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
             pure=False,
         )
-        state = tell(state, client.gather(futures), workers=workers, record=record)
+        state = tell(state, client.gather(futures), workers=workers, evaluation_settings=kept)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))
@@ -211,7 +211,7 @@ def run_segment(
     workers: int,
     total: int | None,
     log=print,
-    evaluations: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
@@ -240,7 +240,7 @@ def run_segment(
             workers=cluster_workers(client) if scheduler_file else workers,
             total=total,
             log=log,
-            evaluations=evaluations,
+            evaluation_settings=evaluation_settings,
         )
     if state.evaluations is not None:
         segment, _ = record_window_rows(

@@ -99,15 +99,15 @@ def keep_step(
     segment: str | Path,
     logs: str | Path,
     total: int | None = None,
-    evaluations: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics segment, record the
-    window's evaluations when the run keeps them (``evaluations``, default: the
-    defaults; ``total``: the run's generations), delete the working files of the
+    window's evaluations when the run keeps them (``evaluation_settings``, default:
+    the defaults; ``total``: the run's generations), delete the working files of the
     generations it covers and fold their job logs."""
     kept = read_state(state, with_optimizer=False)
     keep_whole(state, checkpoint)
-    settings = (evaluations or EvaluationSettings()).for_run(
+    evaluation_settings = (evaluation_settings or EvaluationSettings()).for_run(
         kept.spec, batch_size=len(kept.next_seeds), total=total
     )
     # Before the metrics segment (the rule's output) and the pruning: a kill in between
@@ -117,7 +117,7 @@ def keep_step(
         spec=kept.spec,
         up_to=kept.generation,
         total=total,
-        settings=settings,
+        evaluation_settings=evaluation_settings,
     )
     write_rows(segment, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
@@ -131,16 +131,16 @@ def record_window(
     spec: dict,
     up_to: int,
     total: int | None,
-    settings: EvaluationSettings | None,
+    evaluation_settings: EvaluationSettings | None,
 ) -> None:
     """Record the evaluations of the generations still in a shard-mode run's working
     folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
     window's segment or, for the run's last generation, in ``evaluations.h5``
     (:func:`~evocamp.files.evaluations.record_window_rows`); nothing when the run does
-    keep them (``settings`` ``None``) but the merge of segments recorded before. Dask
+    keep them (``evaluation_settings`` ``None``) but the merge of segments recorded before. Dask
     and asynchronous modes record their rows in their segment jobs, so there the
     working folder holds no shard files and only the merge is left."""
-    rows = stored_rows(folder, spec=spec, up_to=up_to, settings=settings)
+    rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
     path, recorded = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
@@ -151,7 +151,7 @@ def record_window(
 
 
 def stored_rows(
-    folder: RunFolder, *, spec: dict, up_to: int, settings: EvaluationSettings | None
+    folder: RunFolder, *, spec: dict, up_to: int, evaluation_settings: EvaluationSettings | None
 ) -> EvaluationRows | None:
     """The evaluation rows of the generations whose shard files are in a run's working
     folder (``<= up_to``), made from files the run has already written (reads only):
@@ -159,19 +159,21 @@ def stored_rows(
     working state of the generation before, else its kept checkpoint).
 
     A generation whose files are incomplete (a kill while its window was being pruned,
-    after it was recorded) is passed over; ``None`` without rows or ``settings``.
+    after it was recorded) is passed over; ``None`` without rows or ``evaluation_settings``.
     """
-    if settings is None:
+    if evaluation_settings is None:
         return None
     blocks = []
     for shard_folder in SHARD_FOLDER.in_folder(folder.work, up_to=up_to):
         generation = SHARD_FOLDER.number_of(shard_folder.name)
-        blocks.append(_generation_rows(folder, generation, spec=spec, settings=settings))
+        blocks.append(
+            _generation_rows(folder, generation, spec=spec, evaluation_settings=evaluation_settings)
+        )
     return concatenate(blocks)
 
 
 def _generation_rows(
-    folder: RunFolder, generation: int, *, spec: dict, settings: EvaluationSettings
+    folder: RunFolder, generation: int, *, spec: dict, evaluation_settings: EvaluationSettings
 ) -> EvaluationRows | None:
     """One generation's rows from its shard files and the state of its batch."""
     holders = (folder.work_state(generation - 1), folder.checkpoint(generation - 1))
@@ -187,7 +189,9 @@ def _generation_rows(
         results = combine_shards(spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
-    return evaluation_rows(before, results, generation=generation, settings=settings)
+    return evaluation_rows(
+        before, results, generation=generation, evaluation_settings=evaluation_settings
+    )
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -226,10 +230,10 @@ def finalise_step(
     summary: str | Path,
     work: str | Path,
     logs: str | Path,
-    evaluations: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> None:
     """Write the final archive and metrics.csv of a run, keep its last checkpoint and
-    merge its kept evaluations (``evaluations``, default: the defaults) into
+    merge its kept evaluations (``evaluation_settings``, default: the defaults) into
     ``evaluations.h5``."""
     final_state = read_full_state(state)
     if Path(state).resolve() != Path(checkpoint).resolve():
@@ -247,7 +251,7 @@ def finalise_step(
         spec=final_state.spec,
         up_to=generation,
         total=generation,
-        settings=(evaluations or EvaluationSettings()).for_run(
+        evaluation_settings=(evaluation_settings or EvaluationSettings()).for_run(
             final_state.spec, batch_size=len(final_state.next_seeds), total=generation
         ),
     )

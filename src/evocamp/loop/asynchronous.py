@@ -409,7 +409,7 @@ class AsynchronousLoop:
 
 
 def completion_rows(
-    spec: dict, told: list[tuple[int, Completion]], *, settings: EvaluationSettings
+    spec: dict, told: list[tuple[int, Completion]], *, evaluation_settings: EvaluationSettings
 ) -> EvaluationRows | None:
     """The kept-evaluation rows (:mod:`evocamp.files.evaluations`) of completions told
     by an asynchronous loop (:attr:`AsynchronousLoop.told`), in (generation, evaluation
@@ -436,7 +436,7 @@ def completion_rows(
         },
         eval_seconds=np.asarray([c.eval_seconds for c in completions], dtype=np.float64),
         solution=np.stack([c.solution for c in completions])
-        if settings.stores_solutions(spec)
+        if evaluation_settings.stores_solutions(spec)
         else None,
     )
 

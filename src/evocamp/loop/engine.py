@@ -94,7 +94,7 @@ def tell(
     shards: list[ShardResult],
     *,
     workers: int | None = None,
-    record: EvaluationSettings | None = None,
+    evaluation_settings: EvaluationSettings | None = None,
 ) -> RunState:
     """Fold a generation's shard results, in index order, into a new state
     (:mod:`evocamp.loop.fold`: archive, best solution, optimizer, metrics row) and ask
@@ -109,7 +109,7 @@ def tell(
     workers : int, optional
         Evaluations that could run at once, for the ``utilisation`` column (Dask
         mode: its workers); the number of shards when not given (shard mode).
-    record : EvaluationSettings, optional
+    evaluation_settings : EvaluationSettings, optional
         Keep the generation's evaluations: the returned state's ``evaluations``
         holds one row per solution (:func:`evaluation_rows`); ``None``: not kept.
 
@@ -138,8 +138,10 @@ def tell(
         return np.stack([solution(int(row)) for row in rows])
 
     rows = None
-    if record is not None:
-        rows = evaluation_rows(state, results, generation=generation, settings=record)
+    if evaluation_settings is not None:
+        rows = evaluation_rows(
+            state, results, generation=generation, evaluation_settings=evaluation_settings
+        )
     after = replace(state, evaluations=rows)
     evaluated = Evaluated(
         objective=results.objective,
@@ -166,11 +168,11 @@ def evaluation_rows(
     results: GenerationResults,
     *,
     generation: int,
-    settings: EvaluationSettings,
+    evaluation_settings: EvaluationSettings,
 ) -> EvaluationRows:
     """One row per solution of a generation (the batch of ``state``, evaluated as
     ``results``): generation, index, evaluation seed, objective, measures, extra fields,
-    seconds, and the solution when small (``settings``); evolution strategies store
+    seconds, and the solution when small (``evaluation_settings``); evolution strategies store
     each offspring's noise seed and the generation's centre and sigma instead, from
     which :meth:`~evocamp.model.protocol.BatchFormat.materialise` regenerates it.
     Another compact batch's solutions are materialised once for the whole batch."""
@@ -189,7 +191,7 @@ def evaluation_rows(
                 if name != "noise"
             }
         )
-    elif settings.stores_solutions(state.spec):
+    elif evaluation_settings.stores_solutions(state.spec):
         if results.solutions is not None:
             solution = results.solutions
         elif set(state.next_batch) == {"solutions"}:
