@@ -17,7 +17,8 @@ class ShardResult:
     """Evaluation results of one shard (a contiguous slice of a generation's batch)."""
 
     generation: int
-    shard: int
+    #: ``None`` for an asynchronous evaluation (a slot's, not a shard's).
+    shard: int | None
     start: int
     stop: int
     objective: np.ndarray

@@ -156,19 +156,20 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         entry.batch,
         0,
         1,
-        shard=entry.slot,
         evaluation=entry.evaluation,
+        slot=entry.slot,
     )
     result = evaluate_slice(
         spec,
         generation=0,
-        shard=entry.slot,
+        shard=None,
         start=entry.evaluation,
         solutions=solutions,
         seeds=np.asarray([entry.seed], dtype=np.uint64),
         stats=stats,
         keep_solutions=True,
         evaluation=entry.evaluation,
+        slot=entry.slot,
     )
     return Completion(
         evaluation=entry.evaluation,

@@ -90,20 +90,22 @@ def _as_outputs(returned) -> dict:
 @dataclass(frozen=True)
 class _Call:
     """Where one call of the evaluation function is: solutions ``first..last`` of
-    ``generation`` (indices in the generation's batch), evaluated by ``shard``."""
+    ``generation`` (indices in the generation's batch), evaluated by ``shard`` (in an
+    asynchronous run: evaluation ``evaluation``, in ``slot``)."""
 
     spec: dict
     generation: int
-    shard: int
+    shard: int | None
     first: int
     last: int
-    #: Asynchronous runs: the evaluation id of the call's one solution.
+    #: Asynchronous runs: the evaluation id of the call's one solution, and its slot.
     evaluation: int | None = None
+    slot: int | None = None
 
     def solution(self, offset: int) -> str:
         """Location of solution ``first + offset``."""
         if self.evaluation is not None:
-            return where(self.spec, self.generation, self.shard, evaluation=self.evaluation)
+            return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
         return where(self.spec, self.generation, self.shard, self.first + offset)
 
     def whole(self) -> str:
@@ -163,13 +165,14 @@ def evaluate_slice(
     spec: dict,
     *,
     generation: int,
-    shard: int,
+    shard: int | None,
     start: int,
     solutions: np.ndarray,
     seeds: np.ndarray,
     stats: dict | None = None,
     keep_solutions: bool = False,
     evaluation: int | None = None,
+    slot: int | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -178,16 +181,17 @@ def evaluate_slice(
     spec : dict
         The run spec (its ``domain_spec`` names the evaluation function).
     generation, shard, start : int
-        Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch.
+        Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch
+        (``shard`` ``None`` in an asynchronous run, which has slots, not shards).
     solutions, seeds : numpy.ndarray
         The slice and its evaluation seeds.
     stats : dict, optional
         Seconds the shard spent making its solutions, kept with the results.
     keep_solutions : bool
         Keep the solutions with the results (the shard proposed them).
-    evaluation : int, optional
-        Asynchronous runs: the id of the slice's one evaluation (messages name it and
-        the slot, ``shard``, instead of generation and index).
+    evaluation, slot : int, optional
+        Asynchronous runs: the id of the slice's one evaluation and the slot that runs
+        it (messages name them instead of generation, shard and index).
 
     Raises
     ------
@@ -207,7 +211,7 @@ def evaluate_slice(
     eval_seconds = np.zeros(count)
     for lo in range(0, count, chunk):
         hi = min(lo + chunk, count)
-        call = _Call(spec, generation, shard, start + lo, start + hi - 1, evaluation)
+        call = _Call(spec, generation, shard, start + lo, start + hi - 1, evaluation, slot)
         began = time.perf_counter()
         outputs = _call(evaluator, domain, solutions[lo:hi], seeds[lo:hi], call=call)
         if domain.get("simulated_seconds"):

@@ -199,6 +199,7 @@ def call_optimizer(
     *args,
     shard: int | None = None,
     evaluation: int | None = None,
+    slot: int | None = None,
     **kwargs,
 ):
     """Call ``function`` (a method of the run's optimizer or of its batch format).
@@ -217,7 +218,7 @@ def call_optimizer(
         raise
     except Exception as error:  # noqa: BLE001 - user code may raise anything
         raise OptimizerError(
-            f"{where(spec, generation, shard, evaluation=evaluation)}: optimizer class "
+            f"{where(spec, generation, shard, evaluation=evaluation, slot=slot)}: optimizer class "
             f"{optimizer_name(spec)}, "
             f"method {method}() raised {type(error).__name__}: {error}",
             details="".join(traceback.format_exception(error)),

@@ -55,16 +55,17 @@ def where(
     index: int | None = None,
     *,
     evaluation: int | None = None,
+    slot: int | None = None,
 ) -> str:
     """``run a/d/seed0, generation 5, shard 2, solution 11``: where something happened.
 
-    Asynchronous runs number evaluations instead (``evaluation``): ``run a/d/seed0,
-    evaluation 17, slot 2`` (``shard`` is then the worker slot).
+    Asynchronous runs number evaluations instead (``evaluation``) and run them in
+    slots, not shards: ``run a/d/seed0, evaluation 17, slot 2``.
     """
     if evaluation is not None:
         parts = [f"run {run_label(spec)}", f"evaluation {evaluation}"]
-        if shard is not None:
-            parts.append(f"slot {shard}")
+        if slot is not None:
+            parts.append(f"slot {slot}")
         return ", ".join(parts)
     parts = [f"run {run_label(spec)}", f"generation {generation}"]
     if shard is not None:
