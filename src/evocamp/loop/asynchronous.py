@@ -91,9 +91,10 @@ def virtual_duration(spec: dict, seed: int) -> float:
 
 
 @dataclass
-class Progress:
+class Standing:
     """Where an asynchronous run stands: completions told, proposals made, the virtual
-    time of the last tell and the evaluations in flight (by id)."""
+    time of the last tell and the evaluations in flight (by id). (Not the progress
+    lines of :mod:`evocamp.loop.progress`.)"""
 
     told: int
     proposed: int
@@ -104,13 +105,13 @@ class Progress:
 _PREFIX = "task_"
 
 
-def encode_in_flight(progress: Progress) -> tuple[dict, np.ndarray]:
+def encode_in_flight(standing: Standing) -> tuple[dict, np.ndarray]:
     """``(next_batch, next_seeds)`` of a state: the evaluations in flight, in id order
     (each one's batch under ``task_<k>_<name>``), and the counters."""
-    entries = [progress.in_flight[e] for e in sorted(progress.in_flight)]
+    entries = [standing.in_flight[e] for e in sorted(standing.in_flight)]
     batch = {
-        "async_counters": np.asarray([progress.told, progress.proposed], dtype=np.int64),
-        "async_now": np.asarray([progress.now], dtype=np.float64),
+        "async_counters": np.asarray([standing.told, standing.proposed], dtype=np.int64),
+        "async_now": np.asarray([standing.now], dtype=np.float64),
         "async_evaluation": np.asarray([p.evaluation for p in entries], dtype=np.int64),
         "async_slot": np.asarray([p.slot for p in entries], dtype=np.int64),
         "async_start": np.asarray([p.start for p in entries], dtype=np.float64),
@@ -122,14 +123,14 @@ def encode_in_flight(progress: Progress) -> tuple[dict, np.ndarray]:
     return batch, seeds
 
 
-def decode_in_flight(batch: dict, seeds: np.ndarray) -> Progress:
-    """The :class:`Progress` that :func:`encode_in_flight` stored."""
+def decode_in_flight(batch: dict, seeds: np.ndarray) -> Standing:
+    """The :class:`Standing` that :func:`encode_in_flight` stored."""
     told, proposed = (int(v) for v in np.asarray(batch["async_counters"]))
-    progress = Progress(told=told, proposed=proposed, now=float(batch["async_now"][0]))
+    standing = Standing(told=told, proposed=proposed, now=float(batch["async_now"][0]))
     evaluations = np.asarray(batch["async_evaluation"])
     for position, evaluation in enumerate(evaluations):
         prefix = f"{_PREFIX}{position}_"
-        progress.in_flight[int(evaluation)] = InFlight(
+        standing.in_flight[int(evaluation)] = InFlight(
             evaluation=int(evaluation),
             slot=int(batch["async_slot"][position]),
             start=float(batch["async_start"][position]),
@@ -140,7 +141,7 @@ def decode_in_flight(batch: dict, seeds: np.ndarray) -> Progress:
                 if name.startswith(prefix)
             },
         )
-    return progress
+    return standing
 
 
 def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
@@ -184,10 +185,10 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     )
 
 
-def _propose(spec: dict, optimizer, progress: Progress, slots: list[int], *, start: float):
+def _propose(spec: dict, optimizer, standing: Standing, slots: list[int], *, start: float):
     """Ask the optimizer for one proposal per freed slot and put them in flight."""
-    evaluations = list(range(progress.proposed, progress.proposed + len(slots)))
-    generation = progress.told // completions_per_generation(spec) + 1
+    evaluations = list(range(standing.proposed, standing.proposed + len(slots)))
+    generation = standing.told // completions_per_generation(spec) + 1
     asked = call_method(
         spec,
         generation,
@@ -201,9 +202,9 @@ def _propose(spec: dict, optimizer, progress: Progress, slots: list[int], *, sta
     added = []
     for slot, evaluation, seed, batch in zip(slots, evaluations, seeds, batches, strict=True):
         entry = InFlight(evaluation=evaluation, slot=slot, start=start, seed=int(seed), batch=batch)
-        progress.in_flight[evaluation] = entry
+        standing.in_flight[evaluation] = entry
         added.append(entry)
-    progress.proposed += len(slots)
+    standing.proposed += len(slots)
     return added
 
 
@@ -212,10 +213,10 @@ def initialise_asynchronous(spec: dict) -> RunState:
     slot with a proposal (the generation-0 state)."""
 
     def fill_slots(optimizer) -> tuple[dict, np.ndarray]:
-        progress = Progress(told=0, proposed=0, now=0.0)
+        standing = Standing(told=0, proposed=0, now=0.0)
         slots = list(range(spec["asynchronous"]["slots"]))
-        _propose(spec, optimizer, progress, slots, start=0.0)
-        return encode_in_flight(progress)
+        _propose(spec, optimizer, standing, slots, start=0.0)
+        return encode_in_flight(standing)
 
     return initialise(spec, first_batch=fill_slots)
 
@@ -303,7 +304,7 @@ class AsynchronousLoop:
     def __init__(self, state: RunState, *, resume: Resume, submit, wait, record, workers: int):
         self.state = state
         self.spec = state.spec
-        self.progress = decode_in_flight(state.next_batch, state.next_seeds)
+        self.standing = decode_in_flight(state.next_batch, state.next_seeds)
         self.resume = resume
         self.submit, self.wait, self.record = submit, wait, record
         self.workers = workers
@@ -313,7 +314,7 @@ class AsynchronousLoop:
         self.block: list[Completion] = []
         #: ``(generation, completion)`` of every completion told by this loop.
         self.told: list[tuple[int, Completion]] = []
-        for entry in self.progress.in_flight.values():
+        for entry in self.standing.in_flight.values():
             self._start(entry)
 
     def _start(self, entry: InFlight) -> None:
@@ -327,7 +328,7 @@ class AsynchronousLoop:
 
     def _next_completion(self) -> tuple[Completion, float]:
         """The completion to tell next and the virtual time it finished at."""
-        in_flight = self.progress.in_flight
+        in_flight = self.standing.in_flight
         if self.virtual:
             entry = min(in_flight.values(), key=lambda e: (e.finish(self.spec), e.evaluation))
             completion = self.resume.by_id.pop(entry.evaluation, None)
@@ -365,19 +366,19 @@ class AsynchronousLoop:
     def step(self) -> None:
         """Tell the next completion and give its slot a new proposal."""
         completion, finished = self._next_completion()
-        entry = self.progress.in_flight.pop(completion.evaluation)
+        entry = self.standing.in_flight.pop(completion.evaluation)
         self._check_logged(completion, entry)
         generation = self.state.generation + 1
         fold_evaluations(self.state, as_evaluated(completion), method="tell_async")
-        self.progress.told += 1
-        self.progress.now = finished
+        self.standing.told += 1
+        self.standing.now = finished
         self.block.append(completion)
         self.told.append((generation, completion))
         for new in _propose(
-            self.spec, self.state.optimizer, self.progress, [entry.slot], start=finished
+            self.spec, self.state.optimizer, self.standing, [entry.slot], start=finished
         ):
             self._start(new)
-        if self.progress.told % self.per_generation == 0:
+        if self.standing.told % self.per_generation == 0:
             self._close_generation()
 
     def _close_generation(self) -> None:
@@ -404,7 +405,7 @@ class AsynchronousLoop:
             self.step()
             if on_generation is not None and self.state.generation != generation:
                 on_generation(self.state)
-        batch, seeds = encode_in_flight(self.progress)
+        batch, seeds = encode_in_flight(self.standing)
         self.state.next_batch, self.state.next_seeds = batch, seeds
         return self.state
 
