@@ -113,7 +113,7 @@ def measure(
                 rows = gather_states(
                     [run.work_state(g) for g in window], spec=state.spec, up_to=generation
                 )
-                record_evaluations(run.evaluation_segment(generation), rows, spec=state.spec)
+                record_evaluations(run.evaluation_window(generation), rows, spec=state.spec)
             now = folder_bytes(run.path)
             shared_bytes.append(now - shared)
             shared = now

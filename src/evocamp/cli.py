@@ -108,7 +108,7 @@ def cmd_keep(args) -> None:
     steps.keep_step(
         state=args.state,
         checkpoint=args.checkpoint,
-        segment=args.segment,
+        metrics_window=args.metrics_window,
         logs=args.logs,
         total=args.total,
         evaluation_settings=EvaluationSettings.from_environment(),
@@ -120,7 +120,7 @@ def cmd_finalise(args) -> None:
     steps.finalise_step(
         state=args.state,
         checkpoint=args.checkpoint,
-        segments=args.segments,
+        metrics_windows=args.metrics_windows,
         metrics=args.metrics,
         archive=args.archive,
         summary=args.summary,
@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("keep", help=cmd_keep.__doc__)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--segment", required=True)
+    sub.add_argument("--metrics-window", required=True, help="the metrics window CSV to write")
     sub.add_argument("--logs", required=True, help="the run's log folder")
     _add_total(sub)
     sub.set_defaults(func=cmd_keep)
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--segments", required=True, help="folder of saved metrics windows")
+    sub.add_argument("--metrics-windows", required=True, help="folder of saved metrics windows")
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--archive", required=True)
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")

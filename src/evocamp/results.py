@@ -203,7 +203,7 @@ def _run_spec(run: Path) -> dict:
 def _evaluation_files(run: Path) -> list[Path]:
     """A run's evaluations file and saved evaluation windows, those that exist."""
     run = RunFolder(run)
-    paths = [run.evaluations, *run.evaluation_segment_files()]
+    paths = [run.evaluations, *run.evaluation_window_files()]
     return [path for path in paths if path.exists()]
 
 

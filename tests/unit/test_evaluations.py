@@ -202,7 +202,7 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     spec = spec_of("me")
     run = tmp_path / "run"
     folder = RunFolder(run)
-    segment = folder.evaluation_segment(3)
+    segment = folder.evaluation_window(3)
     shard_mode_files(run, spec, generations=5, shards=2)
     settings = EvaluationSettings()
     for _ in range(2):
@@ -243,7 +243,7 @@ def test_the_last_window_is_written_once(tmp_path):
     folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
     prune_work_files(folder.work, up_to=3)
     record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # keep 6
-    assert not folder.evaluation_segments.exists()
+    assert not folder.evaluation_windows.exists()
     written = folder.evaluations.stat().st_mtime_ns
     prune_work_files(folder.work, up_to=6)
     record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # finalise

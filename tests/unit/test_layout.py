@@ -61,7 +61,7 @@ def test_run_paths_as_the_workflow_writes_them():
         run.work_state(7): "work/state_000007.h5",
         run.shard(7, 2): "work/gen_000007/shard_002.h5",
         run.metrics_window(10): "metrics/segment_000010.csv",
-        run.evaluation_segment(10): "evaluations/segment_000010.h5",
+        run.evaluation_window(10): "evaluations/segment_000010.h5",
         run.summary(30): "finished/gen_000030.json",
         run.metrics_windows: "metrics",
         run.work: "work",

@@ -104,7 +104,7 @@ checkpoint keep_checkpoint:
         logs=str(RUN.logs),
     shell:
         "python -m evocamp keep --state {input} --checkpoint {params.checkpoint} "
-        "--segment {output} --logs {params.logs} 2> {log}"
+        "--metrics-window {output} --logs {params.logs} 2> {log}"
 
 
 rule finalise:
@@ -123,12 +123,12 @@ rule finalise:
         CONDA_ENV
     params:
         checkpoint=final_checkpoint,
-        segments=str(RUN.metrics_windows),
+        metrics_windows=str(RUN.metrics_windows),
         work=str(RUN.work),
         logs=str(RUN.logs),
     shell:
         "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
-        "--segments {params.segments} --metrics {output.metrics} "
+        "--metrics-windows {params.metrics_windows} --metrics {output.metrics} "
         "--archive {output.archive} --summary {output.finished} "
         "--work {params.work} --logs {params.logs} 2> {log}"
 

@@ -33,7 +33,7 @@ from evocamp.loop.evaluation import combine_shards, evaluate_shard
 from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
-from evocamp.model.layout import KEEP_LOG, METRICS_SEGMENT, SHARD, SHARD_FOLDER, RunFolder
+from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
@@ -96,12 +96,12 @@ def keep_step(
     *,
     state: str | Path,
     checkpoint: str | Path,
-    segment: str | Path,
+    metrics_window: str | Path,
     logs: str | Path,
     total: int | None = None,
     evaluation_settings: EvaluationSettings | None = None,
 ) -> None:
-    """Keep a checkpoint (every K-th generation), save its metrics segment, record the
+    """Keep a checkpoint (every K-th generation), save its metrics window, record the
     window's evaluations when the run keeps them (``evaluation_settings``, default:
     the defaults; ``total``: the run's generations), delete the working files of the
     generations it covers and fold their job logs."""
@@ -110,7 +110,7 @@ def keep_step(
     evaluation_settings = (evaluation_settings or EvaluationSettings()).for_run(
         kept.spec, batch_size=len(kept.next_seeds), total=total
     )
-    # Before the metrics segment (the rule's output) and the pruning: a kill in between
+    # Before the metrics window (the rule's output) and the pruning: a kill in between
     # reruns this step, which records the same rows again in their place.
     record_window(
         RunFolder.holding(checkpoint),
@@ -119,7 +119,7 @@ def keep_step(
         total=total,
         evaluation_settings=evaluation_settings,
     )
-    write_rows(segment, kept.metrics_window)
+    write_rows(metrics_window, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
     own_log = Path(logs) / KEEP_LOG.name(kept.generation)
     tidy_window(work=Path(state).parent, logs=logs, up_to=kept.generation, own_log=own_log)
@@ -135,9 +135,9 @@ def record_window(
 ) -> None:
     """Record the evaluations of the generations still in a shard-mode run's working
     folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
-    window's segment or, for the run's last generation, in ``evaluations.h5``
+    window's file or, for the run's last generation, in ``evaluations.h5``
     (:func:`~evocamp.files.evaluations.record_window_rows`); nothing when the run does
-    keep them (``evaluation_settings`` ``None``) but the merge of segments recorded before. Dask
+    keep them (``evaluation_settings`` ``None``) but the merge of windows recorded before. Dask
     and asynchronous modes record their rows in their segment jobs, so there the
     working folder holds no shard files and only the merge is left."""
     rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
@@ -224,7 +224,7 @@ def finalise_step(
     *,
     state: str | Path,
     checkpoint: str | Path,
-    segments: str | Path,
+    metrics_windows: str | Path,
     metrics: str | Path,
     archive: str | Path,
     summary: str | Path,
@@ -239,7 +239,7 @@ def finalise_step(
     if Path(state).resolve() != Path(checkpoint).resolve():
         keep_whole(state, checkpoint, state=final_state)
     rows = merge_history(
-        METRICS_SEGMENT.in_folder(segments),
+        METRICS_WINDOW.in_folder(metrics_windows),
         final_state.metrics_window,
         up_to=final_state.generation,
     )

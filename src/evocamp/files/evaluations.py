@@ -400,10 +400,10 @@ def record_window_rows(
     """
     if total is None or generation < total:
         if rows is None:
-            return folder.evaluation_segment(generation), None
-        segment = folder.evaluation_segment(generation)
+            return folder.evaluation_window(generation), None
+        segment = folder.evaluation_window(generation)
         return segment, record_evaluations(segment, rows, spec=spec, up_to=generation)
-    segments = folder.evaluation_segment_files()
+    segments = folder.evaluation_window_files()
     blocks = [read_evaluations(path, spec=spec) for path in segments]
     merged = record_evaluations(
         folder.evaluations, concatenate([*blocks, rows]), spec=spec, up_to=generation
@@ -411,7 +411,7 @@ def record_window_rows(
     for segment in segments:
         segment.unlink()
     with contextlib.suppress(OSError):
-        folder.evaluation_segments.rmdir()
+        folder.evaluation_windows.rmdir()
     return folder.evaluations, merged
 
 

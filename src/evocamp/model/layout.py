@@ -137,8 +137,8 @@ SHARD_FOLDER = Numbered("gen_")
 SHARD = Numbered("shard_", ".h5", digits=3)
 #: Saved windows: metrics (``metrics/``) and kept evaluations (``evaluations/``); their
 #: files keep the name ``segment_<g>`` of earlier versions (runs written then resume).
-METRICS_SEGMENT = Numbered("segment_", ".csv")
-EVALUATION_SEGMENT = Numbered("segment_", ".h5")
+METRICS_WINDOW = Numbered("segment_", ".csv")
+EVALUATION_WINDOW = Numbered("segment_", ".h5")
 #: Job logs: a generation's folder, a keep step's log, a folded window.
 GENERATION_LOGS = Numbered("gen_")
 KEEP_LOG = Numbered("keep_", ".log")
@@ -278,25 +278,25 @@ class RunFolder:
     def metrics_window(self, generation: int | str) -> Path:
         """The metrics window saved with the kept checkpoint of ``generation``
         (``metrics/segment_<g>.csv``: the file keeps its earlier name)."""
-        return self.metrics_windows / METRICS_SEGMENT.name(generation)
+        return self.metrics_windows / METRICS_WINDOW.name(generation)
 
     def metrics_window_files(self) -> list[Path]:
         """The saved metrics windows, oldest first."""
-        return METRICS_SEGMENT.in_folder(self.metrics_windows)
+        return METRICS_WINDOW.in_folder(self.metrics_windows)
 
     @property
-    def evaluation_segments(self) -> Path:
+    def evaluation_windows(self) -> Path:
         """The folder of the saved evaluation windows (until the run is finalised)."""
         return self.path / "evaluations"
 
-    def evaluation_segment(self, generation: int | str) -> Path:
+    def evaluation_window(self, generation: int | str) -> Path:
         """The kept evaluations recorded with the kept (or last) checkpoint of
         ``generation``: ``evaluations/segment_<g>.h5``."""
-        return self.evaluation_segments / EVALUATION_SEGMENT.name(generation)
+        return self.evaluation_windows / EVALUATION_WINDOW.name(generation)
 
-    def evaluation_segment_files(self) -> list[Path]:
+    def evaluation_window_files(self) -> list[Path]:
         """The saved evaluation windows not yet merged, oldest first."""
-        return EVALUATION_SEGMENT.in_folder(self.evaluation_segments)
+        return EVALUATION_WINDOW.in_folder(self.evaluation_windows)
 
     # figures and logs
 
