@@ -14,6 +14,7 @@ import numpy as np
 
 from evocamp.base.files import atomic_write_text
 from evocamp.files.archive import read_archive
+from evocamp.model.layout import CAMPAIGN_FIGURES, RUN_FIGURES
 from evocamp.model.metrics import read_metrics_csv
 from evocamp.reporting.aggregates import normalisation_statement
 from evocamp.reporting.comparison import (
@@ -154,28 +155,40 @@ def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path, wo
     ``workers`` is how many evaluations can run at once (shards, or Dask workers),
     for the utilisation in the timing figure.
     """
-    plt = pyplot()
     data = read_archive(archive)
     identity = data["file_attrs"]
     title = (
         f"{identity['algorithm']} on {identity['domain']}, seed {identity['seed']}, "
         f"generation {identity['generation']}"
     )
-    figure, ax = plt.subplots(figsize=(ONE_COLUMN, ONE_COLUMN * 0.85))
+    rows = read_metrics_csv(metrics)
+    draw = {  # one per name of evocamp.model.layout.RUN_FIGURES
+        "heatmap": lambda stem: plot_run_heatmap(data, title=title, stem=stem),
+        "curves": lambda stem: plot_run_curves(rows, title=title, stem=stem),
+        "timing": lambda stem: plot_timing(rows, workers=workers, title=title, stem=stem),
+    }
+    for name in RUN_FIGURES:
+        draw[name](Path(outdir) / name)
+
+
+def plot_run_heatmap(data: dict, *, title: str, stem: Path) -> None:
+    """A run's final archive as a heatmap (:func:`draw_heatmap`)."""
+    figure, ax = pyplot().subplots(figsize=(ONE_COLUMN, ONE_COLUMN * 0.85))
     draw_heatmap(ax, data)
     ax.set_title(title)
-    save_figure(figure, Path(outdir) / "heatmap")
+    save_figure(figure, stem)
 
-    rows = read_metrics_csv(metrics)
-    figure, axes = plt.subplots(1, len(CURVES), figsize=(TWO_COLUMNS, 1.9))
+
+def plot_run_curves(rows: np.ndarray, *, title: str, stem: Path) -> None:
+    """A run's metrics (:data:`CURVES`) against evaluations."""
+    figure, axes = pyplot().subplots(1, len(CURVES), figsize=(TWO_COLUMNS, 1.9))
     for ax, (field, label) in zip(axes, CURVES, strict=True):
         ax.plot(rows["evaluations"], rows[field], color=PALETTE[0])
         ax.set_xlabel("evaluations")
         ax.set_ylabel(label)
     figure.suptitle(title)
     figure.tight_layout()
-    save_figure(figure, Path(outdir) / "curves")
-    plot_timing(rows, workers=workers, title=title, stem=Path(outdir) / "timing")
+    save_figure(figure, stem)
 
 
 def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> None:
@@ -570,8 +583,14 @@ def compare_campaign(
     for name, text in results.tables.items():
         atomic_write_text(tables / name, text)
     algorithms = algorithms_of(runs)
-    plot_campaign_curves(runs, samples=samples, seed=seed, stem=figures / "curves")
-    plot_campaign_heatmaps(archives, stem=figures / "heatmaps")
-    plot_seeds(runs, stem=figures / "seeds")
-    plot_aggregate(results.aggregates, algorithms=algorithms, stem=figures / "aggregate")
-    plot_ecdf(results.runtimes, algorithms=algorithms, stem=figures / "ecdf")
+    draw = {  # one per name of evocamp.model.layout.CAMPAIGN_FIGURES
+        "curves": lambda stem: plot_campaign_curves(runs, samples=samples, seed=seed, stem=stem),
+        "heatmaps": lambda stem: plot_campaign_heatmaps(archives, stem=stem),
+        "seeds": lambda stem: plot_seeds(runs, stem=stem),
+        "aggregate": lambda stem: plot_aggregate(
+            results.aggregates, algorithms=algorithms, stem=stem
+        ),
+        "ecdf": lambda stem: plot_ecdf(results.runtimes, algorithms=algorithms, stem=stem),
+    }
+    for name in CAMPAIGN_FIGURES:
+        draw[name](figures / name)

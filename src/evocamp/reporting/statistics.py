@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evocamp.model.layout import CAMPAIGN_TABLES
 from evocamp.reporting.aggregates import (
     Aggregate,
     aggregate_csv,
@@ -88,15 +89,20 @@ def campaign_statistics(
         if aggregate is not None:
             aggregates.append(aggregate)
     runtimes = runtime_to_target(runs, settings)
+    write = {  # one per table and format of evocamp.model.layout.CAMPAIGN_TABLES
+        "final_metrics.csv": lambda: table_csv(table),
+        "final_metrics.md": lambda: table_markdown(table, marks=marks, note=note),
+        "final_metrics.tex": lambda: table_latex(table, marks=marks, note=note),
+        "tests.csv": lambda: tests_csv(tests),
+        "tests.md": lambda: tests_markdown(tests, alpha=settings.alpha),
+        "aggregate.csv": lambda: aggregate_csv(aggregates),
+        "aggregate.md": lambda: aggregate_markdown(aggregates),
+        "ert.csv": lambda: ert_csv(runtimes),
+        "ert.md": lambda: ert_markdown(runtimes),
+    }
     tables = {
-        "final_metrics.csv": table_csv(table),
-        "final_metrics.md": table_markdown(table, marks=marks, note=note),
-        "final_metrics.tex": table_latex(table, marks=marks, note=note),
-        "tests.csv": tests_csv(tests),
-        "tests.md": tests_markdown(tests, alpha=settings.alpha),
-        "aggregate.csv": aggregate_csv(aggregates),
-        "aggregate.md": aggregate_markdown(aggregates),
-        "ert.csv": ert_csv(runtimes),
-        "ert.md": ert_markdown(runtimes),
+        f"{name}.{form}": write[f"{name}.{form}"]()
+        for name, forms in CAMPAIGN_TABLES.items()
+        for form in forms
     }
     return CampaignStatistics(tables=tables, aggregates=aggregates, runtimes=runtimes)
