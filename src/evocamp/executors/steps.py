@@ -136,10 +136,10 @@ def record_window(
     """Record the evaluations of the generations still in a shard-mode run's working
     folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
     window's file or, for the run's last generation, in ``evaluations.h5``
-    (:func:`~evocamp.files.evaluations.record_window_rows`); nothing when the run does
-    keep them (``evaluation_settings`` ``None``) but the merge of windows recorded before. Dask
-    and asynchronous modes record their rows in their segment jobs, so there the
-    working folder holds no shard files and only the merge is left."""
+    (:func:`~evocamp.files.evaluations.record_window_rows`); when the run does not
+    keep them (``evaluation_settings`` ``None``), only the merge of windows recorded
+    before. Dask and asynchronous modes record their rows in their segment jobs, so
+    there the working folder holds no shard files and only the merge is left."""
     rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
     path, recorded = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
