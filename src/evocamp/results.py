@@ -31,6 +31,7 @@ from evocamp.files.evaluations import (
     EvaluationRows,
     concatenate,
     evaluations_run_spec,
+    indexes_windows,
     read_evaluations,
 )
 from evocamp.model.layout import RunFolder
@@ -201,8 +202,11 @@ def _run_spec(run: Path) -> dict:
 
 
 def _evaluation_files(run: Path) -> list[Path]:
-    """A run's evaluations file and saved evaluation windows, those that exist."""
+    """A run's evaluations file and saved evaluation windows, those that exist (only
+    ``evaluations.h5`` when it is an index of the windows)."""
     run = RunFolder(run)
+    if run.evaluations.exists() and indexes_windows(run.evaluations):
+        return [run.evaluations]
     paths = [run.evaluations, *run.evaluation_window_files()]
     return [path for path in paths if path.exists()]
 

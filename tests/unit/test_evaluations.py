@@ -191,7 +191,7 @@ def test_auto_keeps_bo_and_small_runs():
 
 
 def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
-    """The keep step's recording and finalise's merge, each run twice (a kill after
+    """The keep step's recording and finalise's index, each run twice (a kill after
     the write and before the step's end makes Snakemake run it again), and a kill while
     keep prunes its window: every row once, none lost."""
     import shutil
@@ -217,20 +217,22 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
         if int(path.name[-9:-3] if path.suffix else path.name[-6:]) <= 3:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
-    record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)  # finalise
-    assert not segment.exists()
-    segment.parent.mkdir()
-    segment.write_bytes(kept)  # killed before the segments were removed
-    record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)
+    for _ in range(2):  # finalise, killed after writing evaluations.h5 and run again
+        record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)
+    assert segment.read_bytes() == kept
+    assert [p.name for p in folder.evaluation_window_files()] == [
+        "segment_000003.h5",
+        "segment_000005.h5",
+    ]
     rows = read_evaluations(run / "evaluations.h5", spec=spec)
     assert list(rows.generation) == [g for g in range(1, 6) for _ in range(16)]
     assert list(rows.index) == list(range(16)) * 5
-    assert not segment.parent.exists()
 
 
 def test_the_last_window_is_written_once(tmp_path):
-    """The run's last window (a kept generation or not) goes straight into
-    evaluations.h5 with the segments; finalise after the last keep writes nothing."""
+    """The run's last window (a kept generation or not) is written once, in its window
+    file, and evaluations.h5 indexes the windows (a few kilobytes, no row copied);
+    finalise after the last keep rewrites only the index."""
     from evocamp.executors.housekeeping import prune_work_files
     from evocamp.executors.steps import record_window
     from evocamp.model.layout import RunFolder
@@ -243,9 +245,79 @@ def test_the_last_window_is_written_once(tmp_path):
     folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
     prune_work_files(folder.work, up_to=3)
     record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # keep 6
-    assert not folder.evaluation_windows.exists()
-    written = folder.evaluations.stat().st_mtime_ns
+    windows = {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()}
+    assert len(windows) == 2
     prune_work_files(folder.work, up_to=6)
     record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # finalise
-    assert folder.evaluations.stat().st_mtime_ns == written
+    assert {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()} == windows
+    assert folder.evaluations.stat().st_size < 20_000 < sum(p.stat().st_size for p in windows)
     assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))
+
+
+@pytest.mark.parametrize("algorithm", ["me", "oes"])
+def test_the_index_presents_exactly_the_merged_rows(tmp_path, algorithm):
+    """evaluations.h5 as virtual datasets over the window files reads (through evocamp
+    and through plain h5py) as the windows' rows merged: a generation in two windows
+    from the later one, none after the run's last generation, ES batches per
+    generation; the run folder can move."""
+    from evocamp.files.evaluations import indexes_windows, record_window_rows
+    from evocamp.model.layout import RunFolder
+
+    spec = spec_of(algorithm)
+    blocks = told_rows(spec, generations=7, shards=2)
+    folder = RunFolder(tmp_path / "run")
+    record_window_rows(folder, concatenate(blocks[0:3]), spec=spec, generation=3, total=6)
+    record_window_rows(folder, concatenate(blocks[2:5]), spec=spec, generation=5, total=6)
+    again = dataclasses.replace(blocks[4], objective=blocks[4].objective + 1.0)
+    record_window_rows(
+        folder, concatenate([again, blocks[5], blocks[6]]), spec=spec, generation=6, total=6
+    )
+    assert indexes_windows(folder.evaluations)
+    expected = concatenate([*blocks[0:4], again, blocks[5]])
+    moved = tmp_path / "elsewhere"
+    folder.path.rename(moved)
+    rows = read_evaluations(moved / "evaluations.h5", spec=spec)
+    assert same_rows(rows, expected)
+    with h5py.File(moved / "evaluations.h5") as handle:
+        assert handle["evaluations/objective"].is_virtual
+        assert np.array_equal(handle["evaluations/objective"][()], expected.objective)
+        assert handle.attrs["generation"] == 6 and handle.attrs["missing_generations"] == ""
+
+
+def test_an_index_without_its_windows_is_refused(tmp_path):
+    """An index whose window file is gone (or replaced by one with other rows) is
+    refused with one message naming both files, never read as fill values."""
+    from evocamp.base.errors import CorruptFileError
+    from evocamp.files.evaluations import record_window_rows
+    from evocamp.model.layout import RunFolder
+
+    spec = spec_of("me")
+    blocks = told_rows(spec, generations=4, shards=1)
+    folder = RunFolder(tmp_path / "run")
+    record_window_rows(folder, concatenate(blocks[:2]), spec=spec, generation=2, total=4)
+    record_window_rows(folder, concatenate(blocks[2:]), spec=spec, generation=4, total=4)
+    window = folder.evaluation_window(2)
+    record_evaluations(window, blocks[0], spec=spec, up_to=1)  # other rows now
+    with pytest.raises(CorruptFileError, match=f"{window} holds 16 rows, not 32"):
+        read_evaluations(folder.evaluations)
+    window.unlink()
+    with pytest.raises(CorruptFileError, match=f"{window} is missing: keep a run folder"):
+        read_evaluations(folder.evaluations)
+
+
+def test_an_earlier_evaluations_file_with_rows_is_merged(tmp_path):
+    """A run finished by an earlier version (its evaluations.h5 holds rows) and then
+    given more generations: the old rows and the new windows are merged into one file
+    of rows, the windows removed."""
+    from evocamp.files.evaluations import indexes_windows, record_window_rows
+    from evocamp.model.layout import RunFolder
+
+    spec = spec_of("me")
+    blocks = told_rows(spec, generations=4, shards=1)
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    record_evaluations(folder.evaluations, concatenate(blocks[:2]), spec=spec, up_to=2)
+    record_window_rows(folder, concatenate(blocks[2:]), spec=spec, generation=4, total=4)
+    assert not indexes_windows(folder.evaluations)
+    assert not folder.evaluation_window_files()
+    assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(blocks))

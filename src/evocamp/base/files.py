@@ -1,9 +1,15 @@
 """Crash-safe file writes and private folders.
 
 Every file evocamp writes appears at its final path only when complete: it is written
-to a temporary file in the same folder, fsynced and renamed over the final name (and
-the folder fsynced), so a kill at any instant leaves either the old file or the new
-one. A write that fails for lack of space (or quota) leaves the old file as it was,
+to a temporary file in the same folder, fsynced and renamed over the final name, so a
+kill at any instant (of the process or of the node) leaves either the old file or the
+new one. The folder is fsynced after the rename too (the new file is on disk when the
+write returns), except for working files that a rerun recomputes bit for bit (shard
+results, light working states: ``durable=False``): after a crash of the node such a
+file may be absent (never torn), and the rerun makes it again; every later write that
+depends on it is ordered after it by the filesystem's journal. This saves one journal
+commit per file, which is most of what a generation writes on a parallel filesystem.
+A write that fails for lack of space (or quota) leaves the old file as it was,
 removes the temporary one and raises :class:`~evocamp.base.errors.DiskFullError`.
 """
 
@@ -45,9 +51,10 @@ def disk_full_error(path: Path, error: OSError) -> DiskFullError:
 
 
 @contextlib.contextmanager
-def replaced_atomically(path: str | Path):
+def replaced_atomically(path: str | Path, *, durable: bool = True):
     """Yield a temporary path beside ``path``; when the block succeeds, the temporary
-    file is fsynced and renamed over ``path`` (and the folder fsynced).
+    file is fsynced and renamed over ``path`` (and the folder fsynced when ``durable``:
+    leave that off only for files a rerun recomputes bit for bit).
 
     On an exception the temporary file is removed and ``path`` is left as it was, so
     a reader (or a kill at any instant) sees either the old file or the new one.
@@ -64,7 +71,8 @@ def replaced_atomically(path: str | Path):
         yield temporary
         _fsync_path(temporary)
         os.replace(temporary, path)
-        _fsync_path(path.parent)
+        if durable:
+            _fsync_path(path.parent)
     except OSError as error:
         if error.errno in NO_SPACE:
             raise disk_full_error(path, error) from None

@@ -243,7 +243,7 @@ def run_segment(
             evaluation_settings=evaluation_settings,
         )
     if state.evaluations is not None:
-        segment, _ = record_window_rows(
+        segment = record_window_rows(
             RunFolder.holding(output),
             state.evaluations,
             spec=state.spec,

@@ -21,9 +21,8 @@ from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationRows,
     EvaluationSettings,
-    as_ranges,
     concatenate,
-    missing_generations,
+    held,
     record_window_rows,
 )
 from evocamp.files.shard import read_shard, write_shard
@@ -141,13 +140,13 @@ def record_window(
     before. Dask and asynchronous modes record their rows in their segment jobs, so
     there the working folder holds no shard files and only the merge is left."""
     rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
-    path, recorded = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
+    path = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
-    if recorded is not None and path == folder.evaluations:
-        missing = as_ranges(missing_generations(recorded, up_to))
+    if path == folder.evaluations:
+        count, missing = held(path)
         note = f" (none of generation(s) {missing}: not kept then)" if missing else ""
-        log(f"generation {up_to}: {len(recorded)} evaluations in {path}{note}")
+        log(f"generation {up_to}: {count} evaluations in {path}{note}")
 
 
 def stored_rows(

@@ -29,7 +29,8 @@ from evocamp.model.state import RunState
 def write_state(
     path: str | Path, state: RunState, *, light: bool = False, attrs: dict | None = None
 ) -> None:
-    """Write a run state (checkpoint) atomically.
+    """Write a run state (checkpoint) atomically; durably (the folder fsynced too) but
+    a light one, which a rerun of its tell recomputes bit for bit.
 
     Parameters
     ----------
@@ -42,7 +43,7 @@ def write_state(
     attrs : dict, optional
         More file attributes (what the state cache needs to find or rebuild them).
     """
-    with atomic_h5(path) as handle:
+    with atomic_h5(path, durable=not light) as handle:
         write_identity(handle, state.spec, kind="state", generation=state.generation)
         handle.attrs["run_spec"] = json.dumps(state.spec, sort_keys=True)
         handle.attrs["finished_at"] = state.finished_at

@@ -31,6 +31,13 @@ import h5py
 import numpy as np
 
 from evocamp.catalogue.algorithms import algorithm_type
+from evocamp.files.evaluation_index import (
+    IndexPlan,
+    check_windows,
+    is_index,
+    plan,
+    write_index_group,
+)
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import measure_dim
@@ -324,6 +331,8 @@ def read_evaluations(path: str | Path, *, spec: dict | None = None) -> Evaluatio
     with open_for_reading(path, what="evaluations file") as handle:
         if spec is not None and json.loads(handle.attrs["run_spec"]) != spec:
             return None
+        if is_index(handle):
+            check_windows(handle, path=Path(path))
         return read_evaluations_group(handle)
 
 
@@ -382,37 +391,91 @@ def record_window_rows(
     spec: dict,
     generation: int,
     total: int | None,
-) -> tuple[Path, EvaluationRows | None]:
+) -> Path | None:
     """Record the rows of a window ending at ``generation`` where they are written once.
 
     Every step that makes a window's rows calls this (shard mode's ``keep`` and
     ``finalise``, Dask and asynchronous mode's segment jobs): the rows go to the
-    window's segment (``evaluations/segment_<g>.h5``), or, when ``generation`` is the
-    run's last (``>= total``), straight into ``evaluations.h5``, merged with the
-    recorded segments and the file's earlier rows, and the segments are removed after
-    (a kill in between merges them again, keyed by generation); so the last window's
-    rows are written once, the others once in their segment and once in the merge.
+    window's file (``evaluations/segment_<g>.h5``); when ``generation`` is the run's
+    last (``>= total``), ``evaluations.h5`` is then written as an index of every
+    window file (:mod:`evocamp.files.evaluation_index`: virtual datasets, a few
+    kilobytes), so every row reaches the filesystem once. Window files of another run
+    spec are removed. When the windows interleave, or an ``evaluations.h5`` written
+    by an earlier version holds rows of its own, the rows are merged into
+    ``evaluations.h5`` instead (the window files are then removed after; a kill in
+    between merges them again, keyed by generation).
 
     Returns
     -------
-    Path, EvaluationRows or None
-        The file written and what it holds now (``None``: nothing recorded).
+    Path or None
+        The file written last (``None``: nothing to record); :func:`held` says what
+        ``evaluations.h5`` holds.
     """
-    if total is None or generation < total:
-        if rows is None:
-            return folder.evaluation_window(generation), None
-        segment = folder.evaluation_window(generation)
-        return segment, record_evaluations(segment, rows, spec=spec, up_to=generation)
-    segments = folder.evaluation_window_files()
-    blocks = [read_evaluations(path, spec=spec) for path in segments]
-    merged = record_evaluations(
-        folder.evaluations, concatenate([*blocks, rows]), spec=spec, up_to=generation
-    )
-    for segment in segments:
-        segment.unlink()
+    window = folder.evaluation_window(generation)
+    written = None
+    if rows is not None and record_evaluations(window, rows, spec=spec, up_to=generation):
+        written = window
+    if total is not None and generation >= total:
+        return folder.evaluations if _finish(folder, spec=spec, up_to=generation) else written
+    return written
+
+
+def indexes_windows(path: str | Path) -> bool:
+    """Whether an evaluations file is an index of its run's window files."""
+    with open_for_reading(path, what="evaluations file") as handle:
+        return is_index(handle)
+
+
+def held(path: str | Path) -> tuple[int, str]:
+    """How many rows an evaluations file holds and the generations it has none of
+    (``missing_generations``: ranges such as ``1..20``), from its attributes."""
+    with open_for_reading(path, what="evaluations file") as handle:
+        return int(handle[GROUP].attrs["rows"]), str(handle.attrs["missing_generations"])
+
+
+def _finish(folder: RunFolder, *, spec: dict, up_to: int) -> bool:
+    """Write ``evaluations.h5`` for a run finalised at ``up_to``: an index of its
+    window files, or their rows merged (see :func:`record_window_rows`); whether it
+    holds any row."""
+    windows = []
+    for path in folder.evaluation_window_files():
+        if evaluations_run_spec(path) == spec:
+            windows.append(path)
+        else:
+            path.unlink()
+    earlier = _earlier_rows(folder.evaluations, spec=spec)
+    index = None if earlier is not None or not windows else plan(windows, up_to=up_to)
+    if index is not None:
+        write_evaluations_index(folder, index, spec=spec, up_to=up_to)
+        return True
+    blocks = [earlier, *(read_evaluations(path, spec=spec) for path in windows)]
+    merged = record_evaluations(folder.evaluations, concatenate(blocks), spec=spec, up_to=up_to)
+    for path in windows:
+        path.unlink()
     with contextlib.suppress(OSError):
         folder.evaluation_windows.rmdir()
-    return folder.evaluations, merged
+    return merged is not None
+
+
+def _earlier_rows(path: Path, *, spec: dict) -> EvaluationRows | None:
+    """The rows an existing ``evaluations.h5`` holds itself (not through an index)."""
+    if not path.exists():
+        return None
+    with open_for_reading(path, what="evaluations file") as handle:
+        if is_index(handle) or json.loads(handle.attrs["run_spec"]) != spec:
+            return None
+        return read_evaluations_group(handle)
+
+
+def write_evaluations_index(folder: RunFolder, index: IndexPlan, *, spec: dict, up_to: int) -> None:
+    """Write ``evaluations.h5`` atomically as an index of window files (see
+    ``docs/hdf5-schema.md``)."""
+    with atomic_h5(folder.evaluations) as handle:
+        write_identity(handle, spec, kind=GROUP, generation=up_to)
+        handle.attrs["run_spec"] = json.dumps(spec, sort_keys=True)
+        missing = set(range(1, up_to + 1)) - {int(g) for g in index.generations}
+        handle.attrs["missing_generations"] = as_ranges(sorted(missing))
+        write_index_group(handle, index, folder=folder.path)
 
 
 def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:

@@ -23,11 +23,12 @@ READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 
 @contextlib.contextmanager
-def atomic_h5(path: str | Path):
+def atomic_h5(path: str | Path, *, durable: bool = True):
     """Open a new HDF5 file for writing that appears at ``path`` only when complete
     (:func:`~evocamp.base.files.replaced_atomically`: a full disk raises
-    :class:`~evocamp.base.errors.DiskFullError` and leaves the old file)."""
-    with replaced_atomically(path) as temporary:
+    :class:`~evocamp.base.errors.DiskFullError` and leaves the old file; ``durable``
+    ``False`` for files a rerun recomputes bit for bit)."""
+    with replaced_atomically(path, durable=durable) as temporary:
         with h5py.File(temporary, "w", track_order=False) as handle:
             yield handle
             handle.flush()

@@ -35,8 +35,8 @@ class ShardResult:
 
 
 def write_shard(path: str | Path, result: ShardResult) -> None:
-    """Write a shard's results atomically."""
-    with atomic_h5(path) as handle:
+    """Write a shard's results atomically (not durably: a rerun recomputes them)."""
+    with atomic_h5(path, durable=False) as handle:
         handle.attrs["schema_version"] = SCHEMA_VERSION
         handle.attrs["kind"] = "shard"
         for key in ("generation", "shard", "start", "stop"):

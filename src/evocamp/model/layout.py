@@ -10,7 +10,7 @@ job logs and the campaign's figures and tables::
         work/state_<g>.h5                working states between kept checkpoints
         work/gen_<g>/shard_<s>.h5        a generation's shard results (shard mode)
         metrics/segment_<g>.csv          the metrics window of each kept checkpoint
-        evaluations/segment_<g>.h5       kept evaluations of each window, until finalised
+        evaluations/segment_<g>.h5       kept evaluations of each window (indexed by evaluations.h5)
         completions.jsonl                an asynchronous run's completion log
         archive.h5, metrics.csv, evaluations.h5, finished/gen_<N>.json
                                          a finished run's results (N: its last generation)
@@ -286,7 +286,8 @@ class RunFolder:
 
     @property
     def evaluation_windows(self) -> Path:
-        """The folder of the saved evaluation windows (until the run is finalised)."""
+        """The folder of the saved evaluation windows (a finished run's
+        ``evaluations.h5`` presents their rows)."""
         return self.path / "evaluations"
 
     def evaluation_window(self, generation: int | str) -> Path:
@@ -295,7 +296,7 @@ class RunFolder:
         return self.evaluation_windows / EVALUATION_WINDOW.name(generation)
 
     def evaluation_window_files(self) -> list[Path]:
-        """The saved evaluation windows not yet merged, oldest first."""
+        """The saved evaluation windows, oldest first."""
         return EVALUATION_WINDOW.in_folder(self.evaluation_windows)
 
     # figures and logs
