@@ -205,9 +205,12 @@ def archive_digests(workdir: Path) -> dict[str, str]:
 
 def evaluation_digests(workdir: Path) -> dict[str, str]:
     """sha256 of every ``evaluations.h5`` below ``workdir``, by run folder: of every
-    dataset's bytes and every attribute but the measured ``eval_seconds``."""
+    dataset's bytes but the measured ``eval_seconds`` and every attribute but the
+    index's list of window files (which windows hold the rows depends on where the
+    run stopped and resumed; the rows do not)."""
     import h5py
 
+    from evocamp.files.evaluation_index import WINDOWS_ATTR
     from evocamp.files.evaluations import TIMING_FIELDS
 
     digests = {}
@@ -215,7 +218,8 @@ def evaluation_digests(workdir: Path) -> dict[str, str]:
         digest = hashlib.sha256()
         with h5py.File(path, "r") as handle:
             for name, value in sorted(handle.attrs.items()):
-                digest.update(f"{name}={value}".encode())
+                if name != WINDOWS_ATTR:
+                    digest.update(f"{name}={value}".encode())
 
             def add(name, item, digest=digest):
                 if isinstance(item, h5py.Dataset) and name.split("/")[-1] not in TIMING_FIELDS:

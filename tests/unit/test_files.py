@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from campaigns import SMALL_CAMPAIGN
 from conftest import PLUGINS, REPO, shard_results, write_final
 from recorded import recorded_digests
 
@@ -33,6 +35,36 @@ def test_failed_write_leaves_the_old_file(tmp_path):
     with h5py.File(path, "r") as handle:
         assert list(handle["x"][()]) == [1, 2, 3]
     assert [p.name for p in tmp_path.iterdir()] == ["state.h5"]
+
+
+def test_only_recomputable_files_skip_the_folder_fsync(tmp_path, monkeypatch):
+    """Every file's content is fsynced before its rename; the folder after it too, but
+    for shard files and light states (a rerun recomputes them bit for bit): one
+    journal commit less per file on a shared filesystem."""
+    import os
+
+    from evocamp.files.shard import write_shard
+
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor):
+        synced.append(Path(os.readlink(f"/proc/self/fd/{descriptor}")))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    campaign = validate_config(SMALL_CAMPAIGN, check_plugins=False)
+    state = initialise(run_spec(campaign, algorithm="me", domain="sphere", seed=0))
+    shards = shard_results(state, 2)
+    for name, write in [
+        ("shard.h5", lambda path: write_shard(path, shards[0])),
+        ("light.h5", lambda path: write_state(path, state, light=True)),
+        ("whole.h5", lambda path: write_state(path, state)),
+    ]:
+        synced.clear()
+        write(tmp_path / name)
+        assert synced[0].name.startswith(f".{name}.tmp-")
+        assert synced[1:] == ([] if name != "whole.h5" else [tmp_path])
 
 
 def test_identical_content_gives_identical_bytes(tmp_path):
