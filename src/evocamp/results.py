@@ -31,7 +31,7 @@ from evocamp.files.evaluations import (
     EvaluationRows,
     concatenate,
     evaluations_run_spec,
-    indexes_windows,
+    indexed_window_files,
     read_evaluations,
 )
 from evocamp.model.layout import RunFolder
@@ -202,13 +202,13 @@ def _run_spec(run: Path) -> dict:
 
 
 def _evaluation_files(run: Path) -> list[Path]:
-    """A run's evaluations file and saved evaluation windows, those that exist (only
-    ``evaluations.h5`` when it is an index of the windows)."""
+    """A run's evaluations file and the saved evaluation windows it does not index
+    (those of generations run since it was written), those that exist."""
     run = RunFolder(run)
-    if run.evaluations.exists() and indexes_windows(run.evaluations):
-        return [run.evaluations]
-    paths = [run.evaluations, *run.evaluation_window_files()]
-    return [path for path in paths if path.exists()]
+    if not run.evaluations.exists():
+        return run.evaluation_window_files()
+    indexed = indexed_window_files(run.evaluations)
+    return [run.evaluations, *(p for p in run.evaluation_window_files() if p not in indexed)]
 
 
 def load_evaluations(folder: str | Path, *, solutions: bool = False):

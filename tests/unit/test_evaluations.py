@@ -260,7 +260,7 @@ def test_the_index_presents_exactly_the_merged_rows(tmp_path, algorithm):
     and through plain h5py) as the windows' rows merged: a generation in two windows
     from the later one, none after the run's last generation, ES batches per
     generation; the run folder can move."""
-    from evocamp.files.evaluations import indexes_windows, record_window_rows
+    from evocamp.files.evaluations import indexed_window_files, record_window_rows
     from evocamp.model.layout import RunFolder
 
     spec = spec_of(algorithm)
@@ -272,7 +272,7 @@ def test_the_index_presents_exactly_the_merged_rows(tmp_path, algorithm):
     record_window_rows(
         folder, concatenate([again, blocks[5], blocks[6]]), spec=spec, generation=6, total=6
     )
-    assert indexes_windows(folder.evaluations)
+    assert len(indexed_window_files(folder.evaluations)) == 3
     expected = concatenate([*blocks[0:4], again, blocks[5]])
     moved = tmp_path / "elsewhere"
     folder.path.rename(moved)
@@ -309,7 +309,7 @@ def test_an_earlier_evaluations_file_with_rows_is_merged(tmp_path):
     """A run finished by an earlier version (its evaluations.h5 holds rows) and then
     given more generations: the old rows and the new windows are merged into one file
     of rows, the windows removed."""
-    from evocamp.files.evaluations import indexes_windows, record_window_rows
+    from evocamp.files.evaluations import indexed_window_files, record_window_rows
     from evocamp.model.layout import RunFolder
 
     spec = spec_of("me")
@@ -318,6 +318,22 @@ def test_an_earlier_evaluations_file_with_rows_is_merged(tmp_path):
     folder.path.mkdir()
     record_evaluations(folder.evaluations, concatenate(blocks[:2]), spec=spec, up_to=2)
     record_window_rows(folder, concatenate(blocks[2:]), spec=spec, generation=4, total=4)
-    assert not indexes_windows(folder.evaluations)
+    assert not indexed_window_files(folder.evaluations)
     assert not folder.evaluation_window_files()
     assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(blocks))
+
+
+def test_a_finished_run_given_more_generations_reads_its_new_windows(tmp_path):
+    """evocamp.results.run_evaluations of a finished run that runs on (more
+    generations): the index's rows and the windows written since."""
+    from evocamp.files.evaluations import record_window_rows
+    from evocamp.model.layout import RunFolder
+    from evocamp.results import run_evaluations
+
+    spec = spec_of("me")
+    blocks = told_rows(spec, generations=6, shards=1)
+    folder = RunFolder(tmp_path / "run")
+    record_window_rows(folder, concatenate(blocks[:2]), spec=spec, generation=2, total=4)
+    record_window_rows(folder, concatenate(blocks[2:4]), spec=spec, generation=4, total=4)
+    record_window_rows(folder, concatenate(blocks[4:]), spec=spec, generation=6, total=8)
+    assert same_rows(run_evaluations(folder.path), concatenate(blocks))

@@ -125,7 +125,7 @@ def test_every_evaluation_is_kept(small_campaign_done, small_config):
     generation and index order, with the seed the function got, the objectives that
     made the metrics, the solutions (ES: regenerated from the noise seeds, bitwise
     those of the archive's elites)."""
-    from evocamp.files.evaluations import indexes_windows, read_evaluations
+    from evocamp.files.evaluations import indexed_window_files, read_evaluations
     from evocamp.results import regenerated_solutions
 
     for algorithm in small_config["algorithms"]:
@@ -155,7 +155,7 @@ def test_every_evaluation_is_kept(small_campaign_done, small_config):
             objectives = handle["archive/objective"][()]
         for elite, objective in zip(elites, objectives, strict=True):
             assert np.array_equal(solutions[rows.objective == objective][0], elite)
-        assert indexes_windows(folder / "evaluations.h5"), "rows written once, in windows"
+        assert indexed_window_files(folder / "evaluations.h5"), "rows written once, in windows"
 
 
 def test_campaign_as_dataframes_and_export(small_campaign_done, small_config, tmp_path):

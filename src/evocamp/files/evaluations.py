@@ -34,6 +34,7 @@ from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.evaluation_index import (
     IndexPlan,
     check_windows,
+    indexed_windows,
     is_index,
     plan,
     write_index_group,
@@ -420,10 +421,10 @@ def record_window_rows(
     return written
 
 
-def indexes_windows(path: str | Path) -> bool:
-    """Whether an evaluations file is an index of its run's window files."""
+def indexed_window_files(path: str | Path) -> list[Path]:
+    """The window files an evaluations file indexes (none: it holds its rows)."""
     with open_for_reading(path, what="evaluations file") as handle:
-        return is_index(handle)
+        return indexed_windows(handle, path=Path(path)) if is_index(handle) else []
 
 
 def held(path: str | Path) -> tuple[int, str]:
