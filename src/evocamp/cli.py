@@ -127,7 +127,13 @@ def cmd_finalise(args) -> None:
         work=args.work,
         logs=args.logs,
         evaluation_settings=EvaluationSettings.from_environment(),
+        reevaluation=args.reevaluation or None,
     )
+
+
+def cmd_reevaluate(args) -> None:
+    """Evaluate a finished run's elites again (evaluation.reevaluate): corrected metrics."""
+    steps.reevaluate_step(state=args.state, output=args.output)
 
 
 def cmd_plot_run(args) -> None:
@@ -263,7 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")
     sub.add_argument("--work", required=True, help="the run's working folder")
     sub.add_argument("--logs", required=True, help="the run's log folder")
+    sub.add_argument(
+        "--reevaluation", default="", help="the run's re-evaluation file (corrected metrics)"
+    )
     sub.set_defaults(func=cmd_finalise)
+
+    sub = commands.add_parser("reevaluate", help=cmd_reevaluate.__doc__)
+    sub.add_argument("--state", required=True, help="the run's final state")
+    sub.add_argument("--output", required=True, help="the re-evaluation file to write")
+    sub.set_defaults(func=cmd_reevaluate)
 
     sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)
     sub.add_argument("--archive", required=True)

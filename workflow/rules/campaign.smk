@@ -107,9 +107,29 @@ checkpoint keep_checkpoint:
         "--metrics-window {output} --logs {params.logs} 2> {log}"
 
 
+if REEVALUATE:
+
+    rule reevaluate:
+        input:
+            final_state,
+        output:
+            RUN.reevaluation(GENERATIONS),
+        log:
+            RUN.logs / "reevaluate.log",
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=shard_mem_mb,
+            runtime=60,
+        shell:
+            "python -m evocamp reevaluate --state {input} --output {output} 2> {log}"
+
+
 rule finalise:
     input:
-        final_state,
+        state=final_state,
+        reevaluation=reevaluation_file,
     output:
         archive=RUN.archive,
         metrics=RUN.metrics,
@@ -126,11 +146,13 @@ rule finalise:
         metrics_windows=str(RUN.metrics_windows),
         work=str(RUN.work),
         logs=str(RUN.logs),
+        reevaluation=reevaluation_path,
     shell:
-        "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
+        "python -m evocamp finalise --state {input.state} --checkpoint {params.checkpoint} "
         "--metrics-windows {params.metrics_windows} --metrics {output.metrics} "
         "--archive {output.archive} --summary {output.finished} "
-        "--work {params.work} --logs {params.logs} 2> {log}"
+        "--work {params.work} --logs {params.logs} "
+        "--reevaluation={params.reevaluation:q} 2> {log}"
 
 
 rule runs:

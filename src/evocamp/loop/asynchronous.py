@@ -42,7 +42,7 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
-from evocamp.model.runspec import measure_dim, run_label, spec_run_key
+from evocamp.model.runspec import measure_dim, run_label, spec_run_key, stored_fields
 from evocamp.model.state import RunState
 
 
@@ -423,7 +423,7 @@ def completion_rows(
     completions = [completion for _, completion in told]
     evaluations = np.asarray([c.evaluation for c in completions], dtype=np.int64)
     count = len(completions)
-    extra_fields = list(spec["domain_spec"].get("extra_fields") or [])
+    extra_fields = stored_fields(spec)
     return EvaluationRows(
         generation=np.asarray([generation for generation, _ in told], dtype=np.int64),
         index=evaluations,

@@ -131,6 +131,8 @@ class Numbered:
 #: Kept checkpoints (``checkpoints/``) and finished-run summaries (``finished/``).
 CHECKPOINT = Numbered("gen_", ".h5")
 SUMMARY = Numbered("gen_", ".json")
+#: A finished run's re-evaluated elites (``evaluation.reevaluate``, ``finished/``).
+REEVALUATION = Numbered("reevaluation_", ".h5")
 #: Working files (``work/``): states and the folders of a generation's shards.
 WORK_STATE = Numbered("state_", ".h5")
 SHARD_FOLDER = Numbered("gen_")
@@ -229,6 +231,11 @@ class RunFolder:
     def summary(self, generation: int | str) -> Path:
         """The summary of a run finished at ``generation``: ``finished/gen_<g>.json``."""
         return self.finished_folder / SUMMARY.name(generation)
+
+    def reevaluation(self, generation: int | str) -> Path:
+        """The re-evaluation of the elites of a run finished at ``generation``
+        (``evaluation.reevaluate``): ``finished/reevaluation_<g>.h5``."""
+        return self.finished_folder / REEVALUATION.name(generation)
 
     def summaries(self) -> list[Path]:
         """The summaries written so far, oldest first."""
