@@ -1,0 +1,158 @@
+"""Noisy domains: repeated evaluations and the final re-evaluation of the elites
+(``evaluation.repeats``, ``evaluation.reevaluate``), checked against calling the noisy
+Lunar Lander directly with the seeds the documentation derives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import error_of, merged
+
+from evocamp.base.seeding import run_key
+from evocamp.config import run_spec, validate_config
+from evocamp.domains import lunar_lander, lunar_lander_noisy
+from evocamp.loop.engine import initialise
+from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.reevaluation import reevaluate
+
+NOISY = {
+    "generations": 2,
+    "algorithms": {
+        "me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 4},
+    },
+    "domains": {"ll": {"type": "lunar_lander_noisy"}},
+    "experiments": [{"algorithm": "me", "domain": "ll"}],
+}
+
+
+def _spec(small_config, evaluation: dict, *, dims=(10, 10)) -> dict:
+    config = merged(small_config, {**NOISY, "evaluation": evaluation})
+    config["domains"] = NOISY["domains"]
+    config["algorithms"] = NOISY["algorithms"]
+    config["algorithms"]["me"]["archive"] = {"dims": list(dims)}
+    return run_spec(validate_config(config), algorithm="me", domain="ll", seed=0)
+
+
+def _direct_repeats(solutions: np.ndarray, seeds: np.ndarray, repeats: int) -> list[dict]:
+    """Each repeat of each solution, evaluated by calling the domain function directly
+    with the seeds docs/failures.md documents: words of
+    SeedSequence(evaluation seed, spawn_key=(2,))."""
+    words = np.stack(
+        [
+            np.random.SeedSequence(int(seed), spawn_key=(2,)).generate_state(
+                repeats, dtype=np.uint64
+            )
+            for seed in seeds
+        ]
+    )
+    return [lunar_lander_noisy(solutions, words[:, r]) for r in range(repeats)]
+
+
+def test_the_noisy_lander_depends_on_the_seed_and_the_plain_one_does_not():
+    policy = np.random.default_rng(3).normal(size=(1, 32)).repeat(4, axis=0)
+    seeds = np.arange(4, dtype=np.uint64)
+    noisy = lunar_lander_noisy(policy, seeds)["objective"]
+    assert len(set(noisy.tolist())) == 4
+    np.testing.assert_array_equal(noisy, lunar_lander_noisy(policy, seeds)["objective"])
+    assert len(set(lunar_lander(policy, seeds)["objective"].tolist())) == 1
+
+
+def test_repeats_give_the_means_of_real_evaluations_with_derived_seeds(small_config):
+    spec = _spec(small_config, {"repeats": 3})
+    state = initialise(spec)
+    batch, seeds = {"solutions": state.next_batch["solutions"][()]}, state.next_seeds
+    results = [
+        evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=s, shards=2)
+        for s in range(2)
+    ]
+    objective = np.concatenate([r.objective for r in results])
+    measures = np.concatenate([r.measures for r in results])
+    extra = {name: np.concatenate([r.extra[name] for r in results]) for name in results[0].extra}
+
+    direct = _direct_repeats(batch["solutions"], seeds, 3)
+    objectives = np.stack([d["objective"] for d in direct])
+    np.testing.assert_array_equal(objective, (objectives[0] + objectives[1] + objectives[2]) / 3)
+    np.testing.assert_array_equal(measures, np.mean([d["measures"] for d in direct], axis=0))
+    np.testing.assert_array_equal(extra["objective_std"], objectives.std(axis=0))
+    spread = np.stack([d["measures"] for d in direct]).std(axis=0)
+    np.testing.assert_array_equal(extra["measures_std_0"], spread[:, 0])
+    np.testing.assert_array_equal(extra["measures_std_1"], spread[:, 1])
+    assert sorted(extra) == ["measures_std_0", "measures_std_1", "objective_std"]
+    assert (extra["objective_std"] > 0).all()  # the repeats really differ
+    # the archive stores the spread with every elite
+    assert {"objective_std", "measures_std_0", "measures_std_1"} <= set(state.archive.field_list)
+
+
+def test_the_final_reevaluation_gives_the_corrected_metrics_of_the_elites_means(small_config):
+    spec = _spec(small_config, {"reevaluate": 3}, dims=(3, 3))
+    state = initialise(spec)
+    solutions = np.random.default_rng(5).normal(size=(12, 32))
+    once = lunar_lander_noisy(solutions, np.arange(12, dtype=np.uint64))
+    state.archive.add(solutions, once["objective"], once["measures"])
+    elites = state.archive.data()
+    order = np.argsort(elites["index"])
+
+    result = reevaluate(state)
+
+    key = run_key(algorithm="me", domain="ll", seed=0)
+    seeds = np.random.SeedSequence(spec["master_seed"], spawn_key=(*key, 4)).generate_state(
+        len(order), dtype=np.uint64
+    )
+    direct = _direct_repeats(elites["solution"][order], seeds, 3)
+    mean_objective = np.mean([d["objective"] for d in direct], axis=0)
+    mean_measures = np.mean([d["measures"] for d in direct], axis=0)
+    np.testing.assert_array_equal(result.index, elites["index"][order])
+    np.testing.assert_array_equal(result.seed, seeds)
+    np.testing.assert_array_equal(result.raw_objective, elites["objective"][order])
+    np.testing.assert_allclose(result.objective, mean_objective, rtol=1e-13)
+    # Flageat & Cully: the means re-inserted into an empty 3 x 3 archive, best per cell
+    cells = state.archive.index_of(mean_measures)
+    best = {cell: mean_objective[cells == cell].max() for cell in np.unique(cells)}
+    offset = spec["algorithm_spec"]["archive"]["qd_score_offset"]
+    assert offset == -600.0
+    expected_qd = sum(value - offset for value in best.values())
+    assert result.corrected["corrected_qd_score"] == pytest.approx(expected_qd, rel=1e-12)
+    assert result.corrected["corrected_norm_qd_score"] == pytest.approx(expected_qd / 9, rel=1e-12)
+    assert result.corrected["corrected_coverage"] == len(best) / 9
+    assert result.corrected["corrected_best_objective"] == mean_objective.max()
+    assert result.corrected["corrected_qd_score"] < state.archive.stats.qd_score  # lucky draws
+
+
+def test_evaluation_keys_enter_the_run_spec_only_when_not_their_defaults(small_config):
+    default = run_spec(validate_config(small_config), algorithm="me", domain="sphere", seed=0)
+    assert "evaluation" not in default
+    explicit = merged(small_config, {"evaluation": {"repeats": 1, "reevaluate": 0}})
+    assert run_spec(validate_config(explicit), algorithm="me", domain="sphere", seed=0) == default
+    noisy = merged(small_config, {"evaluation": {"repeats": 2, "reevaluate": 0}})
+    spec = run_spec(validate_config(noisy), algorithm="me", domain="sphere", seed=0)
+    assert spec["evaluation"] == {"repeats": 2}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"evaluation": {"repeats": 0}},
+            "key 'evaluation.repeats': 0 is less than the minimum of 1",
+        ),
+        (
+            {"evaluation": {"reevaluate": -1}},
+            "key 'evaluation.reevaluate': -1 is less than the minimum of 0",
+        ),
+        (
+            {"evaluation": {"repeat": 2}},
+            "key 'evaluation': unknown key(s) ['repeat']; allowed keys are "
+            "['reevaluate', 'repeats']",
+        ),
+        (
+            {
+                "evaluation": {"repeats": 2},
+                "domains": {"sphere": {"extra_fields": ["measures_std_0"]}},
+            },
+            "key 'domains.sphere.extra_fields': 'measures_std_0' is the name evocamp gives "
+            "the spread of repeated evaluations (evaluation.repeats > 1); rename the field",
+        ),
+    ],
+)
+def test_bad_evaluation_keys_are_named(small_config, overrides, message):
+    assert message in error_of(merged(small_config, overrides))
