@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from campaigns import PLUGINS
 from conftest import error_of, merged
 
+from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import lunar_lander, lunar_lander_noisy
@@ -116,6 +118,35 @@ def test_the_final_reevaluation_gives_the_corrected_metrics_of_the_elites_means(
     assert result.corrected["corrected_coverage"] == len(best) / 9
     assert result.corrected["corrected_best_objective"] == mean_objective.max()
     assert result.corrected["corrected_qd_score"] < state.archive.stats.qd_score  # lucky draws
+
+
+def test_a_failing_reevaluation_names_the_elite(small_config):
+    config = merged(small_config, {"evaluation": {"reevaluate": 2}})
+    config["algorithms"] = {"me": {"type": "map_elites", "emitters": 1, "archive": {"dims": [4]}}}
+    config["domains"] = {
+        "pl": {
+            "type": "plugin",
+            "function": "evocamp_test_plugin:fails_on_negative_first",
+            "python_path": str(PLUGINS),
+            "measure_ranges": [[-1, 1]],
+            "solution_dim": 2,
+        }
+    }
+    spec = run_spec(validate_config(config), algorithm="me", domain="pl", seed=0)
+    state = initialise(spec)
+    # cells 3, 0 and 2 (index order: 0, 2, 3): the elite at cell 2 has a negative first
+    state.archive.add(
+        np.array([[0.9, 0.0], [0.1, 0.0], [-0.1, 0.0]]),
+        np.array([1.0, 2.0, 3.0]),
+        np.array([[0.9], [-0.9], [0.1]]),
+    )
+    with pytest.raises(EvaluationError) as caught:
+        reevaluate(state)
+    assert str(caught.value) == (
+        "final re-evaluation (evaluation.reevaluate; solution i: the final archive's i-th "
+        "elite by cell index): run me/pl/seed0, generation 0, solution 1: the evaluation "
+        "function raised ValueError: the first parameter is negative"
+    )
 
 
 def test_evaluation_keys_enter_the_run_spec_only_when_not_their_defaults(small_config):

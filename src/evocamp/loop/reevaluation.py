@@ -17,6 +17,7 @@ import copy
 
 import numpy as np
 
+from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.loop.evaluation import evaluate_slice
@@ -48,16 +49,7 @@ def reevaluate(state: RunState, *, repeats: int | None = None) -> Reevaluation:
     repeats = repeats or reevaluations(spec)
     index, solutions, raw = _elites(state)
     seeds = reevaluation_seeds(spec["master_seed"], spec_run_key(spec), len(index))
-    result = None
-    if len(index):
-        result = evaluate_slice(
-            _with_repeats(spec, repeats),
-            generation=state.generation,
-            shard=None,
-            start=0,
-            solutions=solutions,
-            seeds=seeds,
-        )
+    result = _evaluated(_with_repeats(spec, repeats), state.generation, solutions, seeds)
     return Reevaluation(
         generation=state.generation,
         repeats=repeats,
@@ -69,6 +61,23 @@ def reevaluate(state: RunState, *, repeats: int | None = None) -> Reevaluation:
         extra=dict(result.extra) if result else {},
         corrected=corrected_metrics(state.archive, solutions, result),
     )
+
+
+def _evaluated(spec: dict, generation: int, solutions: np.ndarray, seeds: np.ndarray):
+    """The elites' evaluations through the shard step (``None`` for no elites); a
+    failure's message says that its ``solution <i>`` is the i-th elite."""
+    if not len(solutions):
+        return None
+    try:
+        return evaluate_slice(
+            spec, generation=generation, shard=None, start=0, solutions=solutions, seeds=seeds
+        )
+    except EvaluationError as error:
+        raise EvaluationError(
+            f"final re-evaluation (evaluation.reevaluate; solution i: the final archive's "
+            f"i-th elite by cell index): {error}",
+            details=error.details,
+        ) from None
 
 
 def _with_repeats(spec: dict, repeats: int) -> dict:
