@@ -133,7 +133,7 @@ def cmd_finalise(args) -> None:
 
 def cmd_reevaluate(args) -> None:
     """Evaluate a finished run's elites again (evaluation.reevaluate): corrected metrics."""
-    steps.reevaluate_step(state=args.state, output=args.output)
+    steps.reevaluate_step(state=args.state, output=args.output, repeats=args.repeats)
 
 
 def cmd_plot_run(args) -> None:
@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("reevaluate", help=cmd_reevaluate.__doc__)
     sub.add_argument("--state", required=True, help="the run's final state")
     sub.add_argument("--output", required=True, help="the re-evaluation file to write")
+    sub.add_argument(
+        "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
+    )
     sub.set_defaults(func=cmd_reevaluate)
 
     sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)

@@ -573,16 +573,11 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
 
 
 def evaluation_spec(config: dict) -> dict:
-    """The ``evaluation`` part of a run spec: the keys of ``evaluation`` that are not
-    their defaults (``repeats`` 1, ``reevaluate`` 0), so that the run specs of
-    campaigns without them stay what they were."""
-    settings = config.get("evaluation") or {}
-    defaults = {"repeats": 1, "reevaluate": 0}
-    return {
-        name: int(settings[name])
-        for name, default in defaults.items()
-        if settings.get(name, default) != default
-    }
+    """The ``evaluation`` part of a run spec: ``repeats`` when not 1, so that the run
+    specs of campaigns without it stay what they were. ``reevaluate`` is no part of
+    it: it changes no archive, only adds the final re-evaluation (a rule parameter)."""
+    repeats = int((config.get("evaluation") or {}).get("repeats", 1))
+    return {"repeats": repeats} if repeats != 1 else {}
 
 
 def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:

@@ -94,7 +94,7 @@ def test_the_final_reevaluation_gives_the_corrected_metrics_of_the_elites_means(
     elites = state.archive.data()
     order = np.argsort(elites["index"])
 
-    result = reevaluate(state)
+    result = reevaluate(state, repeats=3)
 
     key = run_key(algorithm="me", domain="ll", seed=0)
     seeds = np.random.SeedSequence(spec["master_seed"], spawn_key=(*key, 4)).generate_state(
@@ -141,7 +141,7 @@ def test_a_failing_reevaluation_names_the_elite(small_config):
         np.array([[0.9], [-0.9], [0.1]]),
     )
     with pytest.raises(EvaluationError) as caught:
-        reevaluate(state)
+        reevaluate(state, repeats=2)
     assert str(caught.value) == (
         "final re-evaluation (evaluation.reevaluate; solution i: the final archive's i-th "
         "elite by cell index): run me/pl/seed0, generation 0, solution 1: the evaluation "
@@ -149,14 +149,18 @@ def test_a_failing_reevaluation_names_the_elite(small_config):
     )
 
 
-def test_evaluation_keys_enter_the_run_spec_only_when_not_their_defaults(small_config):
+def test_repeats_enter_the_run_spec_only_when_not_1_and_reevaluate_never(small_config):
     default = run_spec(validate_config(small_config), algorithm="me", domain="sphere", seed=0)
     assert "evaluation" not in default
     explicit = merged(small_config, {"evaluation": {"repeats": 1, "reevaluate": 0}})
     assert run_spec(validate_config(explicit), algorithm="me", domain="sphere", seed=0) == default
-    noisy = merged(small_config, {"evaluation": {"repeats": 2, "reevaluate": 0}})
+    noisy = merged(small_config, {"evaluation": {"repeats": 2, "reevaluate": 5}})
     spec = run_spec(validate_config(noisy), algorithm="me", domain="sphere", seed=0)
-    assert spec["evaluation"] == {"repeats": 2}
+    assert spec["evaluation"] == {"repeats": 2}  # reevaluate changes no archive
+    reevaluated = merged(small_config, {"evaluation": {"reevaluate": 5}})
+    assert (
+        run_spec(validate_config(reevaluated), algorithm="me", domain="sphere", seed=0) == default
+    )
 
 
 @pytest.mark.parametrize(

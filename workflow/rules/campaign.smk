@@ -122,8 +122,11 @@ if REEVALUATE:
         resources:
             mem_mb=shard_mem_mb,
             runtime=60,
+        params:
+            repeats=REEVALUATE,
         shell:
-            "python -m evocamp reevaluate --state {input} --output {output} 2> {log}"
+            "python -m evocamp reevaluate --state {input} --output {output} "
+            "--repeats {params.repeats} 2> {log}"
 
 
 rule finalise:

@@ -273,12 +273,12 @@ def finalise_step(
     forget_run(work)
 
 
-def reevaluate_step(*, state: str | Path, output: str | Path) -> None:
-    """Evaluate the elites of a finished run's final state ``evaluation.reevaluate``
-    more times and write them, with the corrected metrics, to ``output``
-    (:mod:`evocamp.loop.reevaluation`)."""
+def reevaluate_step(*, state: str | Path, output: str | Path, repeats: int) -> None:
+    """Evaluate the elites of a finished run's final state ``repeats``
+    (``evaluation.reevaluate``) more times and write them, with the corrected metrics,
+    to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
-    result = reevaluate(final_state)
+    result = reevaluate(final_state, repeats=repeats)
     write_reevaluation(output, final_state.spec, result)
     corrected = ", ".join(f"{name} {value:.6g}" for name, value in result.corrected.items())
     log(

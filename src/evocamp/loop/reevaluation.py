@@ -21,22 +21,22 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.loop.evaluation import evaluate_slice
-from evocamp.model.runspec import measure_dim, reevaluations, spec_run_key
+from evocamp.model.runspec import measure_dim, spec_run_key
 from evocamp.model.state import RunState
 
 #: Archive fields that are not extra fields of the evaluation.
 _ARCHIVE_FIELDS = ("solution", "objective", "measures", "threshold", "index")
 
 
-def reevaluate(state: RunState, *, repeats: int | None = None) -> Reevaluation:
-    """Evaluate a finished run's elites ``repeats`` (default: the spec's
-    ``evaluation.reevaluate``) more times and compute the corrected metrics.
+def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
+    """Evaluate a finished run's elites ``repeats`` (``evaluation.reevaluate``) more
+    times and compute the corrected metrics.
 
     Parameters
     ----------
     state : RunState
         The run's final state (a whole one: its archive, or its best solution).
-    repeats : int, optional
+    repeats : int
         Evaluations of each elite.
 
     Raises
@@ -46,7 +46,6 @@ def reevaluate(state: RunState, *, repeats: int | None = None) -> Reevaluation:
         ``solution <i>``, in the run's last generation).
     """
     spec = state.spec
-    repeats = repeats or reevaluations(spec)
     index, solutions, raw = _elites(state)
     seeds = reevaluation_seeds(spec["master_seed"], spec_run_key(spec), len(index))
     result = _evaluated(_with_repeats(spec, repeats), state.generation, solutions, seeds)

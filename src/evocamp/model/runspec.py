@@ -60,12 +60,6 @@ def evaluation_repeats(spec: dict) -> int:
     return int((spec.get("evaluation") or {}).get("repeats", 1))
 
 
-def reevaluations(spec: dict) -> int:
-    """Evaluations of every elite in the run's final re-evaluation
-    (``evaluation.reevaluate``; 0, none, when not in the spec)."""
-    return int((spec.get("evaluation") or {}).get("reevaluate", 0))
-
-
 def spread_fields(spec: dict) -> list[str]:
     """The extra fields that keep the spread of repeated evaluations (none without
     repeats): :data:`OBJECTIVE_SPREAD` and one :data:`MEASURES_SPREAD` per measure."""

@@ -10,7 +10,7 @@ import json
 import h5py
 import numpy as np
 import pytest
-from conftest import archive_digests, merged, run_folder, run_snakemake, write_config
+from conftest import archive_digests, jobs_run, merged, run_folder, run_snakemake, write_config
 
 from evocamp.domains import lunar_lander_noisy
 from evocamp.files.reevaluation import CORRECTED_METRICS, read_reevaluation
@@ -133,3 +133,24 @@ def test_the_final_metrics_and_tables_hold_the_corrected_metrics(noisy_campaigns
         assert f"{metric}_mean" in header
     row = next(r for r in table if r["algorithm"] == "me")
     assert row["corrected_qd_score"][0] == _final(runs[0])["corrected_qd_score"]
+
+
+def test_reevaluate_added_to_a_finished_campaign_runs_only_the_reevaluation(
+    noisy_campaigns, tmp_path
+):
+    without = merged(NOISY_CAMPAIGN, {"evaluation": {"reevaluate": 0}})
+    write_config(tmp_path, without)
+    run_snakemake(tmp_path, "runs")
+    run = run_folder(tmp_path, NOISY_CAMPAIGN, "me", "ll", 0)
+    assert "corrected_qd_score" not in _final(run)
+    assert not list(run.glob("finished/reevaluation_*"))
+
+    write_config(tmp_path, NOISY_CAMPAIGN)
+    completed = run_snakemake(tmp_path, "runs")
+    assert jobs_run(completed) == {"finalise": 2, "reevaluate": 2, "runs": 1, "total": 5}
+    assert archive_digests(tmp_path) == archive_digests(noisy_campaigns["one_shard"])
+    expected = run_folder(noisy_campaigns["one_shard"], NOISY_CAMPAIGN, "me", "ll", 0)
+    assert _digest(run / "finished" / "reevaluation_000002.h5") == _digest(
+        expected / "finished" / "reevaluation_000002.h5"
+    )
+    assert _final(run)["corrected_qd_score"] == _final(expected)["corrected_qd_score"]
