@@ -13,6 +13,7 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import lunar_lander, lunar_lander_noisy
+from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.reevaluation import reevaluate
@@ -191,3 +192,18 @@ def test_repeats_enter_the_run_spec_only_when_not_1_and_reevaluate_never(small_c
 )
 def test_bad_evaluation_keys_are_named(small_config, overrides, message):
     assert message in error_of(merged(small_config, overrides))
+
+
+def test_the_virtual_clock_lasts_every_repeat():
+    spec = {
+        "domain_spec": {"simulated_seconds": {"distribution": "exponential", "mean": 2.0}},
+        "evaluation": {"repeats": 3},
+    }
+    words = np.random.SeedSequence(77, spawn_key=(2,)).generate_state(3, dtype=np.uint64)
+    expected = sum(
+        np.random.default_rng(np.random.SeedSequence(int(w), spawn_key=(1,))).exponential(2.0)
+        for w in words
+    )
+    assert virtual_duration(spec, 77) == pytest.approx(expected, rel=1e-15)
+    once = np.random.default_rng(np.random.SeedSequence(77, spawn_key=(1,))).exponential(2.0)
+    assert virtual_duration({**spec, "evaluation": {}}, 77) == once
