@@ -131,9 +131,22 @@ def cmd_finalise(args) -> None:
     )
 
 
+def cmd_reevaluate_shard(args) -> None:
+    """Evaluate a shard of a finished run's elites again (evaluation.reevaluate)."""
+    steps.reevaluate_shard_step(
+        state=args.state,
+        shard=args.shard,
+        shards=args.shards,
+        output=args.output,
+        repeats=args.repeats,
+    )
+
+
 def cmd_reevaluate(args) -> None:
-    """Evaluate a finished run's elites again (evaluation.reevaluate): corrected metrics."""
-    steps.reevaluate_step(state=args.state, output=args.output, repeats=args.repeats)
+    """Combine a finished run's re-evaluation shards: the corrected metrics."""
+    steps.reevaluate_step(
+        state=args.state, shard_files=args.shard_files, output=args.output, repeats=args.repeats
+    )
 
 
 def cmd_plot_run(args) -> None:
@@ -274,8 +287,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.set_defaults(func=cmd_finalise)
 
+    sub = commands.add_parser("reevaluate-shard", help=cmd_reevaluate_shard.__doc__)
+    sub.add_argument("--state", required=True, help="the run's final state")
+    sub.add_argument("--shard", type=int, required=True)
+    sub.add_argument("--shards", type=int, required=True)
+    sub.add_argument("--output", required=True, help="the shard file to write")
+    sub.add_argument(
+        "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
+    )
+    sub.set_defaults(func=cmd_reevaluate_shard)
+
     sub = commands.add_parser("reevaluate", help=cmd_reevaluate.__doc__)
     sub.add_argument("--state", required=True, help="the run's final state")
+    sub.add_argument("--shard-files", nargs="+", required=True, help="its re-evaluation shards")
     sub.add_argument("--output", required=True, help="the re-evaluation file to write")
     sub.add_argument(
         "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"

@@ -16,7 +16,7 @@ from evocamp.domains import lunar_lander, lunar_lander_noisy
 from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import evaluate_shard
-from evocamp.loop.reevaluation import reevaluate
+from evocamp.loop.reevaluation import combine_reevaluation, reevaluate, reevaluate_shard
 
 NOISY = {
     "generations": 2,
@@ -207,3 +207,21 @@ def test_the_virtual_clock_lasts_every_repeat():
     assert virtual_duration(spec, 77) == pytest.approx(expected, rel=1e-15)
     once = np.random.default_rng(np.random.SeedSequence(77, spawn_key=(1,))).exponential(2.0)
     assert virtual_duration({**spec, "evaluation": {}}, 77) == once
+
+
+@pytest.mark.parametrize("shards", [2, 5])
+def test_reevaluation_shards_combine_to_the_whole(small_config, shards):
+    spec = _spec(small_config, {}, dims=(2, 2))
+    state = initialise(spec)
+    solutions = np.random.default_rng(9).normal(size=(6, 32))
+    once = lunar_lander_noisy(solutions, np.arange(6, dtype=np.uint64))
+    state.archive.add(solutions, once["objective"], once["measures"])
+    whole = reevaluate(state, repeats=2)
+    parts = [reevaluate_shard(state, repeats=2, shard=s, shards=shards) for s in range(shards)]
+    assert sum(len(part.objective) for part in parts) == len(whole.index) <= 4
+    combined = combine_reevaluation(state, repeats=2, shards=parts[::-1])
+    np.testing.assert_array_equal(combined.objective, whole.objective)
+    np.testing.assert_array_equal(combined.measures, whole.measures)
+    assert combined.corrected == whole.corrected
+    with pytest.raises(EvaluationError, match="the re-evaluation shards cover elites"):
+        combine_reevaluation(state, repeats=2, shards=parts[1:])

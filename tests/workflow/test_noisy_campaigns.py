@@ -147,7 +147,13 @@ def test_reevaluate_added_to_a_finished_campaign_runs_only_the_reevaluation(
 
     write_config(tmp_path, NOISY_CAMPAIGN)
     completed = run_snakemake(tmp_path, "runs")
-    assert jobs_run(completed) == {"finalise": 2, "reevaluate": 2, "runs": 1, "total": 5}
+    assert jobs_run(completed) == {
+        "finalise": 2,
+        "reevaluate": 2,
+        "reevaluate_shard": 2,
+        "runs": 1,
+        "total": 7,
+    }
     assert archive_digests(tmp_path) == archive_digests(noisy_campaigns["one_shard"])
     expected = run_folder(noisy_campaigns["one_shard"], NOISY_CAMPAIGN, "me", "ll", 0)
     assert _digest(run / "finished" / "reevaluation_000002.h5") == _digest(

@@ -109,13 +109,18 @@ checkpoint keep_checkpoint:
 
 if REEVALUATE:
 
-    rule reevaluate:
+    # The final re-evaluation of a run's elites: `shards` jobs, combined where
+    # Snakemake runs (it only reads them and the archive).
+    localrules:
+        reevaluate,
+
+    rule reevaluate_shard:
         input:
             final_state,
         output:
-            RUN.reevaluation(GENERATIONS),
+            temp(str(RUN.reevaluation_shard(GENERATIONS, "{shard}"))),
         log:
-            RUN.logs / "reevaluate.log",
+            RUN.logs / "reevaluate_{shard}.log",
         conda:
             CONDA_ENV
         threads: 1
@@ -124,9 +129,26 @@ if REEVALUATE:
             runtime=60,
         params:
             repeats=REEVALUATE,
+            shards=SHARDS,
         shell:
-            "python -m evocamp reevaluate --state {input} --output {output} "
-            "--repeats {params.repeats} 2> {log}"
+            "python -m evocamp reevaluate-shard --state {input} --shard {wildcards.shard} "
+            "--shards {params.shards} --output {output} --repeats {params.repeats} 2> {log}"
+
+    rule reevaluate:
+        input:
+            state=final_state,
+            shards=reevaluation_shard_files,
+        output:
+            RUN.reevaluation(GENERATIONS),
+        log:
+            RUN.logs / "reevaluate.log",
+        conda:
+            CONDA_ENV
+        params:
+            repeats=REEVALUATE,
+        shell:
+            "python -m evocamp reevaluate --state {input.state} --shard-files {input.shards} "
+            "--output {output} --repeats {params.repeats} 2> {log}"
 
 
 rule finalise:

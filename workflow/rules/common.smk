@@ -212,6 +212,14 @@ def reevaluation_path(wildcards):
     return str(run_of(wildcards).reevaluation(GENERATIONS)) if REEVALUATE else ""
 
 
+def reevaluation_shard_files(wildcards):
+    """The shards of a run's final re-evaluation (one per evaluation shard)."""
+    folder = run_of(wildcards)
+    return [
+        str(folder.reevaluation_shard(GENERATIONS, shard)) for shard in range(SHARDS)
+    ]
+
+
 def reevaluation_file(wildcards):
     """The re-evaluation file as an input of ``finalise`` (none when not asked)."""
     return [reevaluation_path(wildcards)] if REEVALUATE else []

@@ -32,7 +32,7 @@ from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, t
 from evocamp.loop.evaluation import combine_shards, evaluate_shard
 from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
-from evocamp.loop.reevaluation import reevaluate
+from evocamp.loop.reevaluation import combine_reevaluation, reevaluate_shard
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
@@ -273,12 +273,30 @@ def finalise_step(
     forget_run(work)
 
 
-def reevaluate_step(*, state: str | Path, output: str | Path, repeats: int) -> None:
-    """Evaluate the elites of a finished run's final state ``repeats``
-    (``evaluation.reevaluate``) more times and write them, with the corrected metrics,
-    to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
+def reevaluate_shard_step(
+    *, state: str | Path, shard: int, shards: int, output: str | Path, repeats: int
+) -> None:
+    """Evaluate shard ``shard`` of ``shards`` of the elites of a finished run's final
+    state ``repeats`` (``evaluation.reevaluate``) more times; write the results as a
+    shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
-    result = reevaluate(final_state, repeats=repeats)
+    result = reevaluate_shard(final_state, repeats=repeats, shard=shard, shards=shards)
+    write_shard(output, result)
+    log(
+        f"{run_label(final_state.spec)}: elites {result.start}..{result.stop - 1} of "
+        f"generation {final_state.generation} evaluated {repeats} times each -> {output}"
+    )
+
+
+def reevaluate_step(
+    *, state: str | Path, shard_files: list[str | Path], output: str | Path, repeats: int
+) -> None:
+    """Combine the re-evaluation shards of a finished run's elites
+    (:func:`reevaluate_shard_step`) and write them, with the corrected metrics, to
+    ``output``."""
+    final_state = read_full_state(state)
+    shards = [read_shard(path) for path in shard_files]
+    result = combine_reevaluation(final_state, repeats=repeats, shards=shards)
     write_reevaluation(output, final_state.spec, result)
     corrected = ", ".join(f"{name} {value:.6g}" for name, value in result.corrected.items())
     log(

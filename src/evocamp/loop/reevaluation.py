@@ -19,9 +19,11 @@ import numpy as np
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
+from evocamp.base.sharding import shard_bounds
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
+from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import evaluate_slice
-from evocamp.model.runspec import measure_dim, spec_run_key
+from evocamp.model.runspec import measure_dim, spec_run_key, where
 from evocamp.model.state import RunState
 
 #: Archive fields that are not extra fields of the evaluation.
@@ -30,25 +32,95 @@ _ARCHIVE_FIELDS = ("solution", "objective", "measures", "threshold", "index")
 
 def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
     """Evaluate a finished run's elites ``repeats`` (``evaluation.reevaluate``) more
-    times and compute the corrected metrics.
-
-    Parameters
-    ----------
-    state : RunState
-        The run's final state (a whole one: its archive, or its best solution).
-    repeats : int
-        Evaluations of each elite.
+    times in one go and compute the corrected metrics (what the workflow does in
+    shards: :func:`reevaluate_shard` and :func:`combine_reevaluation`).
 
     Raises
     ------
     EvaluationError
-        When an evaluation fails (the message names the elite's position as
-        ``solution <i>``, in the run's last generation).
+        When an evaluation fails (the message says that its ``solution <i>`` is the
+        i-th elite of the final archive by cell index).
+    """
+    return combine_reevaluation(
+        state, repeats=repeats, shards=[reevaluate_shard(state, repeats=repeats, shard=0, shards=1)]
+    )
+
+
+def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) -> ShardResult:
+    """Evaluate shard ``shard`` of ``shards`` of a finished run's elites (a contiguous
+    slice in cell-index order, :func:`~evocamp.base.sharding.shard_bounds`; possibly
+    empty when there are fewer elites than shards) ``repeats`` times.
+
+    Raises
+    ------
+    EvaluationError
+        As :func:`reevaluate`.
+    """
+    spec = state.spec
+    _, solutions, _ = _elites(state)
+    seeds = reevaluation_seeds(spec["master_seed"], spec_run_key(spec), len(solutions))
+    start, stop = shard_bounds(len(solutions), shards, shard)
+    result = _evaluated(
+        _with_repeats(spec, repeats),
+        state.generation,
+        start,
+        solutions[start:stop],
+        seeds[start:stop],
+    )
+    if result is not None:
+        result.shard = shard
+        return result
+    dim = measure_dim(spec["domain_spec"])
+    return ShardResult(
+        generation=state.generation,
+        shard=shard,
+        start=start,
+        stop=start,
+        objective=np.zeros(0),
+        measures=np.zeros((0, dim)),
+        eval_seconds=np.zeros(0),
+        extra={},
+    )
+
+
+def combine_reevaluation(
+    state: RunState, *, repeats: int, shards: list[ShardResult]
+) -> Reevaluation:
+    """The re-evaluation of a finished run's elites from its shards' results (in any
+    order) and the corrected metrics.
+
+    Raises
+    ------
+    EvaluationError
+        When the shards do not cover the elites exactly.
     """
     spec = state.spec
     index, solutions, raw = _elites(state)
     seeds = reevaluation_seeds(spec["master_seed"], spec_run_key(spec), len(index))
-    result = _evaluated(_with_repeats(spec, repeats), state.generation, solutions, seeds)
+    ordered = sorted((r for r in shards if r.stop > r.start), key=lambda r: r.start)
+    position = 0
+    for result in ordered:
+        if result.start != position:
+            break
+        position = result.stop
+    if position != len(index):
+        covered = [(r.start, r.stop - 1) for r in ordered]
+        raise EvaluationError(
+            f"{where(spec, state.generation)}: the re-evaluation shards cover elites "
+            f"{covered}, not 0..{len(index) - 1}"
+        )
+    result = None
+    if ordered:
+        result = ShardResult(
+            generation=state.generation,
+            shard=None,
+            start=0,
+            stop=len(index),
+            objective=np.concatenate([r.objective for r in ordered]),
+            measures=np.concatenate([r.measures for r in ordered]),
+            eval_seconds=np.concatenate([r.eval_seconds for r in ordered]),
+            extra={n: np.concatenate([r.extra[n] for r in ordered]) for n in ordered[0].extra},
+        )
     return Reevaluation(
         generation=state.generation,
         repeats=repeats,
@@ -62,14 +134,16 @@ def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
     )
 
 
-def _evaluated(spec: dict, generation: int, solutions: np.ndarray, seeds: np.ndarray):
+def _evaluated(
+    spec: dict, generation: int, start: int, solutions: np.ndarray, seeds: np.ndarray
+) -> ShardResult | None:
     """The elites' evaluations through the shard step (``None`` for no elites); a
     failure's message says that its ``solution <i>`` is the i-th elite."""
     if not len(solutions):
         return None
     try:
         return evaluate_slice(
-            spec, generation=generation, shard=None, start=0, solutions=solutions, seeds=seeds
+            spec, generation=generation, shard=None, start=start, solutions=solutions, seeds=seeds
         )
     except EvaluationError as error:
         raise EvaluationError(
