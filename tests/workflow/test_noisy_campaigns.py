@@ -127,6 +127,10 @@ def test_the_final_metrics_and_tables_hold_the_corrected_metrics(noisy_campaigns
         assert len(reevaluation.index) == elites > 0
         log = run.parents[2] / "logs" / run.relative_to(run.parents[2]) / "reevaluate.log"
         assert f"{elites} elites of generation 2 evaluated 2 times each" in log.read_text()
+        window_logs = (run.parents[2] / "logs" / run.relative_to(run.parents[2])).glob(
+            "window_*.log"
+        )
+        assert any("| evaluations 24 (2 repeats) |" in path.read_text() for path in window_logs)
     table = final_metrics_table(load_runs([r / "metrics.csv" for r in runs]), samples=100, seed=0)
     header = table_csv(table).splitlines()[0].split(",")
     for metric in CORRECTED_METRICS:
