@@ -127,6 +127,25 @@ def cmd_finalise(args) -> None:
         work=args.work,
         logs=args.logs,
         evaluation_settings=EvaluationSettings.from_environment(),
+        reevaluation=args.reevaluation or None,
+    )
+
+
+def cmd_reevaluate_shard(args) -> None:
+    """Evaluate a shard of a finished run's elites again (evaluation.reevaluate)."""
+    steps.reevaluate_shard_step(
+        state=args.state,
+        shard=args.shard,
+        shards=args.shards,
+        output=args.output,
+        repeats=args.repeats,
+    )
+
+
+def cmd_reevaluate(args) -> None:
+    """Combine a finished run's re-evaluation shards: the corrected metrics."""
+    steps.reevaluate_step(
+        state=args.state, shard_files=args.shard_files, output=args.output, repeats=args.repeats
     )
 
 
@@ -263,7 +282,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--summary", required=True, help="JSON summary of the final state")
     sub.add_argument("--work", required=True, help="the run's working folder")
     sub.add_argument("--logs", required=True, help="the run's log folder")
+    sub.add_argument(
+        "--reevaluation", default="", help="the run's re-evaluation file (corrected metrics)"
+    )
     sub.set_defaults(func=cmd_finalise)
+
+    sub = commands.add_parser("reevaluate-shard", help=cmd_reevaluate_shard.__doc__)
+    sub.add_argument("--state", required=True, help="the run's final state")
+    sub.add_argument("--shard", type=int, required=True)
+    sub.add_argument("--shards", type=int, required=True)
+    sub.add_argument("--output", required=True, help="the shard file to write")
+    sub.add_argument(
+        "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
+    )
+    sub.set_defaults(func=cmd_reevaluate_shard)
+
+    sub = commands.add_parser("reevaluate", help=cmd_reevaluate.__doc__)
+    sub.add_argument("--state", required=True, help="the run's final state")
+    sub.add_argument("--shard-files", nargs="+", required=True, help="its re-evaluation shards")
+    sub.add_argument("--output", required=True, help="the re-evaluation file to write")
+    sub.add_argument(
+        "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
+    )
+    sub.set_defaults(func=cmd_reevaluate)
 
     sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)
     sub.add_argument("--archive", required=True)

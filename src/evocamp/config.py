@@ -35,7 +35,7 @@ from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async
-from evocamp.model.runspec import measure_dim
+from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -223,7 +223,20 @@ def _semantic_problems(config: dict) -> list[str]:
         problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
-    return problems + _figures_problems(config)
+    return problems + _spread_problems(config) + _figures_problems(config)
+
+
+def _spread_problems(config: dict) -> list[str]:
+    """Extra fields named like the spread fields of repeated evaluations."""
+    if (config.get("evaluation") or {}).get("repeats", 1) == 1:
+        return []
+    return [
+        f"key 'domains.{name}.extra_fields': '{field}' is the name evocamp gives the spread of "
+        "repeated evaluations (evaluation.repeats > 1); rename the field"
+        for name, domain in config["domains"].items()
+        for field in domain.get("extra_fields") or []
+        if field == OBJECTIVE_SPREAD or field.startswith(MEASURES_SPREAD)
+    ]
 
 
 def _results_dir_problems(results_dir: str) -> list[str]:
@@ -553,7 +566,18 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     }
     if asynchronous:
         spec["asynchronous"] = asynchronous
+    evaluation = evaluation_spec(config)
+    if evaluation:
+        spec["evaluation"] = evaluation
     return spec
+
+
+def evaluation_spec(config: dict) -> dict:
+    """The ``evaluation`` part of a run spec: ``repeats`` when not 1, so that the run
+    specs of campaigns without it stay what they were. ``reevaluate`` is no part of
+    it: it changes no archive, only adds the final re-evaluation (a rule parameter)."""
+    repeats = int((config.get("evaluation") or {}).get("repeats", 1))
+    return {"repeats": repeats} if repeats != 1 else {}
 
 
 def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:

@@ -263,13 +263,36 @@ def lunar_lander(
     its last x position and its minimum y velocity. Every episode starts from
     ``env.reset(seed=env_seed)``, so a policy's return is deterministic.
     """
+    return _lunar_lander_episodes(solutions, [env_seed] * len(solutions))
+
+
+@built_in(
+    "lunar_lander_noisy",
+    "as lunar_lander, but each episode starts from the evaluation's seed (its terrain and "
+    "initial push vary): returns are noisy, for evaluation.repeats and reevaluate",
+    fixed_dim=_lunar_lander_dim,
+    measure_ranges=_lunar_lander_ranges,
+    measure_dim=2,
+    qd_score_offset=-600.0,
+    objective_max=300.0,
+)
+def lunar_lander_noisy(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`lunar_lander` with a random start: the episode of ``solutions[i]`` starts
+    from ``env.reset(seed=seeds[i])`` (gymnasium draws the terrain, the initial push
+    and the engines' dispersion from it), so a policy's return depends on its
+    evaluation seed, as with any noisy simulator."""
+    return _lunar_lander_episodes(solutions, [int(seed) for seed in seeds])
+
+
+def _lunar_lander_episodes(solutions: np.ndarray, env_seeds: list[int]) -> dict[str, np.ndarray]:
+    """One episode per policy, each from ``env.reset(seed=env_seeds[i])``."""
     import gymnasium
 
     env = gymnasium.make("LunarLander-v3")
     objective = np.empty(len(solutions))
     measures = np.empty((len(solutions), 2))
     try:
-        for row, weights in enumerate(solutions):
+        for row, (weights, env_seed) in enumerate(zip(solutions, env_seeds, strict=True)):
             objective[row], measures[row] = _lunar_lander_episode(
                 env, weights.reshape(LUNAR_LANDER_SHAPE), env_seed
             )

@@ -32,7 +32,9 @@ from pathlib import Path
 from evocamp.base.files import private_folder
 
 #: Sub-commands that run warm: the steps of the generation loop.
-WARM_COMMANDS = frozenset({"init", "evaluate", "tell", "keep", "finalise", "segment"})
+WARM_COMMANDS = frozenset(
+    {"init", "evaluate", "tell", "keep", "finalise", "segment", "reevaluate", "reevaluate-shard"}
+)
 #: A server exits after this many seconds without a request.
 IDLE_SECONDS = 120.0
 #: A client starts at most one server per code version within this many seconds.

@@ -107,9 +107,54 @@ checkpoint keep_checkpoint:
         "--metrics-window {output} --logs {params.logs} 2> {log}"
 
 
+if REEVALUATE:
+
+    # The final re-evaluation of a run's elites: `shards` jobs, combined where
+    # Snakemake runs (it only reads them and the archive).
+    localrules:
+        reevaluate,
+
+    rule reevaluate_shard:
+        input:
+            final_state,
+        output:
+            temp(str(RUN.reevaluation_shard(GENERATIONS, "{shard}"))),
+        log:
+            RUN.logs / "reevaluate_{shard}.log",
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=shard_mem_mb,
+            runtime=60,
+        params:
+            repeats=REEVALUATE,
+            shards=SHARDS,
+        shell:
+            "python -m evocamp reevaluate-shard --state {input} --shard {wildcards.shard} "
+            "--shards {params.shards} --output {output} --repeats {params.repeats} 2> {log}"
+
+    rule reevaluate:
+        input:
+            state=final_state,
+            shards=reevaluation_shard_files,
+        output:
+            RUN.reevaluation(GENERATIONS),
+        log:
+            RUN.logs / "reevaluate.log",
+        conda:
+            CONDA_ENV
+        params:
+            repeats=REEVALUATE,
+        shell:
+            "python -m evocamp reevaluate --state {input.state} --shard-files {input.shards} "
+            "--output {output} --repeats {params.repeats} 2> {log}"
+
+
 rule finalise:
     input:
-        final_state,
+        state=final_state,
+        reevaluation=reevaluation_file,
     output:
         archive=RUN.archive,
         metrics=RUN.metrics,
@@ -126,11 +171,13 @@ rule finalise:
         metrics_windows=str(RUN.metrics_windows),
         work=str(RUN.work),
         logs=str(RUN.logs),
+        reevaluation=reevaluation_path,
     shell:
-        "python -m evocamp finalise --state {input} --checkpoint {params.checkpoint} "
+        "python -m evocamp finalise --state {input.state} --checkpoint {params.checkpoint} "
         "--metrics-windows {params.metrics_windows} --metrics {output.metrics} "
         "--archive {output.archive} --summary {output.finished} "
-        "--work {params.work} --logs {params.logs} 2> {log}"
+        "--work {params.work} --logs {params.logs} "
+        "--reevaluation={params.reevaluation:q} 2> {log}"
 
 
 rule runs:

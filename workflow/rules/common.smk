@@ -60,6 +60,8 @@ if workflow.is_main_process and release_stale_locks(os.getcwd()):
 GENERATIONS = config["generations"]
 KEEP_EVERY = config["checkpoint_every"]
 SHARDS = config["shards"]
+# Evaluations of every elite in the final re-evaluation of each run (0: none).
+REEVALUATE = config["evaluation"]["reevaluate"]
 # Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
 CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
 RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
@@ -203,6 +205,24 @@ def final_state(wildcards):
     if is_kept(GENERATIONS, every=KEEP_EVERY):
         return str(folder.checkpoint(GENERATIONS))
     return str(folder.work_state(GENERATIONS))
+
+
+def reevaluation_path(wildcards):
+    """The run's re-evaluation file (corrected metrics); "" when the campaign asks none."""
+    return str(run_of(wildcards).reevaluation(GENERATIONS)) if REEVALUATE else ""
+
+
+def reevaluation_shard_files(wildcards):
+    """The shards of a run's final re-evaluation (one per evaluation shard)."""
+    folder = run_of(wildcards)
+    return [
+        str(folder.reevaluation_shard(GENERATIONS, shard)) for shard in range(SHARDS)
+    ]
+
+
+def reevaluation_file(wildcards):
+    """The re-evaluation file as an input of ``finalise`` (none when not asked)."""
+    return [reevaluation_path(wildcards)] if REEVALUATE else []
 
 
 def final_checkpoint(wildcards):

@@ -21,6 +21,11 @@ DOMAIN_STREAM = 2
 ASYNCHRONOUS_EVALUATION_STREAM = 3
 #: Asynchronous evaluation seeds are drawn in blocks of this many words.
 SEED_BLOCK = 1024
+#: Seeds of the final re-evaluation of a run's elites (``evaluation.reevaluate``).
+REEVALUATION_STREAM = 4
+#: Spawn key, under one evaluation seed, of the seeds of its repeats
+#: (``evaluation.repeats``; ``(1,)`` is the simulated evaluation time's).
+REPEAT_KEY = (2,)
 
 
 def name_key(name: str) -> int:
@@ -52,6 +57,29 @@ def evaluation_seeds(
     against 0.23 s for a SeedSequence per solution).
     """
     sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
+    return sequence.generate_state(count, dtype=np.uint64)
+
+
+def repeat_seeds(seeds: np.ndarray, repeats: int) -> np.ndarray:
+    """Return the ``(len(seeds), repeats)`` uint64 seeds of the repeats of each evaluation.
+
+    Row ``i`` is ``SeedSequence(seeds[i], spawn_key=REPEAT_KEY).generate_state(repeats)``:
+    a function of the solution's evaluation seed alone, so its repeats get the same
+    seeds whichever shard, Dask task or slot evaluates it.
+    """
+    words = np.empty((len(seeds), repeats), dtype=np.uint64)
+    for row, seed in enumerate(np.asarray(seeds, dtype=np.uint64)):
+        sequence = np.random.SeedSequence(int(seed), spawn_key=REPEAT_KEY)
+        words[row] = sequence.generate_state(repeats, dtype=np.uint64)
+    return words
+
+
+def reevaluation_seeds(master_seed: int, key: tuple[int, ...], count: int) -> np.ndarray:
+    """Return one uint64 seed per elite of a run's final re-evaluation (elites in the
+    archive's index order): word ``i`` of
+    ``SeedSequence(master_seed, spawn_key=(*key, REEVALUATION_STREAM))``; each elite's
+    repeats then get :func:`repeat_seeds` of it."""
+    sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, REEVALUATION_STREAM))
     return sequence.generate_state(count, dtype=np.uint64)
 
 

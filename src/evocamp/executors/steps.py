@@ -25,12 +25,14 @@ from evocamp.files.evaluations import (
     held,
     record_window_rows,
 )
+from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, tell
 from evocamp.loop.evaluation import combine_shards, evaluate_shard
 from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
+from evocamp.loop.reevaluation import combine_reevaluation, reevaluate_shard
 from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
@@ -230,10 +232,12 @@ def finalise_step(
     work: str | Path,
     logs: str | Path,
     evaluation_settings: EvaluationSettings | None = None,
+    reevaluation: str | Path | None = None,
 ) -> None:
     """Write the final archive and metrics.csv of a run, keep its last checkpoint and
     merge its kept evaluations (``evaluation_settings``, default: the defaults) into
-    ``evaluations.h5``."""
+    ``evaluations.h5``; with a ``reevaluation`` file (:func:`reevaluate_step`), the
+    summary's final metrics get its corrected metrics beside the raw ones."""
     final_state = read_full_state(state)
     if Path(state).resolve() != Path(checkpoint).resolve():
         keep_whole(state, checkpoint, state=final_state)
@@ -255,6 +259,8 @@ def finalise_step(
         ),
     )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
+    if reevaluation is not None:
+        final.update(read_reevaluation(reevaluation).corrected)
     summary_fields = {
         "run_spec": final_state.spec,
         "final": final,
@@ -265,6 +271,38 @@ def finalise_step(
     log(f"generation {final_state.generation}: final archive {archive}")
     tidy_window(work=Path(work), logs=logs, up_to=final_state.generation)
     forget_run(work)
+
+
+def reevaluate_shard_step(
+    *, state: str | Path, shard: int, shards: int, output: str | Path, repeats: int
+) -> None:
+    """Evaluate shard ``shard`` of ``shards`` of the elites of a finished run's final
+    state ``repeats`` (``evaluation.reevaluate``) more times; write the results as a
+    shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
+    final_state = read_full_state(state)
+    result = reevaluate_shard(final_state, repeats=repeats, shard=shard, shards=shards)
+    write_shard(output, result)
+    log(
+        f"{run_label(final_state.spec)}: elites {result.start}..{result.stop - 1} of "
+        f"generation {final_state.generation} evaluated {repeats} times each -> {output}"
+    )
+
+
+def reevaluate_step(
+    *, state: str | Path, shard_files: list[str | Path], output: str | Path, repeats: int
+) -> None:
+    """Combine the re-evaluation shards of a finished run's elites
+    (:func:`reevaluate_shard_step`) and write them, with the corrected metrics, to
+    ``output``."""
+    final_state = read_full_state(state)
+    shards = [read_shard(path) for path in shard_files]
+    result = combine_reevaluation(final_state, repeats=repeats, shards=shards)
+    write_reevaluation(output, final_state.spec, result)
+    corrected = ", ".join(f"{name} {value:.6g}" for name, value in result.corrected.items())
+    log(
+        f"{run_label(final_state.spec)}: {len(result.index)} elites of generation "
+        f"{result.generation} evaluated {result.repeats} times each: {corrected} -> {output}"
+    )
 
 
 def replay_step(*, run: str | Path, output: str | Path) -> bool:

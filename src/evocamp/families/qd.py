@@ -20,7 +20,7 @@ import numpy as np
 
 from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
-from evocamp.model.runspec import measure_dim, spec_run_key
+from evocamp.model.runspec import measure_dim, spec_run_key, stored_fields
 
 
 def check_numba_disabled() -> None:
@@ -105,7 +105,7 @@ class SchedulerKind:
 
 
 def _archive_dtypes(spec: dict) -> dict:
-    extra = spec["domain_spec"].get("extra_fields") or []
+    extra = stored_fields(spec)
     return {"extra_fields": {name: ((), np.float64) for name in extra} or None}
 
 

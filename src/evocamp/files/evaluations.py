@@ -41,7 +41,7 @@ from evocamp.files.evaluation_index import (
 )
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.layout import RunFolder
-from evocamp.model.runspec import measure_dim
+from evocamp.model.runspec import measure_dim, stored_fields
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
@@ -122,7 +122,7 @@ class EvaluationSettings:
         """Bytes of one row: generation, index, seed, objective, seconds, measures,
         extra fields and the solution (or noise seed)."""
         domain = spec["domain_spec"]
-        values = 5 + measure_dim(domain) + len(domain.get("extra_fields") or [])
+        values = 5 + measure_dim(domain) + len(stored_fields(spec))
         if keeps_noise_seeds(spec):
             values += 1
         elif self.stores_solutions(spec):

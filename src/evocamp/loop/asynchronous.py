@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError, EvocampError
-from evocamp.base.seeding import asynchronous_evaluation_seeds
+from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.completions import Completion
@@ -42,7 +42,13 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
-from evocamp.model.runspec import measure_dim, run_label, spec_run_key
+from evocamp.model.runspec import (
+    evaluation_repeats,
+    measure_dim,
+    run_label,
+    spec_run_key,
+    stored_fields,
+)
 from evocamp.model.state import RunState
 
 
@@ -83,11 +89,17 @@ class InFlight:
 
 def virtual_duration(spec: dict, seed: int) -> float:
     """The virtual duration of the evaluation with evaluation seed ``seed``: what the
-    domain's ``simulated_seconds`` sleeps, else ``asynchronous.virtual_seconds``."""
+    domain's ``simulated_seconds`` sleeps, else ``asynchronous.virtual_seconds``; with
+    ``evaluation.repeats`` n, the sum of the durations of its n repeats (each drawn
+    from its repeat's seed, as the shard step sleeps them)."""
     durations = (
         spec["domain_spec"].get("simulated_seconds") or spec["asynchronous"]["virtual_seconds"]
     )
-    return float(simulated_seconds(durations, np.asarray([seed], dtype=np.uint64))[0])
+    seeds = np.asarray([seed], dtype=np.uint64)
+    repeats = evaluation_repeats(spec)
+    if repeats > 1:
+        return float(simulated_seconds(durations, repeat_seeds(seeds, repeats)[0]).sum())
+    return float(simulated_seconds(durations, seeds)[0])
 
 
 @dataclass
@@ -423,7 +435,7 @@ def completion_rows(
     completions = [completion for _, completion in told]
     evaluations = np.asarray([c.evaluation for c in completions], dtype=np.int64)
     count = len(completions)
-    extra_fields = list(spec["domain_spec"].get("extra_fields") or [])
+    extra_fields = stored_fields(spec)
     return EvaluationRows(
         generation=np.asarray([generation for generation, _ in told], dtype=np.int64),
         index=evaluations,

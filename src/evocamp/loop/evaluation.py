@@ -20,9 +20,10 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import batch_format, load_evaluator
 from evocamp.files.shard import ShardResult
+from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import measure_dim, where
+from evocamp.model.runspec import evaluation_repeats, measure_dim, stored_fields, where
 
 
 def evaluate_shard(
@@ -213,13 +214,17 @@ def evaluate_slice(
         hi = min(lo + chunk, count)
         call = _Call(spec, generation, shard, start + lo, start + hi - 1, evaluation, slot)
         began = time.perf_counter()
-        outputs = _call(evaluator, domain, solutions[lo:hi], seeds[lo:hi], call=call)
-        if domain.get("simulated_seconds"):
-            time.sleep(simulated_seconds(domain["simulated_seconds"], seeds[lo:hi]).sum())
+
+        def evaluate_once(call_seeds, lo=lo, hi=hi, call=call):
+            outputs = _call(evaluator, domain, solutions[lo:hi], call_seeds, call=call)
+            if domain.get("simulated_seconds"):
+                time.sleep(simulated_seconds(domain["simulated_seconds"], call_seeds).sum())
+            return _check_outputs(
+                outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields
+            )
+
+        checked = repeated(evaluate_once, seeds[lo:hi], repeats=evaluation_repeats(spec))
         eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
-        checked = _check_outputs(
-            outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields
-        )
         for name, values in checked.items():
             parts.setdefault(name, []).append(values)
     merged = {name: np.concatenate(values) for name, values in parts.items()}
@@ -231,7 +236,7 @@ def evaluate_slice(
         objective=merged["objective"],
         measures=merged["measures"],
         eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in extra_fields},
+        extra={name: merged[name] for name in stored_fields(spec)},
         solutions=np.asarray(solutions, dtype=np.float64) if keep_solutions else None,
         stats=dict(stats or {}),
         numerics=environment(),

@@ -32,7 +32,7 @@ from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method
-from evocamp.model.runspec import where
+from evocamp.model.runspec import evaluation_repeats, where
 from evocamp.model.state import RunState
 
 
@@ -131,7 +131,7 @@ def close_generation(
         archive=state.archive,
         optimizer_stats=optimizer_stats(spec, generation, state.optimizer),
         generation=generation,
-        evaluations=int(previous_row["evaluations"]) + len(objective),
+        evaluations=int(previous_row["evaluations"]) + len(objective) * evaluation_repeats(spec),
         objective=objective,
         best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
         wall_seconds=finished - state.finished_at,

@@ -6,7 +6,7 @@ import datetime
 
 import numpy as np
 
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import evaluation_repeats, run_label
 from evocamp.model.state import RunState
 
 #: Generations averaged for the seconds-per-generation estimate.
@@ -21,8 +21,9 @@ def format_duration(seconds: float) -> str:
 
 
 def generation_line(state: RunState, *, total: int | None) -> str:
-    """One log line: run, generation/total, evaluations, QD score and coverage (runs with
-    an archive), best objective so far, seconds per generation and the ETA."""
+    """One log line: run, generation/total, evaluations (and the repeats of each, with
+    ``evaluation.repeats``), QD score and coverage (runs with an archive), best
+    objective so far, seconds per generation and the ETA."""
     row = state.metrics_window[-1]
     recent = state.metrics_window["wall_seconds"][-RATE_WINDOW:]
     per_generation = float(np.mean(recent)) if len(recent) else float("nan")
@@ -31,8 +32,10 @@ def generation_line(state: RunState, *, total: int | None) -> str:
     quality = f"best {row['best_objective']:.4g}"
     if np.isfinite(row["qd_score"]):
         quality = f"qd_score {row['qd_score']:.4g} | coverage {row['coverage']:.3f} | {quality}"
+    repeats = evaluation_repeats(state.spec)
+    evaluations = f"{int(row['evaluations'])}" + (f" ({repeats} repeats)" if repeats > 1 else "")
     return (
         f"{run_label(state.spec)}: generation {progress} | evaluations "
-        f"{int(row['evaluations'])} | {quality} | "
+        f"{evaluations} | {quality} | "
         f"{per_generation:.2f} s/gen | ETA {format_duration(remaining)}"
     )

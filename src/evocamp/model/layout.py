@@ -131,6 +131,10 @@ class Numbered:
 #: Kept checkpoints (``checkpoints/``) and finished-run summaries (``finished/``).
 CHECKPOINT = Numbered("gen_", ".h5")
 SUMMARY = Numbered("gen_", ".json")
+#: A finished run's re-evaluated elites (``evaluation.reevaluate``, ``finished/``), and
+#: a shard of them (``work/gen_<g>/``).
+REEVALUATION = Numbered("reevaluation_", ".h5")
+REEVALUATION_SHARD = Numbered("reevaluation_", ".h5", digits=3)
 #: Working files (``work/``): states and the folders of a generation's shards.
 WORK_STATE = Numbered("state_", ".h5")
 SHARD_FOLDER = Numbered("gen_")
@@ -230,6 +234,11 @@ class RunFolder:
         """The summary of a run finished at ``generation``: ``finished/gen_<g>.json``."""
         return self.finished_folder / SUMMARY.name(generation)
 
+    def reevaluation(self, generation: int | str) -> Path:
+        """The re-evaluation of the elites of a run finished at ``generation``
+        (``evaluation.reevaluate``): ``finished/reevaluation_<g>.h5``."""
+        return self.finished_folder / REEVALUATION.name(generation)
+
     def summaries(self) -> list[Path]:
         """The summaries written so far, oldest first."""
         return SUMMARY.in_folder(self.finished_folder)
@@ -267,6 +276,11 @@ class RunFolder:
     def shard(self, generation: int | str, shard: int | str) -> Path:
         """A shard's results: ``work/gen_<g>/shard_<s>.h5``."""
         return self.work / SHARD_FOLDER.name(generation) / SHARD.name(shard)
+
+    def reevaluation_shard(self, generation: int | str, shard: int | str) -> Path:
+        """A shard of the final re-evaluation of a run finished at ``generation``:
+        ``work/gen_<g>/reevaluation_<s>.h5`` (pruned with the generation's shards)."""
+        return self.work / SHARD_FOLDER.name(generation) / REEVALUATION_SHARD.name(shard)
 
     # saved windows
 

@@ -48,6 +48,34 @@ def measure_dim(domain_spec: dict) -> int:
     return len(domain_spec.get("measure_ranges") or [])
 
 
+#: Extra fields of a run whose evaluations are repeated (``evaluation.repeats`` > 1):
+#: the standard deviation over the repeats of the objective, and of each measure
+#: (``measures_std_<j>``).
+OBJECTIVE_SPREAD = "objective_std"
+MEASURES_SPREAD = "measures_std_"
+
+
+def evaluation_repeats(spec: dict) -> int:
+    """Evaluations per solution, averaged (``evaluation.repeats``; 1 when not in the spec)."""
+    return int((spec.get("evaluation") or {}).get("repeats", 1))
+
+
+def spread_fields(spec: dict) -> list[str]:
+    """The extra fields that keep the spread of repeated evaluations (none without
+    repeats): :data:`OBJECTIVE_SPREAD` and one :data:`MEASURES_SPREAD` per measure."""
+    if evaluation_repeats(spec) == 1:
+        return []
+    measures = measure_dim(spec["domain_spec"])
+    return [OBJECTIVE_SPREAD, *(f"{MEASURES_SPREAD}{j}" for j in range(measures))]
+
+
+def stored_fields(spec: dict) -> list[str]:
+    """Every extra field of a run's evaluations, stored with its elites and kept
+    evaluations and told to its optimizer: the domain's ``extra_fields``, then
+    :func:`spread_fields`."""
+    return [*(spec["domain_spec"].get("extra_fields") or []), *spread_fields(spec)]
+
+
 def where(
     spec: dict,
     generation: int,

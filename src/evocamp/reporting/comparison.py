@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.domains import minimised_value
+from evocamp.files.reevaluation import CORRECTED_METRICS
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import read_metrics_csv
 from evocamp.reporting.tables import (
@@ -33,12 +34,18 @@ from evocamp.reporting.tables import (
 )
 
 #: Final metrics reported in the comparison table: (column, label, LaTeX label).
+#: The ``corrected_`` ones are those of the final re-evaluation
+#: (``evaluation.reevaluate``; :mod:`evocamp.loop.reevaluation`), beside the raw ones.
 TABLE_METRICS = (
     ("qd_score", "QD score", "QD score"),
+    ("corrected_qd_score", "corrected QD score", "corr.\\ QD score"),
     ("norm_qd_score", "normalised QD score", "norm.\\ QD score"),
+    ("corrected_norm_qd_score", "corrected normalised QD score", "corr.\\ norm.\\ QD score"),
     ("coverage", "coverage", "coverage"),
+    ("corrected_coverage", "corrected coverage", "corr.\\ coverage"),
     ("cqd_score", "CQD score", "CQD score"),
     ("best_objective", "best objective", "best objective"),
+    ("corrected_best_objective", "corrected best objective", "corr.\\ best objective"),
     ("best_value", "best value (minimised)", "best value (min.)"),
     ("elapsed_seconds", "wall seconds", "wall s"),
 )
@@ -102,11 +109,20 @@ class RunMetrics:
     seed: int
     rows: np.ndarray
     minimised: str | None = None
+    #: The corrected final metrics of the run's re-evaluation (``CORRECTED_METRICS``;
+    #: empty: none).
+    corrected: dict = dataclasses.field(default_factory=dict)
 
     def values(self, field: str) -> np.ndarray:
         """A metrics column, or a derived one: ``best_value`` (the minimised value's best
-        so far: minus ``best_objective``; NaN for other domains) and
-        ``elapsed_seconds`` (wall seconds since the run started)."""
+        so far: minus ``best_objective``; NaN for other domains),
+        ``elapsed_seconds`` (wall seconds since the run started) and the corrected
+        metrics (NaN but at the last generation, where the run's re-evaluation gives
+        them; NaN throughout without one)."""
+        if field in CORRECTED_METRICS:
+            values = np.full(len(self.rows), np.nan)
+            values[-1] = self.corrected.get(field, np.nan)
+            return values
         if field == "best_value":
             return (
                 -self.rows["best_objective"]
@@ -130,18 +146,24 @@ def load_runs(metrics_files: list[str | Path]) -> list[RunMetrics]:
                 domain=run.domain,
                 seed=run.seed,
                 rows=read_metrics_csv(path),
-                minimised=_minimised_value(run),
+                **_from_summary(run),
             )
         )
     return runs
 
 
-def _minimised_value(run: RunFolder) -> str | None:
+def _from_summary(run: RunFolder) -> dict:
+    """What a run's last summary says beyond its metrics: what a minimisation
+    benchmark's objective is minus, and the corrected metrics."""
     summaries = run.summaries()
     if not summaries:
-        return None
-    spec = json.loads(summaries[-1].read_text())["run_spec"]
-    return minimised_value(spec["domain_spec"])
+        return {}
+    summary = json.loads(summaries[-1].read_text())
+    final = summary.get("final") or {}
+    return {
+        "minimised": minimised_value(summary["run_spec"]["domain_spec"]),
+        "corrected": {name: final[name] for name in CORRECTED_METRICS if name in final},
+    }
 
 
 def bootstrap_mean_ci(
@@ -280,14 +302,19 @@ def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> l
 
 
 def table_csv(table: list[dict]) -> str:
-    """CSV: mean, ci_low and ci_high columns per metric."""
+    """CSV: mean, ci_low and ci_high columns per metric (every metric; the corrected
+    ones when some run has them)."""
+    shown = {field for field, _, _ in shown_metrics(table)}
+    fields = [
+        field for field, _, _ in TABLE_METRICS if field not in CORRECTED_METRICS or field in shown
+    ]
     header = ["domain", "algorithm", "seeds", "evaluations"]
-    for field, _, _ in TABLE_METRICS:
+    for field in fields:
         header += [f"{field}_mean", f"{field}_ci_low", f"{field}_ci_high"]
     rows = []
     for row in table:
         cells = [row["domain"], row["algorithm"], row["seeds"], row["evaluations"]]
-        for field, _, _ in TABLE_METRICS:
+        for field in fields:
             cells += list(row[field])
         rows.append(cells)
     return csv_text(header, rows)
