@@ -291,12 +291,16 @@ def test_stop_moves_the_configuration_aside_and_start_restores_it(slurm_cluster)
 # Faults of the cluster itself (issue 31, point 6; docs/hpc.md "Faults on the cluster").
 
 
+def run_id_of(output: str) -> str:
+    """The Slurm plugin's run ID in a Snakemake invocation's output (its jobs' name)."""
+    return re.search(r"SLURM run ID: (\S+)", output).group(1)
+
+
 def slurm_jobs_of(output: str) -> dict[str, dict[str, str]]:
     """State, time limit and comment (rule and wildcards) of every Slurm job of the
     Snakemake invocation whose output is ``output`` (its jobs carry its run ID as name)."""
-    run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
     lines = subprocess.run(
-        ["squeue", "-h", "-t", "all", "--name", run_id, "-o", "%i|%T|%l|%k"],
+        ["squeue", "-h", "-t", "all", "--name", run_id_of(output), "-o", "%i|%T|%l|%k"],
         capture_output=True,
         text=True,
         check=True,
@@ -376,8 +380,10 @@ def test_requeued_and_timed_out_shard_jobs_give_the_undisturbed_archive(slurm_cl
         subprocess.run(["scontrol", "update", f"JobId={requeued}", "StartTime=now"], check=True)
         assert process.wait(timeout=400) == 0, output.read_text()[-6000:]
     finally:
-        if process.poll() is None:
+        if process.poll() is None:  # a failed test leaves no hanging job behind
             process.kill()
+            process.wait()
+            subprocess.run(["scancel", "--name", run_id_of(output.read_text())], check=False)
     text = output.read_text()
     assert "Restarts=1" in scontrol_job(requeued), "Slurm restarted the requeued job"
     jobs = slurm_jobs_of(text)
@@ -424,7 +430,7 @@ def test_controller_outage_mid_campaign_is_finished_by_a_rerun(slurm_cluster, tm
         finally:
             subprocess.run([LOCAL_SLURM, "start-controller"], check=True, timeout=120)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=15)
+            process.wait(timeout=10)
         assert process.poll() is None, (
             "the first invocation survived the outage: the Slurm plugin no longer forgets "
             "its jobs; update docs/hpc.md"
