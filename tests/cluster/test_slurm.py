@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +17,7 @@ from conftest import (
     REPO,
     SMALL_CAMPAIGN,
     archive_digests,
+    evaluation_digests,
     merged,
     run_folder,
     run_log,
@@ -282,3 +286,160 @@ def test_stop_moves_the_configuration_aside_and_start_restores_it(slurm_cluster)
         subprocess.run([LOCAL_SLURM, "start"], check=True, timeout=600)
     assert "written by evocamp scripts/local-slurm" in conf.read_text()
     assert not conf.with_name("slurm.conf.stopped").exists()
+
+
+# Faults of the cluster itself (issue 31, point 6; docs/hpc.md "Faults on the cluster").
+
+
+def run_id_of(output: str) -> str:
+    """The Slurm plugin's run ID in a Snakemake invocation's output (its jobs' name)."""
+    return re.search(r"SLURM run ID: (\S+)", output).group(1)
+
+
+def slurm_jobs_of(output: str) -> dict[str, dict[str, str]]:
+    """State, time limit and comment (rule and wildcards) of every Slurm job of the
+    Snakemake invocation whose output is ``output`` (its jobs carry its run ID as name)."""
+    lines = subprocess.run(
+        ["squeue", "-h", "-t", "all", "--name", run_id_of(output), "-o", "%i|%T|%l|%k"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    fields = [line.split("|") for line in lines if line.strip()]
+    return {
+        job: {"state": state, "limit": limit, "comment": comment}
+        for job, state, limit, comment in fields
+    }
+
+
+def assert_each_evaluation_counted_once(workdir: Path, config: dict, *, batch: int) -> None:
+    """Every generation's metrics row counts ``batch`` new evaluations, and the run's
+    evaluations.h5 holds one row per (generation, index), none twice."""
+    import h5py
+    import numpy as np
+
+    from evocamp.model.metrics import read_metrics_csv
+
+    folder = run_folder(workdir, config, "me", "sphere", 0)
+    generations = config["generations"]
+    evaluations = read_metrics_csv(folder / "metrics.csv")["evaluations"]
+    assert list(evaluations) == [batch * g for g in range(generations + 1)]
+    with h5py.File(folder / "evaluations.h5", "r") as file:
+        pairs = np.stack([file["evaluations/generation"][:], file["evaluations/index"][:]], axis=1)
+    assert len(pairs) == generations * batch
+    assert len(np.unique(pairs, axis=0)) == len(pairs), "no evaluation row twice"
+
+
+def wait_for(condition, *, timeout: float, what: str, poll: float = 0.5) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, f"{what} within {timeout} s"
+        time.sleep(poll)
+
+
+def test_requeued_and_timed_out_shard_jobs_give_the_undisturbed_archive(slurm_cluster, tmp_path):
+    """One generation, two shard jobs that both hang on their first attempt: one is
+    requeued by Slurm (`scontrol requeue`) and restarts under the same job ID, the other
+    is killed at its 1-minute time limit and retried by Snakemake with 2 minutes. The
+    campaign finishes in one invocation with the local run's archive and evaluations,
+    every evaluation counted once."""
+    config = tiny_config(SMALL_CAMPAIGN, generations=1, checkpoint_every=1, shards=2)
+    config["keep_evaluations"] = True
+    config["domains"] = plugin_domain()
+    config["domains"]["sphere"]["function"] = "evocamp_test_plugin:hangs_first_attempt"
+    config["domains"]["sphere"]["chunk_size"] = 100  # one call per shard
+    reference, workdir = tmp_path / "reference", tmp_path / "faults"
+    write_config(reference, config)
+    run_snakemake(reference, "runs")
+    write_config(workdir, config)
+    hang_once = workdir / "hang-once"
+    hang_once.mkdir()
+    output = workdir / "snakemake.out"
+    with output.open("w") as sink:
+        process = subprocess.Popen(
+            # Runtime in minutes = attempt: the retry after a time-limit kill gets twice it.
+            snakemake_command(
+                workdir,
+                "runs",
+                "--profile",
+                SLURM_PROFILE,
+                "--set-resources",
+                "evaluate:runtime=attempt",
+            ),
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: len(list(hang_once.iterdir())) == 2, timeout=120, what="both shards hang")
+        requeued = max(squeue_jobs(), key=int)
+        subprocess.run(["scontrol", "requeue", requeued], check=True)
+        # Slurm holds a requeued job for CredExpire (120 s by default) before it may
+        # start again; let it start at once to keep the test short.
+        wait_for(lambda: "JobState=PENDING" in scontrol_job(requeued), timeout=60, what="requeued")
+        subprocess.run(["scontrol", "update", f"JobId={requeued}", "StartTime=now"], check=True)
+        assert process.wait(timeout=400) == 0, output.read_text()[-6000:]
+    finally:
+        if process.poll() is None:  # a failed test leaves no hanging job behind
+            process.kill()
+            process.wait()
+            subprocess.run(["scancel", "--name", run_id_of(output.read_text())], check=False)
+    text = output.read_text()
+    assert "Restarts=1" in scontrol_job(requeued), "Slurm restarted the requeued job"
+    jobs = slurm_jobs_of(text)
+    assert sorted((job["state"], job["limit"]) for job in jobs.values()) == [
+        ("COMPLETED", "1:00"),  # the requeued job, restarted under its ID
+        ("COMPLETED", "2:00"),  # the retry of the timed-out one, with twice the time
+        ("TIMEOUT", "1:00"),
+    ], jobs
+    assert jobs[requeued]["state"] == "COMPLETED"
+    assert "DUE TO TIME LIMIT" in text and "Trying to restart" in text
+    assert archive_digests(workdir) == archive_digests(reference)
+    assert evaluation_digests(workdir) == evaluation_digests(reference)
+    assert_each_evaluation_counted_once(workdir, config, batch=16)
+
+
+def scontrol_job(job: str) -> str:
+    return subprocess.run(
+        ["scontrol", "show", "job", job], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_controller_outage_mid_campaign_is_finished_by_a_rerun(slurm_cluster, tmp_path, local_tiny):
+    """slurmctld stopped for a minute while shard jobs run, then started again: the
+    jobs finish under slurmd, but the Slurm plugin's status checks fail meanwhile (on a
+    cluster without slurmdbd) and it forgets the jobs, so this Snakemake waits for
+    ever (docs/hpc.md). Stopped and rerun, the same command finishes the campaign with
+    the local run's archive, every evaluation counted once."""
+    config, local = local_tiny
+    write_config(tmp_path, config)
+    output = tmp_path / "snakemake.out"
+    with output.open("w") as sink:
+        process = subprocess.Popen(
+            snakemake_command(tmp_path, "runs", "--profile", SLURM_PROFILE),
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for(lambda: squeue_jobs(), timeout=120, what="shard jobs run", poll=0.2)
+        subprocess.run([LOCAL_SLURM, "stop-controller"], check=True, timeout=60)
+        try:
+            time.sleep(60)
+        finally:
+            subprocess.run([LOCAL_SLURM, "start-controller"], check=True, timeout=120)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        assert process.poll() is None, (
+            "the first invocation survived the outage: the Slurm plugin no longer forgets "
+            "its jobs; update docs/hpc.md"
+        )
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert "Falling back to 'sacct'" in output.read_text()
+    run_snakemake(tmp_path, "runs", "--profile", SLURM_PROFILE)
+    assert archive_digests(tmp_path) == local
+    assert_each_evaluation_counted_once(tmp_path, config, batch=16)

@@ -61,6 +61,22 @@ def fails_first_attempt(solutions, seeds, *, marker_dir):
     return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :2]}
 
 
+def hangs_first_attempt(solutions, seeds, *, control_dir="hang-once", seconds=600.0):
+    """Minus the squared norm, measures = the first two parameters; while the folder
+    ``control_dir`` exists (relative to the working directory, i.e. the campaign's),
+    the first call for a given batch (per first seed) sleeps ``seconds`` first.
+
+    Used to check that a shard job killed at its Slurm time limit succeeds on retry;
+    a campaign without the folder computes the same run at once.
+    """
+    control = Path(control_dir)
+    marker = control / f"attempted-{int(seeds[0])}"
+    if control.is_dir() and not marker.exists():
+        marker.touch()
+        time.sleep(seconds)
+    return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :2]}
+
+
 def fails_on_negative_first(solutions, seeds):
     """Minus the squared norm, measure = the first parameter; raises for a solution
     whose first parameter is negative (a failing user evaluation in asynchronous mode)."""

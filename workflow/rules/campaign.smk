@@ -43,7 +43,7 @@ if config["mode"] == "shards":
         threads: 1
         resources:
             mem_mb=shard_mem_mb,
-            runtime=30,
+            runtime=shard_runtime,
         params:
             shards=SHARDS,
         shell:

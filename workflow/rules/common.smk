@@ -244,6 +244,11 @@ def shard_mem_mb(wildcards, attempt):
     return 500 * attempt
 
 
+def shard_runtime(wildcards, attempt):
+    """Minutes of an evaluation job; a retry (e.g. after a Slurm time-limit kill) asks more."""
+    return 30 * attempt
+
+
 def all_run_files(name):
     """One file of every run: its RunFolder attribute ``name`` (e.g. ``"metrics"``)."""
     return [str(getattr(run, name)) for run in runs()]
