@@ -16,6 +16,7 @@ stores it by (a QD type's per-emitter ``batch_size``) is read as the key it is, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from importlib import resources
@@ -35,7 +36,7 @@ from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async
-from evocamp.model.runspec import measure_dim
+from evocamp.model.runspec import FailurePolicy, measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -553,7 +554,22 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     }
     if asynchronous:
         spec["asynchronous"] = asynchronous
+    policy = failure_policy_spec(config)
+    if policy:
+        spec["evaluation"] = policy
     return spec
+
+
+def failure_policy_spec(config: dict) -> dict | None:
+    """The ``evaluation`` part of a run spec: the keys of the failure policy
+    (:class:`~evocamp.model.runspec.FailurePolicy`) when any differs from its default,
+    else ``None`` (run specs with the defaults stay those of earlier versions).
+    ``max_failed_fraction`` only stops a campaign: it is not part of it."""
+    default = dataclasses.asdict(FailurePolicy())
+    settings = {name: config["evaluation"][name] for name in default}
+    if settings["on_failure"] != "retry":  # the retry keys change nothing then
+        settings.update(retries=default["retries"], after_retries=default["after_retries"])
+    return settings if settings != default else None
 
 
 def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:

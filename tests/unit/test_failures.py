@@ -1,0 +1,147 @@
+"""Evaluations that crash, hang or raise (docs/failures.md): the shard step in a
+supervised child, real signals and real hangs, every failure named by its solution."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import PLUGINS, shard_results
+
+from evocamp.base.errors import EvaluationError
+from evocamp.config import run_spec, validate_config
+from evocamp.files.shard import STATUS
+from evocamp.loop.engine import initialise
+from evocamp.loop.evaluation import isolated
+
+
+def plugin_state(tmp_path, rules: str = "", evaluation: dict | None = None, **domain):
+    """The initial state of a MAP-Elites run (batch 8) of the misbehaving test plugin,
+    with ``rules`` in its control file."""
+    control = tmp_path / "control"
+    if rules:
+        control.write_text(rules)
+    config = validate_config(
+        {
+            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
+            "domains": {
+                "d": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:misbehaving_sphere",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 3,
+                    "measure_ranges": [[-3, 3], [-3, 3]],
+                    "params": {"control_file": str(control), "marker_dir": str(tmp_path)},
+                    **domain,
+                }
+            },
+            "evaluation": evaluation or {},
+        }
+    )
+    return initialise(run_spec(config, algorithm="me", domain="d", seed=0))
+
+
+def seed_at(state, index: int) -> int:
+    return int(state.next_seeds[index])
+
+
+def failure(state, shards: int = 2) -> str:
+    with pytest.raises(EvaluationError) as raised:
+        shard_results(state, shards)
+    return str(raised.value)
+
+
+def test_a_segfault_names_its_solution_under_stop(tmp_path):
+    state = plugin_state(tmp_path)
+    (tmp_path / "control").write_text(f"segfault {seed_at(state, 5)}")
+    assert failure(state) == (
+        "run me/d/seed0, generation 1, shard 1, solution 5: "
+        "the evaluation's process was killed by signal 11 (SIGSEGV)"
+    )
+
+
+def test_os_exit_names_its_solution(tmp_path):
+    state = plugin_state(tmp_path)
+    (tmp_path / "control").write_text(f"exit {seed_at(state, 2)}")
+    assert failure(state) == (
+        "run me/d/seed0, generation 1, shard 0, solution 2: "
+        "the evaluation ended its process with exit status 3"
+    )
+
+
+def test_a_hang_is_killed_at_the_timeout(tmp_path):
+    state = plugin_state(tmp_path, evaluation={"timeout": 0.3})
+    (tmp_path / "control").write_text(f"hang {seed_at(state, 6)}")
+    began = time.monotonic()
+    message = failure(state)
+    assert time.monotonic() - began < 5
+    assert message == (
+        "run me/d/seed0, generation 1, shard 1, solution 6: "
+        "the evaluation ran past evaluation.timeout (0.3 s per solution) and was killed"
+    )
+
+
+def test_a_raise_keeps_its_message_in_the_child(tmp_path):
+    state = plugin_state(tmp_path)
+    (tmp_path / "control").write_text(f"raise {seed_at(state, 3)}")
+    assert failure(state) == (
+        "run me/d/seed0, generation 1, shard 0, solution 3: the evaluation function raised "
+        f"ValueError: simulated failure for seed {seed_at(state, 3)}"
+    )
+
+
+def test_a_chunk_names_its_range(tmp_path):
+    state = plugin_state(tmp_path, chunk_size=4)
+    (tmp_path / "control").write_text(f"segfault {seed_at(state, 5)}")
+    assert failure(state, shards=1) == (
+        "run me/d/seed0, generation 1, shard 0, solutions 4..7: the evaluation's process was "
+        "killed by signal 11 (SIGSEGV) (chunk_size 1 names the exact solution)"
+    )
+
+
+def test_discard_records_failures_and_evaluates_the_rest(tmp_path):
+    clean = shard_results(plugin_state(tmp_path / "clean"), 2)
+    state = plugin_state(tmp_path, evaluation={"on_failure": "discard", "timeout": 0.3})
+    rules = f"segfault {seed_at(state, 1)}\nhang {seed_at(state, 2)}\nraise {seed_at(state, 6)}"
+    (tmp_path / "control").write_text(rules)
+    results = shard_results(state, 2)
+    status = np.concatenate([r.status for r in results])
+    expected = np.zeros(8, dtype=np.uint8)
+    expected[[1, 2, 6]] = [STATUS["crashed"], STATUS["timed_out"], STATUS["failed"]]
+    np.testing.assert_array_equal(status, expected)
+    objective = np.concatenate([r.objective for r in results])
+    reference = np.concatenate([r.objective for r in clean])
+    assert np.isnan(objective[[1, 2, 6]]).all()
+    ok = expected == 0
+    assert objective[ok].tobytes() == reference[ok].tobytes()
+    assert results[1].messages[6].startswith("run me/d/seed0, generation 1, shard 1, solution 6:")
+
+
+def test_retry_makes_a_transient_crash_invisible(tmp_path):
+    clean = shard_results(plugin_state(tmp_path / "clean"), 2)
+    state = plugin_state(tmp_path, evaluation={"on_failure": "retry", "retries": 1})
+    (tmp_path / "control").write_text(f"segfault_once {seed_at(state, 4)}")
+    results = shard_results(state, 2)
+    assert all(r.status is None for r in results)
+    for got, want in zip(results, clean, strict=True):
+        assert got.objective.tobytes() == want.objective.tobytes()
+    assert (tmp_path / f"crashed-{seed_at(state, 4)}").exists()
+
+
+def test_retries_spent_then_stop_counts_the_attempts(tmp_path):
+    state = plugin_state(tmp_path, evaluation={"on_failure": "retry", "retries": 2})
+    (tmp_path / "control").write_text(f"segfault {seed_at(state, 0)}")
+    assert failure(state) == (
+        "run me/d/seed0, generation 1, shard 0, solution 0: "
+        "the evaluation's process was killed by signal 11 (SIGSEGV) (3 attempts)"
+    )
+
+
+def test_built_in_domains_run_in_process_unless_a_policy_asks(tmp_path):
+    config = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
+    spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
+    assert "evaluation" not in spec and not isolated(spec)
+    config["evaluation"] = {"timeout": 10}
+    spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
+    assert spec["evaluation"]["timeout"] == 10 and isolated(spec)
