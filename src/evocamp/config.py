@@ -224,7 +224,25 @@ def _semantic_problems(config: dict) -> list[str]:
         problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
-    return problems + _figures_problems(config)
+    return problems + _figures_problems(config) + _discard_problems(config)
+
+
+def _discard_problems(config: dict) -> list[str]:
+    """Algorithms that cannot leave failed solutions out (``evaluation.on_failure``
+    discard, or retry then discard): a surrogate scheduler (BOP-Elites) fits every
+    told solution."""
+    if FailurePolicy(**failure_policy_spec(config) or {}).final_action() != "discard":
+        return []
+    problems = []
+    for name, algorithm in config["algorithms"].items():
+        entry = ALGORITHMS.get(algorithm.get("type"))
+        if entry is not None and entry.recipe is not None and entry.recipe.scheduler.surrogate:
+            problems.append(
+                f"key 'evaluation.on_failure': algorithm '{name}' ({algorithm['type']}) "
+                "cannot leave failed solutions out of its surrogate; use stop or retry "
+                "(with after_retries: stop)"
+            )
+    return problems
 
 
 def _results_dir_problems(results_dir: str) -> list[str]:

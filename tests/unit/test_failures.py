@@ -145,3 +145,101 @@ def test_built_in_domains_run_in_process_unless_a_policy_asks(tmp_path):
     config["evaluation"] = {"timeout": 10}
     spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
     assert spec["evaluation"]["timeout"] == 10 and isolated(spec)
+
+
+#: One small entry per family (and the QD emitters that learn), for the discard tests.
+FAMILY_ENTRIES = {
+    "map_elites": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 12},
+    "cma_me": {"type": "cma_me", "emitters": 1, "emitter_batch_size": 12},
+    "cma_es": {"type": "cma_es", "popsize": 12},
+    "openai_es": {"type": "openai_es", "popsize": 12},
+    "snes": {"type": "snes", "popsize": 12},
+    "qucb_centralised": {
+        "type": "qucb_centralised",
+        "batch_size": 12,
+        "initial_points": 6,
+        "candidates": 50,
+        "trees": 3,
+        "refine_generations": 2,
+    },
+    "qucb_decentralised": {
+        "type": "qucb_decentralised",
+        "batch_size": 12,
+        "initial_points": 6,
+        "candidates": 50,
+        "trees": 3,
+        "refine_generations": 2,
+    },
+    "random_search": {"type": "random_search", "batch_size": 12},
+}
+
+
+def discard_run(tmp_path, entry: dict, rules: str, generations: int = 3):
+    """A run of the misbehaving plugin under discard, told in this process with the
+    shard step and the tell of shard mode (3 shards); every state after each tell."""
+    from evocamp.loop.engine import tell
+
+    control = tmp_path / "control"
+    control.write_text(rules)
+    config = validate_config(
+        {
+            "algorithms": {"a": entry},
+            "domains": {
+                "d": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:misbehaving_sphere",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 3,
+                    "bounds": [-3, 3],
+                    "measure_ranges": [[-3, 3], [-3, 3]],
+                    "params": {"control_file": str(control)},
+                }
+            },
+            "evaluation": {"on_failure": "discard", "max_failed_fraction": 0.9},
+            "shards": 3,
+        }
+    )
+    state = initialise(run_spec(config, algorithm="a", domain="d", seed=0))
+    states = []
+    for _ in range(generations):
+        failing = [seed for seed in state.next_seeds if int(seed) % 3 == 0]
+        state = tell(state, shard_results(state, 3))
+        states.append((state, len(failing)))
+    return states
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_ENTRIES))
+def test_discard_keeps_failed_solutions_out_of_every_family(tmp_path, family):
+    """Every solution whose evaluation seed is a multiple of 3 raises (about a third):
+    under discard the run goes on, each generation's metrics count them, the archive
+    (or passive archive) and the best solution never hold one, and every number the
+    optimizer goes on with is finite."""
+    states = discard_run(tmp_path, FAMILY_ENTRIES[family], "raise %3")
+    total = 0
+    for state, failing in states:
+        row = state.metrics_window[-1]
+        total += failing
+        assert (row["failed"], row["timed_out"], row["failed_total"]) == (failing, 0, total)
+        assert np.isfinite(row["gen_obj_max"]) and np.isfinite(row["best_objective"])
+    assert total > 0
+    final = states[-1][0]
+    archive = final.archive.data()
+    assert len(archive["objective"]) > 0 and np.isfinite(archive["objective"]).all()
+    # The misbehaving sphere's objective is -|x|^2 of the solution: each elite's own.
+    solutions = archive["solution"]
+    np.testing.assert_allclose(archive["objective"], -np.sum(solutions**2, axis=1))
+    if final.best is not None:
+        assert final.best["objective"] == pytest.approx(-np.sum(final.best["solution"] ** 2))
+    assert final.next_batch is not None
+    for values in final.next_batch.values():
+        if np.asarray(values).dtype.kind == "f":
+            assert np.isfinite(values).all()
+
+
+def test_max_failed_fraction_stops_a_run_that_fails_wholesale(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOCAMP_MAX_FAILED_FRACTION", "0.2")
+    with pytest.raises(EvaluationError) as raised:
+        discard_run(tmp_path, FAMILY_ENTRIES["map_elites"], "raise %2", generations=1)
+    message = str(raised.value)
+    assert message.startswith("run a/d/seed0, generation 1: ")
+    assert "evaluations failed, more than evaluation.max_failed_fraction (0.2)" in message

@@ -73,6 +73,7 @@ def supervised(
         The results in order; then, if the child died or overran, one :class:`Ended`
         (and nothing more).
     """
+    _reap_finished()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
@@ -101,10 +102,27 @@ def supervised(
                     yield Ended(index, status=os.WEXITSTATUS(status))
                 return
             yield message
+        running = False
+        _FINISHED.append(pid)  # it is ending: reaped later, not waited for now
     finally:
         os.close(read_end)
         if running:
             _kill(pid)
+
+
+#: Children that sent every result and are ending; :func:`_reap_finished` reaps them
+#: (waiting for a large process to end would cost the caller ~10 ms).
+_FINISHED: list[int] = []
+
+
+def _reap_finished() -> None:
+    for pid in list(_FINISHED):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _FINISHED.remove(pid)
 
 
 def _child(task, count: int, write_end: int) -> None:  # pragma: no cover - in the child

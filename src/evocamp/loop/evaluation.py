@@ -10,10 +10,10 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
-import logging
+import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,8 +25,6 @@ from evocamp.files.shard import STATUS, ShardResult
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.runspec import FailurePolicy, failure_policy, measure_dim, where
-
-LOG = logging.getLogger("evocamp")
 
 
 def evaluate_shard(
@@ -365,7 +363,7 @@ def _failed_outcome(
     """A failed call: raised under the ``stop`` action, else recorded as failed."""
     if policy.final_action() == "stop":
         raise error
-    LOG.warning("evocamp: evaluation failed, discarded: %s", error)
+    print(f"evocamp: warning: {error} (discarded)", file=sys.stderr, flush=True)
     return _Outcome(None, 0.0, size, status, str(error))
 
 
@@ -376,12 +374,11 @@ def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) 
         reason = f"the evaluation's process was {ended.reason()}"
     else:
         reason = f"the evaluation {ended.reason()}"
-    LOG.warning(
-        "evocamp: %s: %s; attempt %d of %d follows",
-        call.whole(),
-        reason,
-        attempts + 1,
-        policy.attempts(),
+    print(
+        f"evocamp: warning: {call.whole()}: {reason}; attempt {attempts + 1} of "
+        f"{policy.attempts()} follows",
+        file=sys.stderr,
+        flush=True,
     )
 
 
@@ -466,6 +463,14 @@ class GenerationResults:
     shards: int
     #: The distinct numeric environments that evaluated the shards (those that said).
     numerics: list
+    #: Each solution's :data:`~evocamp.files.shard.STATUS` (``None``: none failed).
+    status: np.ndarray | None = None
+    #: The failure message of each failed solution, by index.
+    messages: dict = field(default_factory=dict)
+
+    def failed(self) -> np.ndarray | None:
+        """Which solutions failed (``None``: none)."""
+        return None if self.status is None else self.status != STATUS["ok"]
 
 
 def combine_shards(
@@ -506,4 +511,17 @@ def combine_shards(
         },
         shards=len(ordered),
         numerics=environments,
+        status=_combined_status(ordered),
+        messages={index: text for r in ordered for index, text in r.messages.items()},
+    )
+
+
+def _combined_status(ordered: list[ShardResult]) -> np.ndarray | None:
+    if all(r.status is None for r in ordered):
+        return None
+    return np.concatenate(
+        [
+            np.zeros(r.stop - r.start, dtype=np.uint8) if r.status is None else r.status
+            for r in ordered
+        ]
     )

@@ -230,6 +230,16 @@ def call_method(spec: dict, generation: int, optimizer, method: str, *args, **kw
     return call_optimizer(spec, generation, method, getattr(optimizer, method), *args, **kwargs)
 
 
+def failed_as_worst(objective, failed) -> np.ndarray:
+    """The objective values an optimizer ranks when some of its batch failed
+    (``evaluation.on_failure`` discard: ``tell(..., failed=mask)``, failed rows NaN):
+    the failed rows at ``-inf``, ranked below every evaluated solution."""
+    objective = np.array(objective, dtype=np.float64)
+    if failed is not None:
+        objective[np.asarray(failed, dtype=bool)] = -np.inf
+    return objective
+
+
 def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked):
     """The batch ``ask()`` returned, as a dict of arrays, and its size.
 
