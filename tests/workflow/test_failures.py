@@ -82,7 +82,7 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
     failures and the hangs alike."""
     evaluation = {"on_failure": "discard", "timeout": 1.0}
     campaigns = {
-        "shards3": {},
+        "shards3": {"keep_evaluations": True},
         "shards2": {"shards": 2},
         "dask": {"mode": "dask", "dask": {"workers": 2}},
         "killed": {},
@@ -106,11 +106,36 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
     assert int(rows[-1]["failed_total"]) == sum(failed)
     for name in ("shards2", "dask"):
         assert [int(row["failed"]) for row in metrics(tmp_path / name, config)] == failed
+    assert_failures_visible(
+        tmp_path / "shards3", config, failed=sum(failed), timed_out=sum(timed_out)
+    )
 
 
-def test_a_transient_crash_retried_leaves_the_archive_of_a_run_without_it(
-    tmp_path, small_config
-):
+def assert_failures_visible(workdir, config, *, failed: int, timed_out: int) -> None:
+    """Every failure in evaluations.h5 (status column, NaN values), in the job logs,
+    in `evocamp status` and in the campaign table."""
+    from evocamp.reporting.comparison import final_metrics_table, load_runs, table_csv
+    from evocamp.reporting.status import status_report
+    from evocamp.results import load_evaluations
+
+    folder = run_folder(workdir, config, "me", "sphere", 0)
+    campaign = folder.parents[2]
+    frame = load_evaluations(campaign)
+    lost = frame[frame["status"] != "ok"]
+    assert len(lost) == failed and (lost["status"] == "timed_out").sum() == timed_out
+    assert lost["objective"].isna().all()
+    assert frame[frame["status"] == "ok"]["objective"].notna().all()
+    logs = "".join(path.read_text() for path in workdir.rglob("*.log"))
+    assert logs.count("(discarded)") == failed
+    assert f"me/sphere/seed0: {failed} failed, {timed_out} of them timed out" in status_report(
+        campaign, plots=False
+    )
+    table = table_csv(final_metrics_table(load_runs([folder / "metrics.csv"]), samples=100, seed=0))
+    header, row = table.splitlines()[:2]
+    assert header.split(",")[4] == "failed" and row.split(",")[4] == str(failed)
+
+
+def test_a_transient_crash_retried_leaves_the_archive_of_a_run_without_it(tmp_path, small_config):
     clean = tmp_path / "clean"
     clean.mkdir()
     write_config(clean, misbehaving_config(small_config, clean))

@@ -170,6 +170,10 @@ class EvaluationRows:
         float64 (n, solution_dim), when stored (``evaluations.solution_params``).
     noise_seed : numpy.ndarray or None
         uint64 (n,): evolution strategies' noise seed of each offspring.
+    status : numpy.ndarray or None
+        uint8 (n,): each evaluation's :data:`~evocamp.files.shard.STATUS` (0 evaluated;
+        a failed one's objective and measures are NaN); ``None`` in files written
+        before evocamp recorded it.
     batch : dict of str to numpy.ndarray
         Per generation (axis 0, one entry per value of ``batch["generation"]``): what
         regenerates the solutions of a compact batch with the noise seeds (ES:
@@ -186,6 +190,7 @@ class EvaluationRows:
     solution: np.ndarray | None = None
     noise_seed: np.ndarray | None = None
     batch: dict = field(default_factory=dict)
+    status: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.generation)
@@ -212,6 +217,7 @@ class EvaluationRows:
             solution=None if self.solution is None else self.solution[keep],
             noise_seed=None if self.noise_seed is None else self.noise_seed[keep],
             batch={name: values[in_batch] for name, values in self.batch.items()},
+            status=None if self.status is None else self.status[keep],
         )
 
 
@@ -253,6 +259,7 @@ def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
         solution=joined("solution"),
         noise_seed=joined("noise_seed"),
         batch={n: np.concatenate([b.batch[n] for b in blocks]) for n in batch_names},
+        status=joined("status"),
     )
     order = np.lexsort((rows.index, rows.generation))
     return _reordered(rows, order)
@@ -274,6 +281,7 @@ def _reordered(rows: EvaluationRows, order: np.ndarray) -> EvaluationRows:
         solution=None if rows.solution is None else rows.solution[order],
         noise_seed=None if rows.noise_seed is None else rows.noise_seed[order],
         batch=batch,
+        status=None if rows.status is None else rows.status[order],
     )
 
 
@@ -287,7 +295,7 @@ def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
     group.attrs["rows"] = len(rows)
     for name in _COLUMNS:
         write_dataset(group, name, getattr(rows, name))
-    for name in ("solution", "noise_seed"):
+    for name in ("solution", "noise_seed", "status"):
         if getattr(rows, name) is not None:
             write_dataset(group, name, getattr(rows, name))
     extra = group.create_group("extra")
@@ -310,6 +318,7 @@ def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
         solution=group["solution"][()] if "solution" in group else None,
         noise_seed=group["noise_seed"][()] if "noise_seed" in group else None,
         batch={name: data[()] for name, data in group["batch"].items()} if "batch" in group else {},
+        status=group["status"][()] if "status" in group else None,
     )
 
 

@@ -14,6 +14,8 @@ from evocamp.files.hdf5 import SCHEMA_VERSION, atomic_h5, open_for_reading, writ
 #: Status of an evaluated solution: evaluated, failed (raised, non-finite or wrong
 #: outputs), crashed (its process died), timed out (killed past ``evaluation.timeout``).
 STATUS = {"ok": 0, "failed": 1, "crashed": 2, "timed_out": 3}
+#: The names of :data:`STATUS`, by code.
+STATUS_NAMES = tuple(STATUS)
 
 
 @dataclass

@@ -220,4 +220,5 @@ def evaluation_rows(
         solution=solution,
         noise_seed=noise_seed,
         batch=batch,
+        status=(np.zeros(count, dtype=np.uint8) if results.status is None else results.status),
     )
