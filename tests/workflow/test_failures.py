@@ -152,3 +152,30 @@ def test_a_transient_crash_retried_leaves_the_archive_of_a_run_without_it(tmp_pa
     assert all(int(row["failed"]) == 0 for row in metrics(tmp_path, config))
     logs = "".join(path.read_text() for path in tmp_path.rglob("*.log"))
     assert logs.count("killed by signal 11 (SIGSEGV); attempt 2 of 2 follows") == len(crashed)
+
+
+def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_path, small_config):
+    """Asynchronous mode (virtual clock, 3 slots) under discard: a real raise, SIGSEGV
+    and hang are failed completions, never told; 1 and 2 Dask workers give one archive,
+    and the metrics count the same failures."""
+    runs = {}
+    for workers in (1, 2):
+        workdir = tmp_path / f"workers{workers}"
+        workdir.mkdir()
+        (workdir / "control").write_text(DETERMINISTIC)
+        config = misbehaving_config(
+            small_config,
+            workdir,
+            evaluation={"on_failure": "discard", "timeout": 1.0},
+            mode="async",
+            generations=4,
+            **{"async": {"slots": 3}, "dask": {"workers": workers}},
+        )
+        write_config(workdir, config)
+        run_snakemake(workdir, "runs")
+        runs[workers] = (archive_digests(workdir), metrics(workdir, config))
+    assert runs[1][0] == runs[2][0]
+    failed = [int(row["failed"]) for row in runs[1][1]]
+    assert sum(failed) > 0 and failed == [int(row["failed"]) for row in runs[2][1]]
+    log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
+    assert '"status":3' in log.read_text() or sum(int(r["timed_out"]) for r in runs[1][1]) == 0
