@@ -4,6 +4,7 @@ SIGSEGV, a real hang past evaluation.timeout and a real raise, in shard and Dask
 from __future__ import annotations
 
 import csv
+import json
 import signal
 
 from conftest import (
@@ -178,4 +179,5 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     failed = [int(row["failed"]) for row in runs[1][1]]
     assert sum(failed) > 0 and failed == [int(row["failed"]) for row in runs[2][1]]
     log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
-    assert '"status":3' in log.read_text() or sum(int(r["timed_out"]) for r in runs[1][1]) == 0
+    statuses = [json.loads(line).get("status", 0) for line in log.read_text().splitlines()]
+    assert sum(1 for status in statuses if status) >= sum(failed)
