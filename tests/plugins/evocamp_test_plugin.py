@@ -51,6 +51,9 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
         os._exit(3)
     if kind == "hang":
         time.sleep(3600)
+    if kind == "kill_parent":  # the process that runs the evaluation (a Dask worker) dies
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(3600)
     if kind == "segfault_once":
         marker = Path(marker_dir) / f"crashed-{seed}"
         if not marker.exists():

@@ -10,11 +10,13 @@ returns to Python), the parent yields an :class:`Ended` naming the item in fligh
 stops; the caller decides whether to start again from that item or the next.
 
 ``os.fork`` is used directly, not :mod:`multiprocessing`: Dask workers are daemonic
-processes, which may not have multiprocessing children.
+processes, which may not have multiprocessing children. The child dies with its
+parent (``PR_SET_PDEATHSIG``): a hung evaluation does not outlive a killed job.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import select
@@ -75,9 +77,11 @@ def supervised(
     """
     _reap_finished()
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
         os.close(read_end)
+        _die_with(parent)
         _child(task, count, write_end)
     os.close(write_end)
     running = True
@@ -123,6 +127,21 @@ def _reap_finished() -> None:
             done = pid
         if done:
             _FINISHED.remove(pid)
+
+
+def _die_with(parent: int) -> None:  # pragma: no cover - in the child
+    """Have the kernel kill this child when its parent dies (Linux ``PR_SET_PDEATHSIG``):
+    a hung evaluation must not outlive a shard job killed by Slurm or a lost Dask
+    worker, holding its output pipes open."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's SIGKILL only
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _child(task, count: int, write_end: int) -> None:  # pragma: no cover - in the child

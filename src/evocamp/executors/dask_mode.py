@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import sys
 import time
 from pathlib import Path
 
+from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import write_state
@@ -28,6 +30,7 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
+from evocamp.model.runspec import where
 from evocamp.model.state import RunState
 
 
@@ -60,6 +63,26 @@ def evaluate_on_worker(
         time.perf_counter() - began,
     )
     return result
+
+
+def gathered(client, futures: list, *, where):
+    """``client.gather(futures)``, with Dask's ``KilledWorker`` (the workers running a
+    task died ``distributed.scheduler.allowed-failures`` + 1 times) as one
+    :class:`~evocamp.base.errors.EvaluationError` naming the task:
+    ``where(k)`` says where task ``k`` of ``futures`` is."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return client.gather(futures)
+    except KilledWorker as error:
+        task = next((k for k, future in enumerate(futures) if future.key == error.task), None)
+        raise EvaluationError(
+            f"{where(task)}: the Dask workers evaluating it died {error.allowed_failures + 1} "
+            f"times (distributed.scheduler.allowed-failures: {error.allowed_failures}; the "
+            f"last was {error.last_worker.address}); a crash or timeout of the evaluation "
+            "itself does not end a worker: a worker lost with its node or killed (out of "
+            "memory?) does"
+        ) from None
 
 
 def _shard_batches(client, batch: dict, bounds: list[tuple[int, int]]) -> list:
@@ -195,7 +218,8 @@ def run_generations(
             [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
             pure=False,
         )
-        state = tell(state, client.gather(futures), workers=workers, evaluation_settings=kept)
+        results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
+        state = tell(state, results, workers=workers, evaluation_settings=kept)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))
