@@ -243,3 +243,24 @@ def test_max_failed_fraction_stops_a_run_that_fails_wholesale(tmp_path, monkeypa
     message = str(raised.value)
     assert message.startswith("run a/d/seed0, generation 1: ")
     assert "evaluations failed, more than evaluation.max_failed_fraction (0.2)" in message
+
+
+def test_what_the_child_prints_reaches_the_log_once(tmp_path):
+    """The supervised child's prints are flushed before it ends (os._exit does not),
+    and the parent's pending output is flushed before the fork (never written twice)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from evocamp.base.supervised import supervised\n"
+        "print('parent before')\n"
+        "def task(k):\n"
+        "    print(f'child {k}')\n"
+        "    return k\n"
+        "print(list(supervised(task, 2)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines() == ["parent before", "child 0", "child 1", "[0, 1]"]

@@ -22,6 +22,7 @@ import pickle
 import select
 import signal
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ def supervised(
     _reap_finished()
     read_end, write_end = os.pipe()
     parent = os.getpid()
+    _flush_standard_streams()  # or the child would write the parent's pending output again
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
         os.close(read_end)
@@ -153,7 +155,16 @@ def _child(task, count: int, write_end: int) -> None:  # pragma: no cover - in t
     except BaseException:  # noqa: BLE001 - the parent reports the exit status
         status = 70
     finally:
+        _flush_standard_streams()  # what the evaluation printed (os._exit does not)
         os._exit(status)
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 def _write_all(descriptor: int, data: bytes) -> None:
