@@ -264,3 +264,39 @@ def test_what_the_child_prints_reaches_the_log_once(tmp_path):
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
     assert out.splitlines() == ["parent before", "child 0", "child 1", "[0, 1]"]
+
+
+def test_policy_defaults_are_the_schemas_and_stay_out_of_run_specs():
+    """The run spec holds the failure policy only when it is not the default (run specs
+    of earlier versions stay valid); retry's keys count only under retry; the defaults
+    in the code are the schema's; a wrong key is one line."""
+    import dataclasses
+
+    from evocamp.base.errors import ConfigError
+    from evocamp.config import load_schema
+    from evocamp.loop.fold import DEFAULT_MAX_FAILED_FRACTION
+    from evocamp.model.runspec import FailurePolicy
+
+    keys = load_schema()["properties"]["evaluation"]["properties"]
+    defaults = {name: keys[name]["default"] for name in keys}
+    assert defaults == {
+        **dataclasses.asdict(FailurePolicy()),
+        "max_failed_fraction": DEFAULT_MAX_FAILED_FRACTION,
+    }
+    base = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
+
+    def spec(evaluation):
+        config = validate_config({**base, "evaluation": evaluation})
+        return run_spec(config, algorithm="me", domain="s", seed=0)
+
+    assert "evaluation" not in spec({"retries": 5, "max_failed_fraction": 0.1})
+    assert spec({"on_failure": "discard", "retries": 5})["evaluation"] == {
+        "timeout": None,
+        "on_failure": "discard",
+        "retries": 2,
+        "after_retries": "stop",
+    }
+    assert spec({"on_failure": "retry", "retries": 5})["evaluation"]["retries"] == 5
+    with pytest.raises(ConfigError) as raised:
+        validate_config({**base, "evaluation": {"on_failure": "retyr"}})
+    assert "key 'evaluation.on_failure': 'retyr' is not one of" in str(raised.value)
