@@ -7,6 +7,7 @@ import csv
 import json
 import signal
 
+import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
@@ -183,16 +184,25 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     assert sum(1 for status in statuses if status) >= sum(failed)
 
 
-def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):
+@pytest.mark.parametrize(
+    ("evaluation", "allowed"), [({}, 3), ({"on_failure": "retry", "retries": 1}, 1)]
+)
+def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(
+    tmp_path, small_config, evaluation, allowed
+):
     """The evaluation of one solution kills the Dask worker that runs it (as the kernel's
-    out-of-memory killer would): Dask starts the task again on another worker, and after
-    the last allowed attempt the segment stops with one line naming the shard."""
-    config = misbehaving_config(small_config, tmp_path, mode="dask", dask={"workers": 2})
+    out-of-memory killer would): Dask starts the task again on another worker (Dask's
+    default 3 times; under retry, evaluation.retries times), and after the last allowed
+    attempt the segment stops with one line naming the shard."""
+    config = misbehaving_config(
+        small_config, tmp_path, evaluation=evaluation, mode="dask", dask={"workers": 2}
+    )
     write_config(tmp_path, config)
     (tmp_path / "control").write_text(f"kill_parent {seed_of(config, 1, 3)}")
     failed = run_snakemake(tmp_path, "runs", check=False)
     assert failed.returncode != 0
     assert (
         "evocamp: error: run me/sphere/seed0, generation 1, shard 0: the Dask workers "
-        "evaluating it died 4 times (distributed.scheduler.allowed-failures: 3; the last was"
+        f"evaluating it died {allowed + 1} times (distributed.scheduler.allowed-failures: "
+        f"{allowed}; the last was"
     ) in failed.stderr

@@ -19,7 +19,12 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import batch_format
-from evocamp.executors.dask_mode import cluster_workers, dask_client, gathered
+from evocamp.executors.dask_mode import (
+    cluster_workers,
+    dask_client,
+    gathered,
+    lost_worker_retries,
+)
 from evocamp.files.checkpoint import write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
 from evocamp.files.evaluations import EvaluationSettings, record_window_rows
@@ -127,7 +132,12 @@ def run_async_segment(
     resume = Resume.from_log(read_completions(completions), told=told, spec=state.spec)
     preload = batch_format(state.spec).shard_modules
     with (
-        dask_client(scheduler_file=scheduler_file, workers=workers, preload=preload) as client,
+        dask_client(
+            scheduler_file=scheduler_file,
+            workers=workers,
+            preload=preload,
+            allowed_failures=lost_worker_retries(state.spec),
+        ) as client,
         CompletionLog(completions) as completion_log,
     ):
         slots = DaskSlots(client, state.spec)

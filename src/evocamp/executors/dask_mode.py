@@ -30,7 +30,7 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
-from evocamp.model.runspec import where
+from evocamp.model.runspec import failure_policy, where
 from evocamp.model.state import RunState
 
 
@@ -63,6 +63,14 @@ def evaluate_on_worker(
         time.perf_counter() - began,
     )
     return result
+
+
+def lost_worker_retries(spec: dict) -> int | None:
+    """How often a task is started again after its worker died: ``evaluation.retries``
+    under ``on_failure: retry`` (a worker lost with its node is retried like a crash),
+    else ``None`` (Dask's default, 3)."""
+    policy = failure_policy(spec)
+    return policy.retries if policy.on_failure == "retry" else None
 
 
 def gathered(client, futures: list, *, where):
@@ -111,7 +119,13 @@ WORKER_PRELOAD = ["distributed", "numpy", "h5py", "evocamp.loop.evaluation"]
 
 
 @contextlib.contextmanager
-def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str, ...] = ()):
+def dask_client(
+    *,
+    scheduler_file: str | None,
+    workers: int,
+    preload: tuple[str, ...] = (),
+    allowed_failures: int | None = None,
+):
     """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
     of ``workers`` single-threaded worker processes (closed afterwards).
 
@@ -123,6 +137,10 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
     fork server was in effect; with the list in effect the start takes 1.9 s against
     1.7 s on the Intel machine, and no worker imports h5py, evocamp or a surrogate
     library while its first task waits.)
+
+    ``allowed_failures``: times a task is started again after the worker running it
+    died (``distributed.scheduler.allowed-failures``; ``None``: Dask's default, 3); a
+    LocalCluster's only (an existing cluster's scheduler has its own setting).
     """
     import dask
     from distributed import Client, LocalCluster
@@ -140,8 +158,11 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
         # per process); ours replaces it afterwards.
         get_mp_context()
     multiprocessing.set_forkserver_preload([*WORKER_PRELOAD, *preload])
+    settings = {"distributed.worker.multiprocessing-method": "forkserver"}
+    if allowed_failures is not None:
+        settings["distributed.scheduler.allowed-failures"] = allowed_failures
     with (
-        dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}),
+        dask.config.set(settings),
         LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
@@ -255,7 +276,12 @@ def run_segment(
     state = read_full_state(state_path)
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
     preload = batch_format(state.spec).shard_modules
-    with dask_client(scheduler_file=scheduler_file, workers=workers, preload=preload) as client:
+    with dask_client(
+        scheduler_file=scheduler_file,
+        workers=workers,
+        preload=preload,
+        allowed_failures=lost_worker_retries(state.spec),
+    ) as client:
         state = run_generations(
             state,
             until=until,
