@@ -230,7 +230,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         generation's batch), ``eval_seed`` (the seed the evaluation function got),
         ``objective``, ``measure_0, ...``, the extra fields, ``eval_seconds``,
         ``status`` (``ok``, ``failed``, ``crashed``, ``timed_out``: docs/failures.md;
-        a failed evaluation's values are NaN) and, for evolution strategies,
+        a failed evaluation's values are NaN), ``message`` (a failed evaluation's
+        message, else empty) and, for evolution strategies,
         ``noise_seed``. Runs that keep no evaluations give no
         rows (``keep_evaluations``).
     """
@@ -253,6 +254,13 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         }
         if rows.status is not None:
             columns["status"] = np.asarray(STATUS_NAMES, dtype=object)[rows.status]
+            columns["message"] = np.asarray(
+                [
+                    rows.failures.get((g, i), "")
+                    for g, i in zip(rows.generation.tolist(), rows.index.tolist(), strict=True)
+                ],
+                dtype=object,
+            )
         if rows.noise_seed is not None:
             # Nullable: runs of other families have none, and float64 would round them.
             columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")

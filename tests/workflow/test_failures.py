@@ -126,6 +126,12 @@ def assert_failures_visible(workdir, config, *, failed: int, timed_out: int) -> 
     lost = frame[frame["status"] != "ok"]
     assert len(lost) == failed and (lost["status"] == "timed_out").sum() == timed_out
     assert lost["objective"].isna().all()
+    assert lost["message"].str.startswith("run me/sphere/seed0, generation ").all()
+    crashed = lost[lost["status"] == "crashed"]
+    assert (
+        len(crashed) and crashed["message"].str.contains("signal 11 (SIGSEGV)", regex=False).all()
+    )
+    assert (frame[frame["status"] == "ok"]["message"] == "").all()
     assert frame[frame["status"] == "ok"]["objective"].notna().all()
     logs = "".join(path.read_text() for path in workdir.rglob("*.log"))
     assert logs.count("(discarded)") == failed

@@ -59,6 +59,8 @@ class Completion:
     status : int
         Its :data:`~evocamp.files.shard.STATUS` (0: evaluated; a failed evaluation's
         values are NaN), logged only when not 0.
+    message : str
+        A failed evaluation's message (logged with its status).
     """
 
     evaluation: int
@@ -71,10 +73,11 @@ class Completion:
     stats: dict = field(default_factory=dict)
     numerics: dict | None = None
     status: int = 0
+    message: str = ""
 
     def to_json(self) -> str:
         """The log line (without its newline)."""
-        status = {"status": int(self.status)} if self.status else {}
+        status = {"status": int(self.status), "message": self.message} if self.status else {}
         return json.dumps(
             {
                 **status,
@@ -104,6 +107,7 @@ class Completion:
             eval_seconds=float(record["eval_seconds"]),
             stats={name: float(v) for name, v in record["stats"].items()},
             status=int(record.get("status", 0)),
+            message=str(record.get("message", "")),
         )
 
 

@@ -183,6 +183,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         stats=dict(result.stats),
         numerics=result.numerics,
         status=0 if result.status is None else int(result.status[0]),
+        message=result.messages.get(entry.evaluation, ""),
     )
 
 
@@ -448,6 +449,7 @@ def completion_rows(
         if evaluation_settings.stores_solutions(spec)
         else None,
         status=np.asarray([c.status for c in completions], dtype=np.uint8),
+        failures={(generation, c.evaluation): c.message for generation, c in told if c.status},
     )
 
 

@@ -221,4 +221,5 @@ def evaluation_rows(
         noise_seed=noise_seed,
         batch=batch,
         status=(np.zeros(count, dtype=np.uint8) if results.status is None else results.status),
+        failures={(generation, index): text for index, text in results.messages.items()},
     )
