@@ -300,3 +300,38 @@ def test_policy_defaults_are_the_schemas_and_stay_out_of_run_specs():
     with pytest.raises(ConfigError) as raised:
         validate_config({**base, "evaluation": {"on_failure": "retyr"}})
     assert "key 'evaluation.on_failure': 'retyr' is not one of" in str(raised.value)
+
+
+def test_failure_messages_survive_files_merges_and_selection(tmp_path):
+    """Kept evaluations' failure messages: written beside the rows, read back, merged
+    (the last block holding a generation wins), and selected with their rows."""
+    from evocamp.files.evaluations import (
+        EvaluationRows,
+        concatenate,
+        read_evaluations,
+        write_evaluations_file,
+    )
+
+    def rows(generation: int, failed: dict) -> EvaluationRows:
+        status = np.zeros(3, dtype=np.uint8)
+        status[list(failed)] = STATUS["crashed"]
+        return EvaluationRows(
+            generation=np.full(3, generation, dtype=np.int64),
+            index=np.arange(3, dtype=np.int64),
+            seed=np.arange(3, dtype=np.uint64),
+            objective=np.where(status > 0, np.nan, 1.0),
+            measures=np.zeros((3, 1)),
+            extra={},
+            eval_seconds=np.zeros(3),
+            status=status,
+            failures={(generation, i): text for i, text in failed.items()},
+        )
+
+    spec = plugin_state(tmp_path).spec
+    merged = concatenate([rows(1, {0: "old"}), rows(2, {2: "two"}), rows(1, {1: "new"})])
+    assert merged.failures == {(1, 1): "new", (2, 2): "two"}
+    write_evaluations_file(tmp_path / "e.h5", merged, spec=spec)
+    back = read_evaluations(tmp_path / "e.h5")
+    assert back.failures == merged.failures
+    assert back.status.tolist() == [0, 2, 0, 0, 0, 2]
+    assert back.select(back.generation == 2).failures == {(2, 2): "two"}
