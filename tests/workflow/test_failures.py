@@ -7,7 +7,6 @@ import csv
 import json
 import signal
 
-import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
@@ -93,10 +92,12 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
         workdir = tmp_path / name
         workdir.mkdir()
         (workdir / "control").write_text(DETERMINISTIC)
-        config = misbehaving_config(small_config, workdir, evaluation=evaluation, **top)
+        config = misbehaving_config(
+            small_config, workdir, evaluation=evaluation, generations=4, **top
+        )
         write_config(workdir, config)
         if name == "killed":
-            kills = [kill_tree_after(workdir, delay) for delay in (4.0, 6.0)]
+            kills = [kill_tree_after(workdir, delay) for delay in (3.5, 5.0)]
             assert -signal.SIGKILL in kills, "the campaign finished before it was killed"
         run_snakemake(workdir, "runs")
     digests = {name: archive_digests(tmp_path / name) for name in campaigns}
@@ -190,18 +191,18 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     assert sum(1 for status in statuses if status) >= sum(failed)
 
 
-@pytest.mark.parametrize(
-    ("evaluation", "allowed"), [({}, 3), ({"on_failure": "retry", "retries": 1}, 1)]
-)
-def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(
-    tmp_path, small_config, evaluation, allowed
-):
+def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):
     """The evaluation of one solution kills the Dask worker that runs it (as the kernel's
-    out-of-memory killer would): Dask starts the task again on another worker (Dask's
-    default 3 times; under retry, evaluation.retries times), and after the last allowed
-    attempt the segment stops with one line naming the shard."""
+    out-of-memory killer would): under retry Dask starts the task again on another
+    worker evaluation.retries times (without retry: Dask's default, 3), and after the
+    last allowed attempt the segment stops with one line naming the shard."""
+    allowed = 1
     config = misbehaving_config(
-        small_config, tmp_path, evaluation=evaluation, mode="dask", dask={"workers": 2}
+        small_config,
+        tmp_path,
+        evaluation={"on_failure": "retry", "retries": allowed},
+        mode="dask",
+        dask={"workers": 2},
     )
     write_config(tmp_path, config)
     (tmp_path / "control").write_text(f"kill_parent {seed_of(config, 1, 3)}")
