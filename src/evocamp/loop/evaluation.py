@@ -110,6 +110,11 @@ class _Call:
             return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
         return where(self.spec, self.generation, self.shard, self.first + offset)
 
+    @property
+    def size(self) -> int:
+        """Solutions of the call."""
+        return self.last - self.first + 1
+
     def whole(self) -> str:
         """Location of the whole call: its solution, or its range of solutions."""
         if self.first == self.last:
@@ -318,7 +323,7 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
         first = len(outcomes)
         limits = None
         if policy.timeout is not None:
-            limits = [policy.timeout * (call.last - call.first + 1) for call in calls[first:]]
+            limits = [policy.timeout * call.size for call in calls[first:]]
         for result in supervised(
             lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
         ):
@@ -330,8 +335,7 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
                     break
                 outcomes.append(_ended_outcome(calls[k], result, attempts, policy))
             elif isinstance(result, EvaluationError):
-                size = calls[k].last - calls[k].first + 1
-                outcomes.append(_failed_outcome(result, STATUS["failed"], size, policy))
+                outcomes.append(_failed_outcome(result, STATUS["failed"], calls[k].size, policy))
             else:
                 outcomes.append(result)
             attempts = 0
@@ -340,21 +344,24 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
 
 def _ended_outcome(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> _Outcome:
     """The outcome of a call whose child crashed or overran (``attempts`` times)."""
-    if ended.timed_out is not None:
-        what = (
-            f"the evaluation ran past evaluation.timeout ({policy.timeout:g} s per solution) "
-            "and was killed"
-        )
-        status = STATUS["timed_out"]
-    else:
-        what = f"the evaluation's process was {ended.reason()}"
-        status = STATUS["crashed"]
-        if ended.signal is None:
-            what = f"the evaluation {ended.reason()}"
-    hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
+    what, status = _what_ended(ended, policy)
+    hint = "" if call.size == 1 else " (chunk_size 1 names the exact solution)"
     after = f" ({attempts} attempts)" if attempts > 1 else ""
     error = EvaluationError(f"{call.whole()}: {what}{after}{hint}")
-    return _failed_outcome(error, status, call.last - call.first + 1, policy)
+    return _failed_outcome(error, status, call.size, policy)
+
+
+def _what_ended(ended: Ended, policy: FailurePolicy) -> tuple[str, int]:
+    """What happened to a call whose child ended early, and its status."""
+    if ended.timed_out is not None:
+        return (
+            f"the evaluation ran past evaluation.timeout ({policy.timeout:g} s per solution) "
+            "and was killed",
+            STATUS["timed_out"],
+        )
+    if ended.signal is not None:
+        return f"the evaluation's process was {ended.reason()}", STATUS["crashed"]
+    return f"the evaluation {ended.reason()}", STATUS["crashed"]
 
 
 def _failed_outcome(
@@ -368,14 +375,9 @@ def _failed_outcome(
 
 
 def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> None:
-    if ended.timed_out is not None:
-        reason = "the evaluation ran past evaluation.timeout"
-    elif ended.signal is not None:
-        reason = f"the evaluation's process was {ended.reason()}"
-    else:
-        reason = f"the evaluation {ended.reason()}"
+    what, _ = _what_ended(ended, policy)
     print(
-        f"evocamp: warning: {call.whole()}: {reason}; attempt {attempts + 1} of "
+        f"evocamp: warning: {call.whole()}: {what}; attempt {attempts + 1} of "
         f"{policy.attempts()} follows",
         file=sys.stderr,
         flush=True,
