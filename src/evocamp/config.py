@@ -35,7 +35,7 @@ from evocamp.catalogue.algorithms import (
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
-from evocamp.model.protocol import ASYNC_METHODS, accepts_async
+from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import FailurePolicy, measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
@@ -227,11 +227,17 @@ def _semantic_problems(config: dict) -> list[str]:
     return problems + _figures_problems(config) + _discard_problems(config)
 
 
+def discards(config: dict) -> bool:
+    """Whether failed solutions may be discarded (``evaluation.on_failure`` discard, or
+    retry then discard)."""
+    return FailurePolicy(**failure_policy_spec(config) or {}).final_action() == "discard"
+
+
 def _discard_problems(config: dict) -> list[str]:
     """Algorithms that cannot leave failed solutions out (``evaluation.on_failure``
     discard, or retry then discard): a surrogate scheduler (BOP-Elites) fits every
     told solution."""
-    if FailurePolicy(**failure_policy_spec(config) or {}).final_action() != "discard":
+    if not discards(config):
         return []
     problems = []
     for name, algorithm in config["algorithms"].items():
@@ -484,6 +490,12 @@ def plugin_problems(config: dict) -> list[str]:
                     f"key 'algorithms.{name}.class': {algorithm['class']} cannot run in mode "
                     f"async: it has no {' and '.join(m + '()' for m in ASYNC_METHODS)} "
                     "(docs/plugins.md, 'Asynchronous mode')"
+                )
+            if discards(config) and not accepts_failed(cls):
+                problems.append(
+                    f"key 'algorithms.{name}.class': {algorithm['class']}.tell takes no "
+                    "'failed' keyword, which evaluation.on_failure discard needs (failed "
+                    "solutions come as NaN rows: docs/plugins.md)"
                 )
         except OptimizerError as error:
             problems.append(str(error))

@@ -335,3 +335,28 @@ def test_failure_messages_survive_files_merges_and_selection(tmp_path):
     assert back.failures == merged.failures
     assert back.status.tolist() == [0, 2, 0, 0, 0, 2]
     assert back.select(back.generation == 2).failures == {(2, 2): "two"}
+
+
+def test_discard_needs_a_plugin_optimizer_that_takes_failed():
+    """A plugin optimizer whose tell has no 'failed' keyword (the README's example takes
+    only **extra) is refused under discard, with one line naming it; stop keeps it."""
+    from evocamp.base.errors import ConfigError
+
+    config = {
+        "algorithms": {
+            "mine": {
+                "type": "plugin",
+                "class": "my_optimizers:OnePlusLambda",
+                "python_path": str(PLUGINS),
+                "params": {"lam": 4, "sigma": 0.3},
+            }
+        },
+        "domains": {"s": {"type": "sphere"}},
+    }
+    validate_config(config)
+    with pytest.raises(ConfigError) as raised:
+        validate_config({**config, "evaluation": {"on_failure": "discard"}})
+    assert (
+        "key 'algorithms.mine.class': my_optimizers:OnePlusLambda.tell takes no 'failed' "
+        "keyword, which evaluation.on_failure discard needs"
+    ) in str(raised.value)

@@ -38,6 +38,7 @@ the run, the generation (and the shard).
 
 from __future__ import annotations
 
+import inspect
 import time
 import traceback
 from dataclasses import dataclass
@@ -282,6 +283,16 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
             "is not finite"
         )
     return {"solutions": solutions}, len(solutions)
+
+
+def accepts_failed(cls: type) -> bool:
+    """Whether an optimizer class's ``tell`` names the ``failed`` keyword
+    (``evaluation.on_failure`` discard: failed rows are NaN and it must leave them out;
+    a ``**extra`` alone would take them without knowing)."""
+    try:
+        return "failed" in inspect.signature(cls.tell).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def accepts_async(cls: type) -> bool:
