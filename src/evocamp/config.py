@@ -16,6 +16,7 @@ stores it by (a QD type's per-emitter ``batch_size``) is read as the key it is, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from importlib import resources
@@ -34,8 +35,8 @@ from evocamp.catalogue.algorithms import (
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
-from evocamp.model.protocol import ASYNC_METHODS, accepts_async
-from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, measure_dim
+from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
+from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -223,7 +224,9 @@ def _semantic_problems(config: dict) -> list[str]:
         problems += _algorithm_problems(name, algorithm, config, broken_domains=broken)
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
-    return problems + _spread_problems(config) + _figures_problems(config)
+    return (
+        problems + _spread_problems(config) + _figures_problems(config) + _discard_problems(config)
+    )
 
 
 def _spread_problems(config: dict) -> list[str]:
@@ -237,6 +240,30 @@ def _spread_problems(config: dict) -> list[str]:
         for field in domain.get("extra_fields") or []
         if field == OBJECTIVE_SPREAD or field.startswith(MEASURES_SPREAD)
     ]
+
+
+def discards(config: dict) -> bool:
+    """Whether failed solutions may be discarded (``evaluation.on_failure`` discard, or
+    retry then discard)."""
+    return FailurePolicy(**failure_policy_spec(config) or {}).final_action() == "discard"
+
+
+def _discard_problems(config: dict) -> list[str]:
+    """Algorithms that cannot leave failed solutions out (``evaluation.on_failure``
+    discard, or retry then discard): a surrogate scheduler (BOP-Elites) fits every
+    told solution."""
+    if not discards(config):
+        return []
+    problems = []
+    for name, algorithm in config["algorithms"].items():
+        entry = ALGORITHMS.get(algorithm.get("type"))
+        if entry is not None and entry.recipe is not None and entry.recipe.scheduler.surrogate:
+            problems.append(
+                f"key 'evaluation.on_failure': algorithm '{name}' ({algorithm['type']}) "
+                "cannot leave failed solutions out of its surrogate; use stop or retry "
+                "(with after_retries: stop)"
+            )
+    return problems
 
 
 def _results_dir_problems(results_dir: str) -> list[str]:
@@ -479,6 +506,12 @@ def plugin_problems(config: dict) -> list[str]:
                     f"async: it has no {' and '.join(m + '()' for m in ASYNC_METHODS)} "
                     "(docs/plugins.md, 'Asynchronous mode')"
                 )
+            if discards(config) and not accepts_failed(cls):
+                problems.append(
+                    f"key 'algorithms.{name}.class': {algorithm['class']}.tell takes no "
+                    "'failed' keyword, which evaluation.on_failure discard needs (failed "
+                    "solutions come as NaN rows: docs/plugins.md)"
+                )
         except OptimizerError as error:
             problems.append(str(error))
         except Exception as error:  # noqa: BLE001 - a user's module may raise anything
@@ -566,18 +599,30 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     }
     if asynchronous:
         spec["asynchronous"] = asynchronous
-    evaluation = evaluation_spec(config)
+    evaluation = {**(failure_policy_spec(config) or {}), **evaluation_spec(config)}
     if evaluation:
         spec["evaluation"] = evaluation
     return spec
 
 
 def evaluation_spec(config: dict) -> dict:
-    """The ``evaluation`` part of a run spec: ``repeats`` when not 1, so that the run
+    """The repeats of a run spec's ``evaluation`` part: ``repeats`` when not 1, so that the run
     specs of campaigns without it stay what they were. ``reevaluate`` is no part of
     it: it changes no archive, only adds the final re-evaluation (a rule parameter)."""
     repeats = int((config.get("evaluation") or {}).get("repeats", 1))
     return {"repeats": repeats} if repeats != 1 else {}
+
+
+def failure_policy_spec(config: dict) -> dict | None:
+    """The failure policy's part of a run spec's ``evaluation``: its keys
+    (:class:`~evocamp.model.runspec.FailurePolicy`) when any differs from its default,
+    else ``None`` (run specs with the defaults stay those of earlier versions).
+    ``max_failed_fraction`` only stops a campaign: it is not part of it."""
+    default = dataclasses.asdict(FailurePolicy())
+    settings = {name: config["evaluation"][name] for name in default}
+    if settings["on_failure"] != "retry":  # the retry keys change nothing then
+        settings.update(retries=default["retries"], after_retries=default["after_retries"])
+    return settings if settings != default else None
 
 
 def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:

@@ -34,6 +34,7 @@ from evocamp.files.evaluations import (
     indexed_window_files,
     read_evaluations,
 )
+from evocamp.files.shard import STATUS_NAMES
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
@@ -227,8 +228,11 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
     pandas.DataFrame
         Columns ``campaign, algorithm, domain, seed, generation, index`` (in the
         generation's batch), ``eval_seed`` (the seed the evaluation function got),
-        ``objective``, ``measure_0, ...``, the extra fields, ``eval_seconds`` and, for
-        evolution strategies, ``noise_seed``. Runs that keep no evaluations give no
+        ``objective``, ``measure_0, ...``, the extra fields, ``eval_seconds``,
+        ``status`` (``ok``, ``failed``, ``crashed``, ``timed_out``: docs/failures.md;
+        a failed evaluation's values are NaN), ``message`` (a failed evaluation's
+        message, else empty) and, for evolution strategies,
+        ``noise_seed``. Runs that keep no evaluations give no
         rows (``keep_evaluations``).
     """
     import pandas as pd
@@ -248,6 +252,15 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
             **{name: rows.extra[name] for name in sorted(rows.extra)},
             "eval_seconds": rows.eval_seconds,
         }
+        if rows.status is not None:
+            columns["status"] = np.asarray(STATUS_NAMES, dtype=object)[rows.status]
+            columns["message"] = np.asarray(
+                [
+                    rows.failures.get((g, i), "")
+                    for g, i in zip(rows.generation.tolist(), rows.index.tolist(), strict=True)
+                ],
+                dtype=object,
+            )
         if rows.noise_seed is not None:
             # Nullable: runs of other families have none, and float64 would round them.
             columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")

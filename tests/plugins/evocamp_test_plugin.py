@@ -6,6 +6,8 @@ switched on by a control file so that a test can "fix the function" by removing
 it, exactly as a user would fix their code and rerun.
 """
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -18,6 +20,47 @@ def _failing_seed(control_file):
         return None, None
     mode, seed = Path(control_file).read_text().split()
     return mode, np.uint64(int(seed))
+
+
+def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=None):
+    """:func:`noisy_sphere` without noise, misbehaving for chosen solutions.
+
+    Each line of the control file is ``<kind> <seed>`` or ``<kind> %<k>`` (every
+    solution whose evaluation seed is a multiple of ``k``); kinds: ``raise``, ``nan``,
+    ``segfault`` (a real SIGSEGV), ``exit`` (``os._exit(3)``), ``hang`` (sleeps an hour),
+    and ``segfault_once`` (a SIGSEGV the first time a seed is evaluated, marked in
+    ``marker_dir``: a transient crash).
+    """
+    lines = Path(control_file).read_text().split("\n") if Path(control_file).exists() else []
+    rules = [line.split() for line in lines if line.strip()]
+    objective = -np.sum(solutions**2, axis=1)
+    for index, seed in enumerate(int(seed) for seed in seeds):
+        for kind, which in rules:
+            hit = seed % int(which[1:]) == 0 if which.startswith("%") else seed == int(which)
+            if hit:
+                objective[index] = _misbehave(kind, seed, marker_dir, objective[index])
+    return {"objective": objective, "measures": solutions[:, :2]}
+
+
+def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
+    if kind == "raise":
+        raise ValueError(f"simulated failure for seed {seed}")
+    if kind == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if kind == "exit":
+        os._exit(3)
+    if kind == "hang":
+        time.sleep(3600)
+    if kind == "kill_parent":  # the process that runs the evaluation (a Dask worker) dies
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(3600)
+    if kind == "segfault_once":
+        marker = Path(marker_dir) / f"crashed-{seed}"
+        if not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return value
+    return np.nan
 
 
 def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01, sleep=0.0):

@@ -150,6 +150,28 @@ def test_a_failing_reevaluation_names_the_elite(small_config):
     )
 
 
+def test_repeats_in_a_supervised_child_are_those_in_process(small_config):
+    """With a time limit (evaluations in a supervised child, docs/failures.md) the
+    repeats, their means and spread are bitwise those evaluated in process; the run
+    spec holds the repeats and the failure policy side by side."""
+    plain = _spec(small_config, {"repeats": 2})
+    limited = _spec(small_config, {"repeats": 2, "timeout": 60, "on_failure": "discard"})
+    assert limited["evaluation"] == {**limited["evaluation"], "repeats": 2, "timeout": 60}
+    state = initialise(plain)
+    batch, seeds = {"solutions": state.next_batch["solutions"][()]}, state.next_seeds
+    a, b = (
+        evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=0, shards=1)
+        for spec in (plain, limited)
+    )
+    np.testing.assert_array_equal(a.objective, b.objective)
+    np.testing.assert_array_equal(a.measures, b.measures)
+    assert (
+        sorted(a.extra) == sorted(b.extra) == ["measures_std_0", "measures_std_1", "objective_std"]
+    )
+    for name in a.extra:
+        np.testing.assert_array_equal(a.extra[name], b.extra[name])
+
+
 def test_repeats_enter_the_run_spec_only_when_not_1_and_reevaluate_never(small_config):
     default = run_spec(validate_config(small_config), algorithm="me", domain="sphere", seed=0)
     assert "evaluation" not in default
@@ -178,7 +200,8 @@ def test_repeats_enter_the_run_spec_only_when_not_1_and_reevaluate_never(small_c
         (
             {"evaluation": {"repeat": 2}},
             "key 'evaluation': unknown key(s) ['repeat']; allowed keys are "
-            "['reevaluate', 'repeats']",
+            "['after_retries', 'max_failed_fraction', 'on_failure', 'reevaluate', 'repeats', "
+            "'retries', 'timeout']",
         ),
         (
             {

@@ -19,7 +19,12 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import batch_format
-from evocamp.executors.dask_mode import cluster_workers, dask_client
+from evocamp.executors.dask_mode import (
+    cluster_workers,
+    dask_client,
+    gathered,
+    lost_worker_retries,
+)
 from evocamp.files.checkpoint import write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
 from evocamp.files.evaluations import EvaluationSettings, record_window_rows
@@ -36,7 +41,7 @@ from evocamp.loop.asynchronous import (
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import run_label, where
 from evocamp.model.state import RunState
 
 
@@ -49,19 +54,26 @@ class DaskSlots:
         self.client = client
         self.spec = spec
         self.running = {}
+        #: Where each running task's evaluation is (``where``), by task key.
+        self.places = {}
         self.finished = as_completed()
 
     def submit(self, entry: InFlight) -> None:
         """Start evaluating ``entry`` on the cluster."""
         future = self.client.submit(evaluate_in_flight, self.spec, entry, pure=False)
         self.running[future.key] = future
+        self.places[future.key] = where(self.spec, 0, evaluation=entry.evaluation, slot=entry.slot)
         self.finished.add(future)
 
     def wait(self, evaluation: int | None) -> Completion:
         """The next evaluation to finish (whichever; the loop keeps early ones)."""
         future = next(self.finished)
         del self.running[future.key]
-        return future.result()  # an evaluation's failure is raised here, with its message
+        # An evaluation's failure is raised here, with its message; workers lost running it
+        # too many times, as one line naming the evaluation.
+        place = self.places.pop(future.key)
+        (completion,) = gathered(self.client, [future], where=lambda _: place)
+        return completion
 
     def finish(self, record) -> int:
         """Log the completions that have already arrived and cancel the rest; returns
@@ -120,7 +132,12 @@ def run_async_segment(
     resume = Resume.from_log(read_completions(completions), told=told, spec=state.spec)
     preload = batch_format(state.spec).shard_modules
     with (
-        dask_client(scheduler_file=scheduler_file, workers=workers, preload=preload) as client,
+        dask_client(
+            scheduler_file=scheduler_file,
+            workers=workers,
+            preload=preload,
+            allowed_failures=lost_worker_retries(state.spec),
+        ) as client,
         CompletionLog(completions) as completion_log,
     ):
         slots = DaskSlots(client, state.spec)

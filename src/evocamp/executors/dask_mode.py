@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import sys
 import time
 from pathlib import Path
 
+from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import write_state
@@ -28,6 +30,7 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
+from evocamp.model.runspec import failure_policy, where
 from evocamp.model.state import RunState
 
 
@@ -62,6 +65,34 @@ def evaluate_on_worker(
     return result
 
 
+def lost_worker_retries(spec: dict) -> int | None:
+    """How often a task is started again after its worker died: ``evaluation.retries``
+    under ``on_failure: retry`` (a worker lost with its node is retried like a crash),
+    else ``None`` (Dask's default, 3)."""
+    policy = failure_policy(spec)
+    return policy.retries if policy.on_failure == "retry" else None
+
+
+def gathered(client, futures: list, *, where):
+    """``client.gather(futures)``, with Dask's ``KilledWorker`` (the workers running a
+    task died ``distributed.scheduler.allowed-failures`` + 1 times) as one
+    :class:`~evocamp.base.errors.EvaluationError` naming the task:
+    ``where(k)`` says where task ``k`` of ``futures`` is."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return client.gather(futures)
+    except KilledWorker as error:
+        task = next((k for k, future in enumerate(futures) if future.key == error.task), None)
+        raise EvaluationError(
+            f"{where(task)}: the Dask workers evaluating it died {error.allowed_failures + 1} "
+            f"times (distributed.scheduler.allowed-failures: {error.allowed_failures}; the "
+            f"last was {error.last_worker.address}); a crash or timeout of the evaluation "
+            "itself does not end a worker: a worker lost with its node or killed (out of "
+            "memory?) does"
+        ) from None
+
+
 def _shard_batches(client, batch: dict, bounds: list[tuple[int, int]]) -> list:
     """What each task receives of the batch.
 
@@ -88,7 +119,13 @@ WORKER_PRELOAD = ["distributed", "numpy", "h5py", "evocamp.loop.evaluation"]
 
 
 @contextlib.contextmanager
-def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str, ...] = ()):
+def dask_client(
+    *,
+    scheduler_file: str | None,
+    workers: int,
+    preload: tuple[str, ...] = (),
+    allowed_failures: int | None = None,
+):
     """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
     of ``workers`` single-threaded worker processes (closed afterwards).
 
@@ -100,6 +137,10 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
     fork server was in effect; with the list in effect the start takes 1.9 s against
     1.7 s on the Intel machine, and no worker imports h5py, evocamp or a surrogate
     library while its first task waits.)
+
+    ``allowed_failures``: times a task is started again after the worker running it
+    died (``distributed.scheduler.allowed-failures``; ``None``: Dask's default, 3); a
+    LocalCluster's only (an existing cluster's scheduler has its own setting).
     """
     import dask
     from distributed import Client, LocalCluster
@@ -117,8 +158,11 @@ def dask_client(*, scheduler_file: str | None, workers: int, preload: tuple[str,
         # per process); ours replaces it afterwards.
         get_mp_context()
     multiprocessing.set_forkserver_preload([*WORKER_PRELOAD, *preload])
+    settings = {"distributed.worker.multiprocessing-method": "forkserver"}
+    if allowed_failures is not None:
+        settings["distributed.scheduler.allowed-failures"] = allowed_failures
     with (
-        dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}),
+        dask.config.set(settings),
         LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
@@ -195,7 +239,8 @@ def run_generations(
             [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
             pure=False,
         )
-        state = tell(state, client.gather(futures), workers=workers, evaluation_settings=kept)
+        results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
+        state = tell(state, results, workers=workers, evaluation_settings=kept)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))
@@ -231,7 +276,12 @@ def run_segment(
     state = read_full_state(state_path)
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
     preload = batch_format(state.spec).shard_modules
-    with dask_client(scheduler_file=scheduler_file, workers=workers, preload=preload) as client:
+    with dask_client(
+        scheduler_file=scheduler_file,
+        workers=workers,
+        preload=preload,
+        allowed_failures=lost_worker_retries(state.spec),
+    ) as client:
         state = run_generations(
             state,
             until=until,

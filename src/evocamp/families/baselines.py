@@ -36,8 +36,8 @@ class RandomSearch:
         """The next batch: ``batch_size`` uniform samples."""
         return self.rng.uniform(self.low, self.high, (self.batch_size, self.dim))
 
-    def tell(self, objective, measures, **extra) -> None:
-        """Random search learns nothing."""
+    def tell(self, objective, measures, *, failed=None, **extra) -> None:
+        """Random search learns nothing (failed samples, ``failed``, included)."""
 
     def ask_async(self, *, slots, evaluations) -> np.ndarray:
         """Asynchronous mode: one uniform sample per freed slot."""

@@ -304,9 +304,11 @@ class CentralisedQUCB(_QUCB):
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
         return points
 
-    def tell(self, objective, measures, **extra) -> None:
-        """Add the evaluated batch to the history."""
-        self._record(self.pending, objective)
+    def tell(self, objective, measures, *, failed=None, **extra) -> None:
+        """Add the evaluated batch to the history (not the failed points, ``failed``:
+        the surrogate is never fitted on them)."""
+        kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
+        self._record(np.asarray(self.pending)[kept], np.asarray(objective)[kept])
         self.pending = None
 
     def ask_async(self, *, slots, evaluations) -> np.ndarray:
@@ -456,6 +458,8 @@ class DecentralisedQUCB(_QUCB):
             batch["worker"] = np.asarray([worker], dtype=np.int64)
         return batch
 
-    def tell(self, objective, measures, *, solutions, **extra) -> None:
-        """Add the solutions the shards proposed and their objectives to the history."""
-        self._record(solutions, objective)
+    def tell(self, objective, measures, *, solutions, failed=None, **extra) -> None:
+        """Add the solutions the shards proposed and their objectives to the history
+        (not the failed ones, ``failed``: the surrogates are never fitted on them)."""
+        kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
+        self._record(np.asarray(solutions)[kept], np.asarray(objective)[kept])

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from evocamp.model.protocol import CompactBatch
+from evocamp.model.protocol import CompactBatch, failed_as_worst
 
 #: Adam's constants (Kingma & Ba 2015), as in Salimans et al.'s code.
 ADAM_BETA1 = 0.9
@@ -202,9 +202,12 @@ class OpenAIES(_NoiseES):
             total += weight * noise(seed, self.dim)
         return total
 
-    def tell(self, objective: np.ndarray, measures=None, **extra) -> None:
-        """Update the centre from the returns of the pending batch."""
-        step_direction = self.gradient(np.asarray(objective)) - self.weight_decay * self.centre
+    def tell(self, objective: np.ndarray, measures=None, *, failed=None, **extra) -> None:
+        """Update the centre from the returns of the pending batch (failed offspring,
+        ``failed``, ranked last)."""
+        step_direction = (
+            self.gradient(failed_as_worst(objective, failed)) - self.weight_decay * self.centre
+        )
         self.adam_t += 1
         self.adam_m = ADAM_BETA1 * self.adam_m + (1 - ADAM_BETA1) * step_direction
         self.adam_v = ADAM_BETA2 * self.adam_v + (1 - ADAM_BETA2) * step_direction**2
@@ -267,9 +270,10 @@ class SNES(_NoiseES):
     def _sigma_array(self) -> np.ndarray:
         return self.sigma.copy()
 
-    def tell(self, objective: np.ndarray, measures=None, **extra) -> None:
-        """Update mu and sigma from the returns of the pending batch (one noise pass)."""
-        order = np.argsort(-np.asarray(objective), kind="stable")
+    def tell(self, objective: np.ndarray, measures=None, *, failed=None, **extra) -> None:
+        """Update mu and sigma from the returns of the pending batch (one noise pass;
+        failed offspring, ``failed``, ranked last)."""
+        order = np.argsort(-failed_as_worst(objective, failed), kind="stable")
         utilities = np.empty(len(order))
         utilities[order] = nes_utilities(len(order))
         grad_mu = np.zeros(self.dim)
@@ -339,9 +343,10 @@ class CMAES:
         """``popsize`` offspring of the current search distribution."""
         return np.asarray(self.es.ask(), dtype=np.float64)
 
-    def tell(self, objective: np.ndarray, measures=None, **extra) -> None:
-        """Update the distribution from the offspring's objectives (maximised)."""
-        objective = np.asarray(objective, dtype=np.float64)
+    def tell(self, objective: np.ndarray, measures=None, *, failed=None, **extra) -> None:
+        """Update the distribution from the offspring's objectives (maximised; failed
+        offspring, ``failed``, ranked last)."""
+        objective = failed_as_worst(objective, failed)
         indices = np.flip(np.argsort(objective))  # pyribs' ObjectiveRanker
         self.es.tell(indices, objective, self.es.batch_size // 2)
         if self.es.check_stop(objective[indices]):

@@ -11,6 +11,7 @@ need it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -433,6 +434,51 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
     return recipe.scheduler.build(archive, emitters, result_archive, algorithm=algorithm)
 
 
+@contextlib.contextmanager
+def _failed_rows_left_out(scheduler, failed: np.ndarray):
+    """While a scheduler tells a batch with failed rows: its archives add only the
+    other rows, and report the failed ones as not added (status 0, value ``-inf``)."""
+    archives = [scheduler.archive]
+    if getattr(scheduler, "_result_archive", None) is not None:
+        archives.append(scheduler._result_archive)
+    rows = np.flatnonzero(~failed)
+    for archive in archives:
+        archive.add = _adding_rows(archive.add, rows, len(failed))
+    try:
+        yield
+    finally:
+        for archive in archives:
+            del archive.add  # the class's method again
+
+
+def _adding_rows(add, rows: np.ndarray, count: int):
+    def add_rows(solution, objective, measures, **fields):
+        status = np.zeros(count, dtype=np.int32)
+        value = np.zeros(count)
+        if len(rows):
+            info = add(
+                solution[rows],
+                None if objective is None else objective[rows],
+                measures[rows],
+                **{name: values[rows] for name, values in fields.items()},
+            )
+            status[rows] = info["status"]
+            value[rows] = info["value"]
+        value[np.setdiff1d(np.arange(count), rows)] = _below(value[rows])
+        return {"status": status, "value": value}
+
+    return add_rows
+
+
+def _below(values: np.ndarray) -> float:
+    """A finite value below all ``values`` (pyribs' emitters take finite values only):
+    what a failed solution's objective and improvement value are to its emitter."""
+    if not len(values):
+        return 0.0
+    lowest = float(np.min(values))
+    return lowest - max(1.0, abs(lowest))
+
+
 class QDOptimizer:
     """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
     the run's elites are the scheduler's result archive.
@@ -467,11 +513,25 @@ class QDOptimizer:
             self.seconds["propose_seconds"] = time.perf_counter() - started
         return batch
 
-    def tell(self, objective, measures, **extra) -> None:
-        """Fold the batch's results into the archive and the emitters."""
+    def tell(self, objective, measures, *, failed=None, **extra) -> None:
+        """Fold the batch's results into the archive and the emitters.
+
+        Failed solutions (``failed``, ``evaluation.on_failure`` discard) never enter
+        the archives; their emitters see them as not added, with an objective and an
+        improvement value below every evaluated solution's (ranked last by the
+        evolution-strategy emitters' rankers) and measures 0.
+        """
         check_numba_disabled()
         started = time.perf_counter()
-        self.scheduler.tell(objective, measures, **extra)
+        if failed is None:
+            self.scheduler.tell(objective, measures, **extra)
+        else:
+            failed = np.asarray(failed, dtype=bool)
+            measures = np.where(failed[:, None], 0.0, np.asarray(measures, dtype=np.float64))
+            objective = np.array(objective, dtype=np.float64)
+            objective[failed] = _below(objective[~failed])
+            with _failed_rows_left_out(self.scheduler, failed):
+                self.scheduler.tell(objective, measures, **extra)
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 

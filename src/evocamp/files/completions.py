@@ -56,6 +56,11 @@ class Completion:
         The numeric environment of the worker that evaluated it
         (:func:`evocamp.model.numerics.environment`); not logged (``None`` when read
         back: the segment that evaluated it noted its workers' environments).
+    status : int
+        Its :data:`~evocamp.files.shard.STATUS` (0: evaluated; a failed evaluation's
+        values are NaN), logged only when not 0.
+    message : str
+        A failed evaluation's message (logged with its status).
     """
 
     evaluation: int
@@ -67,11 +72,15 @@ class Completion:
     eval_seconds: float = 0.0
     stats: dict = field(default_factory=dict)
     numerics: dict | None = None
+    status: int = 0
+    message: str = ""
 
     def to_json(self) -> str:
         """The log line (without its newline)."""
+        status = {"status": int(self.status), "message": self.message} if self.status else {}
         return json.dumps(
             {
+                **status,
                 "evaluation": int(self.evaluation),
                 "slot": int(self.slot),
                 "solution": [float(v) for v in np.ravel(self.solution)],
@@ -97,6 +106,8 @@ class Completion:
             extra={name: float(v) for name, v in record["extra"].items()},
             eval_seconds=float(record["eval_seconds"]),
             stats={name: float(v) for name, v in record["stats"].items()},
+            status=int(record.get("status", 0)),
+            message=str(record.get("message", "")),
         )
 
 

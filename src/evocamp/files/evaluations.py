@@ -45,6 +45,8 @@ from evocamp.model.runspec import measure_dim, stored_fields
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
+#: Root dataset of an evaluations file holding its failure messages (JSON), if any.
+FAILURES = "failures"
 #: Columns measured in seconds: they differ between runs of the same campaign.
 TIMING_FIELDS = ("eval_seconds",)
 #: Environment variable through which the workflow hands the campaign's
@@ -170,6 +172,12 @@ class EvaluationRows:
         float64 (n, solution_dim), when stored (``evaluations.solution_params``).
     noise_seed : numpy.ndarray or None
         uint64 (n,): evolution strategies' noise seed of each offspring.
+    status : numpy.ndarray or None
+        uint8 (n,): each evaluation's :data:`~evocamp.files.shard.STATUS` (0 evaluated;
+        a failed one's objective and measures are NaN); ``None`` in files written
+        before evocamp recorded it.
+    failures : dict of (int, int) to str
+        The message of each failed evaluation, by (generation, index).
     batch : dict of str to numpy.ndarray
         Per generation (axis 0, one entry per value of ``batch["generation"]``): what
         regenerates the solutions of a compact batch with the noise seeds (ES:
@@ -186,6 +194,8 @@ class EvaluationRows:
     solution: np.ndarray | None = None
     noise_seed: np.ndarray | None = None
     batch: dict = field(default_factory=dict)
+    status: np.ndarray | None = None
+    failures: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.generation)
@@ -212,6 +222,8 @@ class EvaluationRows:
             solution=None if self.solution is None else self.solution[keep],
             noise_seed=None if self.noise_seed is None else self.noise_seed[keep],
             batch={name: values[in_batch] for name, values in self.batch.items()},
+            status=None if self.status is None else self.status[keep],
+            failures=_failures_of(self.failures, self.generation[keep], self.index[keep]),
         )
 
 
@@ -253,6 +265,8 @@ def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
         solution=joined("solution"),
         noise_seed=joined("noise_seed"),
         batch={n: np.concatenate([b.batch[n] for b in blocks]) for n in batch_names},
+        status=joined("status"),
+        failures={key: text for block in blocks for key, text in block.failures.items()},
     )
     order = np.lexsort((rows.index, rows.generation))
     return _reordered(rows, order)
@@ -274,6 +288,8 @@ def _reordered(rows: EvaluationRows, order: np.ndarray) -> EvaluationRows:
         solution=None if rows.solution is None else rows.solution[order],
         noise_seed=None if rows.noise_seed is None else rows.noise_seed[order],
         batch=batch,
+        status=None if rows.status is None else rows.status[order],
+        failures=rows.failures,
     )
 
 
@@ -287,7 +303,7 @@ def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
     group.attrs["rows"] = len(rows)
     for name in _COLUMNS:
         write_dataset(group, name, getattr(rows, name))
-    for name in ("solution", "noise_seed"):
+    for name in ("solution", "noise_seed", "status"):
         if getattr(rows, name) is not None:
             write_dataset(group, name, getattr(rows, name))
     extra = group.create_group("extra")
@@ -297,6 +313,31 @@ def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
         batch = group.create_group("batch")
         for name in sorted(rows.batch):
             write_dataset(batch, name, rows.batch[name])
+    write_failures(parent, rows.failures)
+
+
+def write_failures(parent: h5py.Group, failures: dict) -> None:
+    """The failure messages, when there are any, as the JSON string dataset
+    :data:`FAILURES` (``[[generation, index, message], ...]``, sorted) beside
+    ``/evaluations``."""
+    if failures:
+        text = json.dumps([[g, i, failures[g, i]] for g, i in sorted(failures)])
+        parent.create_dataset(FAILURES, data=text, dtype=h5py.string_dtype())
+
+
+def read_failures(parent: h5py.Group) -> dict:
+    """The failure messages :func:`write_failures` stored (none when absent)."""
+    if FAILURES not in parent:
+        return {}
+    return {(int(g), int(i)): text for g, i, text in json.loads(parent[FAILURES].asstr()[()])}
+
+
+def _failures_of(failures: dict, generation: np.ndarray, index: np.ndarray) -> dict:
+    """The messages of the rows ``generation``, ``index`` among ``failures``."""
+    if not failures:
+        return {}
+    rows = set(zip(generation.tolist(), index.tolist(), strict=True))
+    return {key: text for key, text in failures.items() if key in rows}
 
 
 def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
@@ -310,6 +351,8 @@ def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
         solution=group["solution"][()] if "solution" in group else None,
         noise_seed=group["noise_seed"][()] if "noise_seed" in group else None,
         batch={name: data[()] for name, data in group["batch"].items()} if "batch" in group else {},
+        status=group["status"][()] if "status" in group else None,
+        failures=read_failures(parent),
     )
 
 
@@ -477,6 +520,19 @@ def write_evaluations_index(folder: RunFolder, index: IndexPlan, *, spec: dict, 
         missing = set(range(1, up_to + 1)) - {int(g) for g in index.generations}
         handle.attrs["missing_generations"] = as_ranges(sorted(missing))
         write_index_group(handle, index, folder=folder.path)
+        write_failures(handle, _indexed_failures(index, up_to=up_to))
+
+
+def _indexed_failures(index: IndexPlan, *, up_to: int) -> dict:
+    """The failure messages of an index's windows, for the generations it presents
+    (the last window holding a generation wins, as for its rows)."""
+    failures = {}
+    for window in index.windows:
+        with open_for_reading(window, what="evaluations file") as handle:
+            failures.update(
+                {key: text for key, text in read_failures(handle).items() if key[0] <= up_to}
+            )
+    return failures
 
 
 def missing_generations(rows: EvaluationRows, up_to: int) -> list[int]:

@@ -11,6 +11,12 @@ import numpy as np
 
 from evocamp.files.hdf5 import SCHEMA_VERSION, atomic_h5, open_for_reading, write_dataset
 
+#: Status of an evaluated solution: evaluated, failed (raised, non-finite or wrong
+#: outputs), crashed (its process died), timed out (killed past ``evaluation.timeout``).
+STATUS = {"ok": 0, "failed": 1, "crashed": 2, "timed_out": 3}
+#: The names of :data:`STATUS`, by code.
+STATUS_NAMES = tuple(STATUS)
+
 
 @dataclass
 class ShardResult:
@@ -32,6 +38,11 @@ class ShardResult:
     #: The numeric environment that evaluated it (:func:`evocamp.model.numerics.environment`;
     #: ``None`` in shard files written before evocamp recorded it).
     numerics: dict | None = None
+    #: Each solution's :data:`STATUS` (``None``: every one evaluated); a failed
+    #: solution's rows are NaN.
+    status: np.ndarray | None = None
+    #: The failure message of each failed solution, by its index in the batch.
+    messages: dict = dataclasses.field(default_factory=dict)
 
 
 def write_shard(path: str | Path, result: ShardResult) -> None:
@@ -53,6 +64,9 @@ def write_shard(path: str | Path, result: ShardResult) -> None:
             handle.attrs[f"stat_{name}"] = value
         if result.numerics is not None:
             handle.attrs["numerics"] = json.dumps(result.numerics, sort_keys=True)
+        if result.status is not None:
+            write_dataset(handle, "status", result.status)
+            handle.attrs["messages"] = json.dumps({str(k): v for k, v in result.messages.items()})
 
 
 def read_shard(path: str | Path) -> ShardResult:
@@ -74,4 +88,6 @@ def read_shard(path: str | Path) -> ShardResult:
                 if name.startswith("stat_")
             },
             numerics=json.loads(handle.attrs["numerics"]) if "numerics" in handle.attrs else None,
+            status=handle["status"][()] if "status" in handle else None,
+            messages={int(k): v for k, v in json.loads(handle.attrs.get("messages", "{}")).items()},
         )

@@ -194,6 +194,8 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         eval_seconds=float(result.eval_seconds[0]),
         stats=dict(result.stats),
         numerics=result.numerics,
+        status=0 if result.status is None else int(result.status[0]),
+        message=result.messages.get(entry.evaluation, ""),
     )
 
 
@@ -288,6 +290,7 @@ def as_evaluated(completion: Completion) -> Evaluated:
         solutions_of=lambda rows: solutions[np.asarray(rows, dtype=np.int64)],
         told_solutions=solutions,
         numerics=[] if completion.numerics is None else [completion.numerics],
+        failed=np.array([True]) if completion.status else None,
     )
 
 
@@ -406,6 +409,11 @@ class AsynchronousLoop:
                 if any(name in c.stats for c in block)
             },
             workers=self.workers,
+            status=(
+                np.asarray([c.status for c in block], dtype=np.uint8)
+                if any(c.status for c in block)
+                else None
+            ),
         )
         self.block = []
 
@@ -452,6 +460,8 @@ def completion_rows(
         solution=np.stack([c.solution for c in completions])
         if evaluation_settings.stores_solutions(spec)
         else None,
+        status=np.asarray([c.status for c in completions], dtype=np.uint8),
+        failures={(generation, c.evaluation): c.message for generation, c in told if c.status},
     )
 
 

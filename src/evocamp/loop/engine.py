@@ -150,6 +150,7 @@ def tell(
         solutions_of=solutions_of,
         told_solutions=results.solutions if batch_kind.proposes_in_shards else None,
         numerics=results.numerics,
+        failed=results.failed(),
     )
     fold_evaluations(after, evaluated)
     after.next_batch, after.next_seeds = _next_batch(state.spec, after.optimizer, generation + 1)
@@ -159,6 +160,7 @@ def tell(
         eval_seconds=results.eval_seconds,
         shard_stats=results.shard_stats,
         workers=workers or results.shards,
+        status=results.status,
     )
     return after
 
@@ -218,4 +220,6 @@ def evaluation_rows(
         solution=solution,
         noise_seed=noise_seed,
         batch=batch,
+        status=(np.zeros(count, dtype=np.uint8) if results.status is None else results.status),
+        failures={(generation, index): text for index, text in results.messages.items()},
     )

@@ -10,20 +10,29 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
+from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import batch_format, load_evaluator
-from evocamp.files.shard import ShardResult
+from evocamp.files.shard import STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import evaluation_repeats, measure_dim, stored_fields, where
+from evocamp.model.runspec import (
+    FailurePolicy,
+    evaluation_repeats,
+    failure_policy,
+    measure_dim,
+    stored_fields,
+    where,
+)
 
 
 def evaluate_shard(
@@ -108,6 +117,11 @@ class _Call:
         if self.evaluation is not None:
             return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
         return where(self.spec, self.generation, self.shard, self.first + offset)
+
+    @property
+    def size(self) -> int:
+        """Solutions of the call."""
+        return self.last - self.first + 1
 
     def whole(self) -> str:
         """Location of the whole call: its solution, or its range of solutions."""
@@ -202,32 +216,218 @@ def evaluate_slice(
         (or the call's range of solutions when ``chunk_size`` > 1).
     """
     domain = spec["domain_spec"]
-    evaluator = load_evaluator(domain)
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
-    chunk = domain.get("chunk_size") or (1 if domain["type"] == "plugin" else count)
-    extra_fields = list(domain.get("extra_fields") or [])
-    parts: dict[str, list] = {}
-    eval_seconds = np.zeros(count)
-    for lo in range(0, count, chunk):
-        hi = min(lo + chunk, count)
-        call = _Call(spec, generation, shard, start + lo, start + hi - 1, evaluation, slot)
+    size = domain.get("chunk_size") or (1 if domain["type"] == "plugin" else count)
+    calls = [
+        _Call(
+            spec, generation, shard, start + lo, start + min(lo + size, count) - 1, evaluation, slot
+        )
+        for lo in range(0, count, size)
+    ]
+    evaluator = _ChunkEvaluator(
+        load_evaluator(domain), domain, solutions, seeds, calls, repeats=evaluation_repeats(spec)
+    )
+    outcomes = (
+        _supervised_outcomes(evaluator, failure_policy(spec))
+        if isolated(spec)
+        else _outcomes_in_process(evaluator)
+    )
+    return _shard_result(
+        spec,
+        outcomes,
+        generation=generation,
+        shard=shard,
+        start=start,
+        count=count,
+        solutions=solutions if keep_solutions else None,
+        stats=stats,
+    )
+
+
+def isolated(spec: dict) -> bool:
+    """Whether the run's evaluations run in a supervised child process
+    (:mod:`evocamp.base.supervised`): always for a user's evaluation function (a crash
+    then names its solution), and for built-in domains when a time limit or a failure
+    policy other than ``stop`` asks for it."""
+    policy = failure_policy(spec)
+    return (
+        spec["domain_spec"]["type"] == "plugin"
+        or policy.timeout is not None
+        or policy.on_failure != "stop"
+    )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One call's checked outputs and seconds, or why it failed (``status`` a
+    :data:`~evocamp.files.shard.STATUS` code, ``message`` naming the solution)."""
+
+    outputs: dict | None
+    seconds: float
+    #: Solutions of the call.
+    size: int
+    status: int = 0
+    message: str = ""
+
+
+class _ChunkEvaluator:
+    """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
+
+    def __init__(
+        self, evaluator, domain: dict, solutions, seeds, calls: list[_Call], *, repeats: int = 1
+    ) -> None:
+        self.evaluator, self.domain, self.calls = evaluator, domain, calls
+        self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
+        self.extra_fields = list(domain.get("extra_fields") or [])
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        """Rows of call ``k`` in the slice."""
+        first = self.calls[0].first
+        return self.calls[k].first - first, self.calls[k].last - first + 1
+
+    def __call__(self, k: int) -> _Outcome | EvaluationError:
+        lo, hi = self.bounds(k)
         began = time.perf_counter()
-
-        def evaluate_once(call_seeds, lo=lo, hi=hi, call=call):
-            outputs = _call(evaluator, domain, solutions[lo:hi], call_seeds, call=call)
-            if domain.get("simulated_seconds"):
-                time.sleep(simulated_seconds(domain["simulated_seconds"], call_seeds).sum())
-            return _check_outputs(
-                outputs, call=call, measure_dim=measure_dim(domain), extra_fields=extra_fields
+        try:
+            checked = repeated(
+                lambda seeds: self._evaluate_once(k, seeds),
+                self.seeds[lo:hi],
+                repeats=self.repeats,
             )
+        except EvaluationError as error:
+            return error
+        return _Outcome(checked, time.perf_counter() - began, hi - lo)
 
-        checked = repeated(evaluate_once, seeds[lo:hi], repeats=evaluation_repeats(spec))
-        eval_seconds[lo:hi] = (time.perf_counter() - began) / (hi - lo)
-        for name, values in checked.items():
-            parts.setdefault(name, []).append(values)
-    merged = {name: np.concatenate(values) for name, values in parts.items()}
+    def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
+        """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
+        lo, hi = self.bounds(k)
+        outputs = _call(
+            self.evaluator, self.domain, self.solutions[lo:hi], seeds, call=self.calls[k]
+        )
+        if self.domain.get("simulated_seconds"):
+            time.sleep(simulated_seconds(self.domain["simulated_seconds"], seeds).sum())
+        return _check_outputs(
+            outputs,
+            call=self.calls[k],
+            measure_dim=measure_dim(self.domain),
+            extra_fields=self.extra_fields,
+        )
+
+
+def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
+    """Every call evaluated in this process: the first failure raises."""
+    outcomes = []
+    for k in range(len(evaluator.calls)):
+        outcome = evaluator(k)
+        if isinstance(outcome, EvaluationError):
+            raise outcome
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> list[_Outcome]:
+    """Every call evaluated in supervised children, one child until one crashes or
+    overruns; the policy decides what a failed call becomes (stop: it raises)."""
+    calls = evaluator.calls
+    outcomes: list[_Outcome] = []
+    attempts = 0
+    while len(outcomes) < len(calls):
+        first = len(outcomes)
+        limits = None
+        if policy.timeout is not None:
+            limits = [policy.timeout * call.size * evaluator.repeats for call in calls[first:]]
+        for result in supervised(
+            lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
+        ):
+            k = len(outcomes)
+            if isinstance(result, Ended):
+                attempts += 1
+                if attempts < policy.attempts():
+                    _log_retry(calls[k], result, attempts, policy)
+                    break
+                outcomes.append(_ended_outcome(calls[k], result, attempts, policy))
+            elif isinstance(result, EvaluationError):
+                outcomes.append(_failed_outcome(result, STATUS["failed"], calls[k].size, policy))
+            else:
+                outcomes.append(result)
+            attempts = 0
+    return outcomes
+
+
+def _ended_outcome(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> _Outcome:
+    """The outcome of a call whose child crashed or overran (``attempts`` times)."""
+    what, status = _what_ended(ended, policy)
+    hint = "" if call.size == 1 else " (chunk_size 1 names the exact solution)"
+    after = f" ({attempts} attempts)" if attempts > 1 else ""
+    error = EvaluationError(f"{call.whole()}: {what}{after}{hint}")
+    return _failed_outcome(error, status, call.size, policy)
+
+
+def _what_ended(ended: Ended, policy: FailurePolicy) -> tuple[str, int]:
+    """What happened to a call whose child ended early, and its status."""
+    if ended.timed_out is not None:
+        return (
+            f"the evaluation ran past evaluation.timeout ({policy.timeout:g} s per solution) "
+            "and was killed",
+            STATUS["timed_out"],
+        )
+    if ended.signal is not None:
+        return f"the evaluation's process was {ended.reason()}", STATUS["crashed"]
+    return f"the evaluation {ended.reason()}", STATUS["crashed"]
+
+
+def _failed_outcome(
+    error: EvaluationError, status: int, size: int, policy: FailurePolicy
+) -> _Outcome:
+    """A failed call: raised under the ``stop`` action, else recorded as failed."""
+    if policy.final_action() == "stop":
+        raise error
+    print(f"evocamp: warning: {error} (discarded)", file=sys.stderr, flush=True)
+    return _Outcome(None, 0.0, size, status, str(error))
+
+
+def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> None:
+    what, _ = _what_ended(ended, policy)
+    print(
+        f"evocamp: warning: {call.whole()}: {what}; attempt {attempts + 1} of "
+        f"{policy.attempts()} follows",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _shard_result(
+    spec: dict,
+    outcomes: list[_Outcome],
+    *,
+    generation: int,
+    shard: int | None,
+    start: int,
+    count: int,
+    solutions,
+    stats: dict | None,
+) -> ShardResult:
+    """The slice's results from its calls' outcomes (a failed call's rows NaN)."""
+    domain = spec["domain_spec"]
+    names = {"objective": (), "measures": (measure_dim(domain),)}
+    names.update({name: () for name in stored_fields(spec)})
+    merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
+    eval_seconds = np.zeros(count)
+    status = np.zeros(count, dtype=np.uint8)
+    messages = {}
+    row = 0
+    for outcome in outcomes:
+        size = outcome.size
+        if outcome.outputs is None:
+            status[row : row + size] = outcome.status
+            messages.update({start + row + i: outcome.message for i in range(size)})
+        else:
+            for name, values in outcome.outputs.items():
+                merged[name][row : row + size] = values
+            eval_seconds[row : row + size] = outcome.seconds / size
+        row += size
     return ShardResult(
         generation=generation,
         shard=shard,
@@ -237,9 +437,11 @@ def evaluate_slice(
         measures=merged["measures"],
         eval_seconds=eval_seconds,
         extra={name: merged[name] for name in stored_fields(spec)},
-        solutions=np.asarray(solutions, dtype=np.float64) if keep_solutions else None,
+        solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
         numerics=environment(),
+        status=status if status.any() else None,
+        messages=messages,
     )
 
 
@@ -277,6 +479,14 @@ class GenerationResults:
     shards: int
     #: The distinct numeric environments that evaluated the shards (those that said).
     numerics: list
+    #: Each solution's :data:`~evocamp.files.shard.STATUS` (``None``: none failed).
+    status: np.ndarray | None = None
+    #: The failure message of each failed solution, by index.
+    messages: dict = field(default_factory=dict)
+
+    def failed(self) -> np.ndarray | None:
+        """Which solutions failed (``None``: none)."""
+        return None if self.status is None else self.status != STATUS["ok"]
 
 
 def combine_shards(
@@ -317,4 +527,17 @@ def combine_shards(
         },
         shards=len(ordered),
         numerics=environments,
+        status=_combined_status(ordered),
+        messages={index: text for r in ordered for index, text in r.messages.items()},
+    )
+
+
+def _combined_status(ordered: list[ShardResult]) -> np.ndarray | None:
+    if all(r.status is None for r in ordered):
+        return None
+    return np.concatenate(
+        [
+            np.zeros(r.stop - r.start, dtype=np.uint8) if r.status is None else r.status
+            for r in ordered
+        ]
     )

@@ -19,21 +19,29 @@ the one after the state's.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from evocamp.base.errors import EvaluationError
 from evocamp.catalogue.factory import owns_archive
 from evocamp.families.qd import add_to_passive_archive, cqd_score, cqd_settings
+from evocamp.files.shard import STATUS
 from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import noted
 from evocamp.model.protocol import call_method
 from evocamp.model.runspec import evaluation_repeats, where
 from evocamp.model.state import RunState
+
+#: The environment variable holding ``evaluation.max_failed_fraction``.
+MAX_FAILED_FRACTION_VARIABLE = "EVOCAMP_MAX_FAILED_FRACTION"
+#: Its default (the schema's).
+DEFAULT_MAX_FAILED_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,25 @@ class Evaluated:
     told_solutions: np.ndarray | None = None
     #: The numeric environments that evaluated them, each noted as an ``evaluate`` step.
     numerics: list = field(default_factory=list)
+    #: Which rows failed (``evaluation.on_failure`` discard; their values are NaN):
+    #: ``None`` when none did.
+    failed: np.ndarray | None = None
+
+    def evaluated_rows(self) -> Evaluated:
+        """The rows that did not fail (``self`` when none failed): what the archive, the
+        passive archive and the best solution may take."""
+        if self.failed is None:
+            return self
+        rows = np.flatnonzero(~self.failed)
+        return replace(
+            self,
+            objective=self.objective[rows],
+            measures=self.measures[rows],
+            extra={name: values[rows] for name, values in self.extra.items()},
+            solutions_of=lambda chosen: self.solutions_of(rows[np.asarray(chosen, dtype=np.int64)]),
+            told_solutions=None,
+            failed=None,
+        )
 
 
 def fold_evaluations(state: RunState, evaluated: Evaluated, *, method: str = "tell") -> None:
@@ -71,27 +98,37 @@ def fold_evaluations(state: RunState, evaluated: Evaluated, *, method: str = "te
     """
     spec = state.spec
     generation = state.generation + 1
-    if state.archive is not None and not owns_archive(spec):
+    kept = evaluated.evaluated_rows()
+    if state.archive is not None and not owns_archive(spec) and len(kept.objective):
         add_to_passive_archive(
             state.archive,
-            objective=evaluated.objective,
-            measures=evaluated.measures,
-            extra=evaluated.extra,
-            solutions=evaluated.solutions_of,
+            objective=kept.objective,
+            measures=kept.measures,
+            extra=kept.extra,
+            solutions=kept.solutions_of,
         )
-    if state.archive is None:
+    if state.archive is None and len(kept.objective):
         state.best = improved_best(
             state.best,
-            objective=evaluated.objective,
-            extra=evaluated.extra,
-            solutions_of=evaluated.solutions_of,
+            objective=kept.objective,
+            extra=kept.extra,
+            solutions_of=kept.solutions_of,
         )
     told = dict(evaluated.extra)
     if evaluated.told_solutions is not None:
         told["solutions"] = evaluated.told_solutions
-    call_method(
-        spec, generation, state.optimizer, method, evaluated.objective, evaluated.measures, **told
-    )
+    if evaluated.failed is not None:
+        told["failed"] = evaluated.failed
+    if method == "tell" or evaluated.failed is None:  # a failed completion is not told
+        call_method(
+            spec,
+            generation,
+            state.optimizer,
+            method,
+            evaluated.objective,
+            evaluated.measures,
+            **told,
+        )
     for environment in evaluated.numerics:
         state.numerics = note_numerics(
             spec, state.numerics, step="evaluate", generation=generation, current=environment
@@ -105,6 +142,7 @@ def close_generation(
     eval_seconds: float,
     shard_stats: dict,
     workers: int,
+    status: np.ndarray | None = None,
 ) -> None:
     """Close the generation after the state's, once all its evaluations are folded:
     its metrics row, the metrics window, the tell step's provenance; ``state``
@@ -122,10 +160,31 @@ def close_generation(
         Means of the ``SHARD_STATS`` its evaluations reported.
     workers : int
         Evaluations that could run at once (the ``utilisation`` column).
+    status : numpy.ndarray, optional
+        The status (:data:`~evocamp.files.shard.STATUS`) of each of ``objective``'s
+        evaluations, when some failed (their objective values are NaN): counted in the
+        ``failed``, ``timed_out`` and ``failed_total`` columns and checked against
+        ``evaluation.max_failed_fraction``.
+
+    Raises
+    ------
+    EvaluationError
+        When more than ``evaluation.max_failed_fraction`` of the generation's
+        evaluations, or of the run's so far, failed.
     """
     spec = state.spec
     generation = state.generation + 1
     previous_row = state.metrics_window[-1]
+    failures = failure_counts(status, previous_row)
+    check_failed_fraction(
+        spec,
+        generation,
+        failures,
+        batch=len(objective),
+        evaluations=int(previous_row["evaluations"]),
+    )
+    if status is not None:
+        objective = objective[status == STATUS["ok"]]
     finished = time.time()
     row = metrics_row(
         archive=state.archive,
@@ -133,17 +192,58 @@ def close_generation(
         generation=generation,
         evaluations=int(previous_row["evaluations"]) + len(objective) * evaluation_repeats(spec),
         objective=objective,
-        best_objective=float(np.fmax(previous_row["best_objective"], objective.max())),
+        best_objective=float(
+            np.fmax(previous_row["best_objective"], objective.max() if len(objective) else np.nan)
+        ),
         wall_seconds=finished - state.finished_at,
         eval_seconds=eval_seconds,
         shard_stats=shard_stats,
         workers=workers,
         cqd_score=archive_cqd_score(spec, state.archive),
+        failures=failures,
     )
     state.metrics_window = extended_window(state, row)
     state.numerics = note_numerics(spec, state.numerics, step="tell", generation=generation)
     state.generation = generation
     state.finished_at = finished
+
+
+def failure_counts(status: np.ndarray | None, previous_row) -> dict:
+    """The ``failed``, ``timed_out`` and ``failed_total`` columns of a generation whose
+    evaluations have ``status`` (``None``: none failed)."""
+    failed = 0 if status is None else int((status != STATUS["ok"]).sum())
+    timed_out = 0 if status is None else int((status == STATUS["timed_out"]).sum())
+    return {
+        "failed": failed,
+        "timed_out": timed_out,
+        "failed_total": int(previous_row["failed_total"]) + failed,
+    }
+
+
+def max_failed_fraction() -> float:
+    """``evaluation.max_failed_fraction`` (it changes no result, so it is no part of
+    the run spec: the workflow exports it as ``EVOCAMP_MAX_FAILED_FRACTION``)."""
+    return float(os.environ.get(MAX_FAILED_FRACTION_VARIABLE) or DEFAULT_MAX_FAILED_FRACTION)
+
+
+def check_failed_fraction(
+    spec: dict, generation: int, failures: dict, *, batch: int, evaluations: int
+) -> None:
+    """Stop with one line when evaluations fail wholesale: more than
+    :func:`max_failed_fraction` of this generation's, or of the run's so far."""
+    if not failures["failed"]:
+        return
+    limit = max_failed_fraction()
+    for what, failed, total in (
+        ("this generation's", failures["failed"], batch),
+        ("the run's", failures["failed_total"], evaluations + batch),
+    ):
+        if failed > limit * total:
+            raise EvaluationError(
+                f"{where(spec, generation)}: {failed} of {what} {total} evaluations failed, "
+                f"more than evaluation.max_failed_fraction ({limit:g}); each failure is "
+                "named in the run's log"
+            )
 
 
 def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:

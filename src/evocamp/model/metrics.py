@@ -34,6 +34,9 @@ METRIC_FIELDS = (
     ("utilisation", np.float64),
     ("cqd_score", np.float64),
     ("own_archive_size", np.float64),
+    ("failed", np.int64),
+    ("timed_out", np.int64),
+    ("failed_total", np.int64),
 )
 METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
 #: Metric columns an optimizer's ``stats()`` may fill.
@@ -90,6 +93,7 @@ def metrics_row(
     optimizer_stats: dict | None = None,
     workers: int = 0,
     cqd_score: float = np.nan,
+    failures: dict | None = None,
 ) -> np.ndarray:
     """One metrics row.
 
@@ -100,7 +104,8 @@ def metrics_row(
     ``sigma``;
     ``utilisation`` is ``eval_seconds / (wall_seconds x workers)``, with ``workers`` the
     evaluations that could run at once (shards in shard mode, Dask workers in Dask mode);
-    ``cqd_score`` as computed by the caller (NaN: none).
+    ``cqd_score`` as computed by the caller (NaN: none); ``failures`` the
+    ``failed``, ``timed_out`` and ``failed_total`` counts (0 when not given).
     """
     row = blank_metric_rows(1)
     row["generation"] = generation
@@ -118,6 +123,8 @@ def metrics_row(
         row["gen_obj_mean"] = objective.mean()
     row["best_objective"] = best_objective
     row["cqd_score"] = cqd_score
+    for name, value in (failures or {}).items():
+        row[name] = value
     for name, value in (shard_stats or {}).items():
         row[name] = value
     for name, value in (optimizer_stats or {}).items():

@@ -38,6 +38,7 @@ the run, the generation (and the shard).
 
 from __future__ import annotations
 
+import inspect
 import time
 import traceback
 from dataclasses import dataclass
@@ -230,6 +231,16 @@ def call_method(spec: dict, generation: int, optimizer, method: str, *args, **kw
     return call_optimizer(spec, generation, method, getattr(optimizer, method), *args, **kwargs)
 
 
+def failed_as_worst(objective, failed) -> np.ndarray:
+    """The objective values an optimizer ranks when some of its batch failed
+    (``evaluation.on_failure`` discard: ``tell(..., failed=mask)``, failed rows NaN):
+    the failed rows at ``-inf``, ranked below every evaluated solution."""
+    objective = np.array(objective, dtype=np.float64)
+    if failed is not None:
+        objective[np.asarray(failed, dtype=bool)] = -np.inf
+    return objective
+
+
 def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked):
     """The batch ``ask()`` returned, as a dict of arrays, and its size.
 
@@ -272,6 +283,16 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
             "is not finite"
         )
     return {"solutions": solutions}, len(solutions)
+
+
+def accepts_failed(cls: type) -> bool:
+    """Whether an optimizer class's ``tell`` names the ``failed`` keyword
+    (``evaluation.on_failure`` discard: failed rows are NaN and it must leave them out;
+    a ``**extra`` alone would take them without knowing)."""
+    try:
+        return "failed" in inspect.signature(cls.tell).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def accepts_async(cls: type) -> bool:

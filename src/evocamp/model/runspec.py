@@ -6,7 +6,8 @@ whether a kept checkpoint still belongs to the run)::
 
     {"campaign", "master_seed", "checkpoint_every", "algorithm", "domain", "seed",
      "algorithm_spec": {"type", ...every key with its default...},
-     "domain_spec": {"type", "solution_dim", "measure_ranges", ...}}
+     "domain_spec": {"type", "solution_dim", "measure_ranges", ...},
+     "evaluation": {...}}  # only when the failure policy is not the default
 
 :func:`evocamp.config.run_spec` makes one from a campaign; everything that fixes a
 run's results is in it, and nothing that may change during its life
@@ -15,6 +16,8 @@ here name and key a spec for every layer above.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 from evocamp.base.seeding import run_key
 
@@ -101,3 +104,37 @@ def where(
     if index is not None:
         parts.append(f"solution {index}")
     return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a run does when an evaluation fails (the campaign's ``evaluation`` keys).
+
+    A run spec holds them under ``evaluation`` only when they differ from these
+    defaults (the schema's), so the run specs of runs with the defaults are those of
+    evocamp versions before the keys existed.
+    """
+
+    #: Seconds one solution's evaluation may take (``None``: no limit).
+    timeout: float | None = None
+    #: ``stop``, ``retry`` (crashes and timeouts) or ``discard``.
+    on_failure: str = "stop"
+    #: Attempts after the first under ``retry``.
+    retries: int = 2
+    #: What ``retry`` does when the attempts are spent: ``stop`` or ``discard``.
+    after_retries: str = "stop"
+
+    def final_action(self) -> str:
+        """``stop`` or ``discard``: what a failure that is not retried leads to."""
+        return self.after_retries if self.on_failure == "retry" else self.on_failure
+
+    def attempts(self) -> int:
+        """How many times a crashed or timed-out solution is evaluated at most."""
+        return 1 + self.retries if self.on_failure == "retry" else 1
+
+
+def failure_policy(spec: dict) -> FailurePolicy:
+    """The run's :class:`FailurePolicy` (the defaults unless its spec says otherwise)."""
+    stored = spec.get("evaluation") or {}  # the repeats live there too
+    names = [field.name for field in fields(FailurePolicy)]
+    return FailurePolicy(**{name: stored[name] for name in names if name in stored})

@@ -292,6 +292,8 @@ def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> l
             "algorithm": algorithm,
             "seeds": len(members),
             "evaluations": int(min(r.rows["evaluations"][-1] for r in members)),
+            # Evaluations lost to failures (docs/failures.md), per seed in seed order.
+            "failed": [int(r.rows["failed_total"][-1]) for r in members],
         }
         for field, _, _ in TABLE_METRICS:
             finals = np.array([r.values(field)[-1] for r in members])
@@ -301,19 +303,34 @@ def final_metrics_table(runs: list[RunMetrics], *, samples: int, seed: int) -> l
     return table
 
 
+def failed_note(table: list[dict]) -> str | None:
+    """``Evaluations lost to failures (docs/failures.md): me on sphere 12 (7, 5 by
+    seed).``, or ``None`` when no run lost any."""
+    parts = [
+        f"{row['algorithm']} on {row['domain']} {sum(row['failed'])} "
+        f"({', '.join(str(count) for count in row['failed'])} by seed)"
+        for row in table
+        if sum(row["failed"])
+    ]
+    if not parts:
+        return None
+    return "Evaluations lost to failures (docs/failures.md): " + "; ".join(parts) + "."
+
+
 def table_csv(table: list[dict]) -> str:
-    """CSV: mean, ci_low and ci_high columns per metric (every metric; the corrected
-    ones when some run has them)."""
+    """CSV: the evaluations lost to failures, and mean, ci_low and ci_high columns per
+    metric (every metric; the corrected ones when some run has them)."""
     shown = {field for field, _, _ in shown_metrics(table)}
     fields = [
         field for field, _, _ in TABLE_METRICS if field not in CORRECTED_METRICS or field in shown
     ]
-    header = ["domain", "algorithm", "seeds", "evaluations"]
+    header = ["domain", "algorithm", "seeds", "evaluations", "failed"]
     for field in fields:
         header += [f"{field}_mean", f"{field}_ci_low", f"{field}_ci_high"]
     rows = []
     for row in table:
         cells = [row["domain"], row["algorithm"], row["seeds"], row["evaluations"]]
+        cells.append(sum(row["failed"]))
         for field in fields:
             cells += list(row[field])
         rows.append(cells)
@@ -354,6 +371,9 @@ def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | 
     caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
     if note:
         caption += " " + note
+    lost = failed_note(table)
+    if lost:
+        caption += " " + lost
     return markdown_text(caption, markdown_table(header, rows))
 
 
@@ -377,4 +397,6 @@ def table_latex(table: list[dict], *, marks: dict | None = None, note: str | Non
                 shown += "\\textsuperscript{\\dag}"
             cells.append(f"{shown} {{\\scriptsize [{number(low)}, {number(high)}]}}")
         rows.append(cells)
-    return latex_table(header, rows, columns="ll" + "r" * len(metrics), caption=note)
+    lost = failed_note(table)
+    caption = f"{note} {lost}" if note and lost else note or lost
+    return latex_table(header, rows, columns="ll" + "r" * len(metrics), caption=caption)

@@ -39,6 +39,10 @@ class RunProgress:
     #: or ``None`` when all its steps so far ran under one.
     mixed: str | None = None
 
+    def failed(self) -> int:
+        """Evaluations of the run that failed so far (``evaluation.on_failure``)."""
+        return int(self.rows["failed_total"][-1]) if len(self.rows) else 0
+
     def best(self) -> tuple[np.ndarray, str]:
         """Best so far per generation and its name: a minimisation benchmark's value
         itself (e.g. the best Ackley value), else the best objective."""
@@ -197,7 +201,9 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
                 _best_cell(run),
                 f"{per_generation:.2f}",
                 "0:00:00" if run.finished else format_duration(remaining),
-                ("finished" if run.finished else "running") + (", mixed" if run.mixed else ""),
+                ("finished" if run.finished else "running")
+                + (", mixed" if run.mixed else "")
+                + (f", {run.failed()} failed" if run.failed() else ""),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -209,6 +215,14 @@ def campaign_report(campaign_folder: Path, *, plots: bool = True) -> str:
     if mixed:
         lines += ["", "not bitwise comparable with a run under one numeric environment:"]
         lines += [f"  {run.label}: {run.mixed}" for run in mixed]
+    failing = [run for run in runs if run.failed()]
+    if failing:
+        lines += ["", "evaluations that failed (docs/failures.md; each is named in the run's log):"]
+        lines += [
+            f"  {run.label}: {run.failed()} failed, {int(run.rows['timed_out'].sum())} of them "
+            "timed out"
+            for run in failing
+        ]
     if plots:
         for run in runs:
             values, name = run.best()

@@ -1,0 +1,215 @@
+"""Evaluations that crash, hang or raise, in real campaigns (docs/failures.md): a real
+SIGSEGV, a real hang past evaluation.timeout and a real raise, in shard and Dask mode."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+
+from conftest import (
+    PLUGINS,
+    archive_digests,
+    kill_tree_after,
+    merged,
+    run_folder,
+    run_snakemake,
+    write_config,
+)
+
+from evocamp.base.seeding import evaluation_seeds, run_key
+
+
+def misbehaving_config(small_config, tmp_path, *, evaluation: dict | None = None, **top):
+    """The small campaign's MAP-Elites (batch 16, 6 generations) on the misbehaving
+    test plugin, reading the control file ``tmp_path/control``."""
+    config = merged(
+        small_config,
+        {
+            "domains": {
+                "sphere": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:misbehaving_sphere",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 6,
+                    "measure_ranges": [[-3, 3], [-3, 3]],
+                    "params": {
+                        "control_file": str(tmp_path / "control"),
+                        "marker_dir": str(tmp_path),
+                    },
+                }
+            },
+            "evaluation": evaluation or {},
+            **top,
+        },
+    )
+    config["algorithms"] = {"me": small_config["algorithms"]["me"]}
+    return config
+
+
+def seed_of(config, generation: int, index: int) -> int:
+    key = run_key(algorithm="me", domain="sphere", seed=0)
+    return int(evaluation_seeds(config["master_seed"], key, generation, 16)[index])
+
+
+def metrics(workdir, config) -> list[dict]:
+    path = run_folder(workdir, config, "me", "sphere", 0) / "metrics.csv"
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_segfault_stops_the_campaign_naming_its_solution(tmp_path, small_config):
+    config = misbehaving_config(small_config, tmp_path)
+    write_config(tmp_path, config)
+    (tmp_path / "control").write_text(f"segfault {seed_of(config, 2, 7)}")
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert failed.returncode != 0
+    assert (
+        "evocamp: error: run me/sphere/seed0, generation 2, shard 1, solution 7: "
+        "the evaluation's process was killed by signal 11 (SIGSEGV)"
+    ) in failed.stderr
+
+
+#: Deterministic failures (functions of the evaluation seed): about one solution in 13
+#: raises, one in 17 segfaults, one in 29 hangs for an hour.
+DETERMINISTIC = "raise %13\nsegfault %17\nhang %29"
+
+
+def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
+    tmp_path, small_config
+):
+    """Under discard with a 1 s timeout: shard mode with 3 and 2 shards, Dask mode, and
+    shard mode killed twice and rerun give the same archive; metrics.csv counts the
+    failures and the hangs alike."""
+    evaluation = {"on_failure": "discard", "timeout": 1.0}
+    campaigns = {
+        "shards3": {"keep_evaluations": True},
+        "shards2": {"shards": 2},
+        "dask": {"mode": "dask", "dask": {"workers": 2}},
+        "killed": {},
+    }
+    for name, top in campaigns.items():
+        workdir = tmp_path / name
+        workdir.mkdir()
+        (workdir / "control").write_text(DETERMINISTIC)
+        config = misbehaving_config(
+            small_config, workdir, evaluation=evaluation, generations=4, **top
+        )
+        write_config(workdir, config)
+        if name == "killed":
+            kills = [kill_tree_after(workdir, delay) for delay in (3.5, 5.0)]
+            assert -signal.SIGKILL in kills, "the campaign finished before it was killed"
+        run_snakemake(workdir, "runs")
+    digests = {name: archive_digests(tmp_path / name) for name in campaigns}
+    assert len({str(sorted(d.values())) for d in digests.values()}) == 1, digests
+    rows = metrics(tmp_path / "shards3", config)
+    failed = [int(row["failed"]) for row in rows]
+    timed_out = [int(row["timed_out"]) for row in rows]
+    assert sum(failed) > 0 and sum(timed_out) > 0
+    assert int(rows[-1]["failed_total"]) == sum(failed)
+    for name in ("shards2", "dask"):
+        assert [int(row["failed"]) for row in metrics(tmp_path / name, config)] == failed
+    assert_failures_visible(
+        tmp_path / "shards3", config, failed=sum(failed), timed_out=sum(timed_out)
+    )
+
+
+def assert_failures_visible(workdir, config, *, failed: int, timed_out: int) -> None:
+    """Every failure in evaluations.h5 (status column, NaN values), in the job logs,
+    in `evocamp status` and in the campaign table."""
+    from evocamp.reporting.comparison import final_metrics_table, load_runs, table_csv
+    from evocamp.reporting.status import status_report
+    from evocamp.results import load_evaluations
+
+    folder = run_folder(workdir, config, "me", "sphere", 0)
+    campaign = folder.parents[2]
+    frame = load_evaluations(campaign)
+    lost = frame[frame["status"] != "ok"]
+    assert len(lost) == failed and (lost["status"] == "timed_out").sum() == timed_out
+    assert lost["objective"].isna().all()
+    assert lost["message"].str.startswith("run me/sphere/seed0, generation ").all()
+    crashed = lost[lost["status"] == "crashed"]
+    assert (
+        len(crashed) and crashed["message"].str.contains("signal 11 (SIGSEGV)", regex=False).all()
+    )
+    assert (frame[frame["status"] == "ok"]["message"] == "").all()
+    assert frame[frame["status"] == "ok"]["objective"].notna().all()
+    logs = "".join(path.read_text() for path in workdir.rglob("*.log"))
+    assert logs.count("(discarded)") == failed
+    assert f"me/sphere/seed0: {failed} failed, {timed_out} of them timed out" in status_report(
+        campaign, plots=False
+    )
+    table = table_csv(final_metrics_table(load_runs([folder / "metrics.csv"]), samples=100, seed=0))
+    header, row = table.splitlines()[:2]
+    assert header.split(",")[4] == "failed" and row.split(",")[4] == str(failed)
+
+
+def test_a_transient_crash_retried_leaves_the_archive_of_a_run_without_it(tmp_path, small_config):
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    write_config(clean, misbehaving_config(small_config, clean))
+    run_snakemake(clean, "runs")
+    config = misbehaving_config(
+        small_config, tmp_path, evaluation={"on_failure": "retry", "retries": 1}
+    )
+    write_config(tmp_path, config)
+    (tmp_path / "control").write_text("segfault_once %7")
+    run_snakemake(tmp_path, "runs")
+    assert archive_digests(tmp_path) == archive_digests(clean)
+    crashed = [path for path in tmp_path.iterdir() if path.name.startswith("crashed-")]
+    assert crashed
+    assert all(int(row["failed"]) == 0 for row in metrics(tmp_path, config))
+    logs = "".join(path.read_text() for path in tmp_path.rglob("*.log"))
+    assert logs.count("killed by signal 11 (SIGSEGV); attempt 2 of 2 follows") == len(crashed)
+
+
+def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_path, small_config):
+    """Asynchronous mode (virtual clock, 3 slots) under discard: a real raise, SIGSEGV
+    and hang are failed completions, never told; 1 and 2 Dask workers give one archive,
+    and the metrics count the same failures."""
+    runs = {}
+    for workers in (1, 2):
+        workdir = tmp_path / f"workers{workers}"
+        workdir.mkdir()
+        (workdir / "control").write_text(DETERMINISTIC)
+        config = misbehaving_config(
+            small_config,
+            workdir,
+            evaluation={"on_failure": "discard", "timeout": 1.0},
+            mode="async",
+            generations=4,
+            **{"async": {"slots": 3}, "dask": {"workers": workers}},
+        )
+        write_config(workdir, config)
+        run_snakemake(workdir, "runs")
+        runs[workers] = (archive_digests(workdir), metrics(workdir, config))
+    assert runs[1][0] == runs[2][0]
+    failed = [int(row["failed"]) for row in runs[1][1]]
+    assert sum(failed) > 0 and failed == [int(row["failed"]) for row in runs[2][1]]
+    log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
+    statuses = [json.loads(line).get("status", 0) for line in log.read_text().splitlines()]
+    assert sum(1 for status in statuses if status) >= sum(failed)
+
+
+def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):
+    """The evaluation of one solution kills the Dask worker that runs it (as the kernel's
+    out-of-memory killer would): under retry Dask starts the task again on another
+    worker evaluation.retries times (without retry: Dask's default, 3), and after the
+    last allowed attempt the segment stops with one line naming the shard."""
+    allowed = 1
+    config = misbehaving_config(
+        small_config,
+        tmp_path,
+        evaluation={"on_failure": "retry", "retries": allowed},
+        mode="dask",
+        dask={"workers": 2},
+    )
+    write_config(tmp_path, config)
+    (tmp_path / "control").write_text(f"kill_parent {seed_of(config, 1, 3)}")
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert failed.returncode != 0
+    assert (
+        "evocamp: error: run me/sphere/seed0, generation 1, shard 0: the Dask workers "
+        f"evaluating it died {allowed + 1} times (distributed.scheduler.allowed-failures: "
+        f"{allowed}; the last was"
+    ) in failed.stderr
