@@ -11,6 +11,7 @@ need it.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import numpy as np
 
 from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
+from evocamp.model.protocol import ELITES, CompactBatch
 from evocamp.model.runspec import measure_dim, spec_run_key
 
 
@@ -433,6 +435,278 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
     return recipe.scheduler.build(archive, emitters, result_archive, algorithm=algorithm)
 
 
+# --- compact batches: Gaussian and iso-line offspring as parents' cells and seeds ----
+
+#: ``emitter_kind`` of a compact QD batch: a Gaussian emitter's offspring are a parent
+#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one.
+GAUSSIAN_KIND, ISO_LINE_KIND = 0, 1
+#: Offspring rows whose noise is drawn at once when a batch is regenerated (memory).
+_DRAW_VALUES = 1 << 20
+_MASK64 = (1 << 64) - 1
+
+
+def _packed_rng(generator) -> np.ndarray:
+    """A PCG64 generator's state as 6 uint64 words (state and increment: 128 bits each)."""
+    state = generator.bit_generator.state
+    words = (
+        state["state"]["state"] >> 64,
+        state["state"]["state"] & _MASK64,
+        state["state"]["inc"] >> 64,
+        state["state"]["inc"] & _MASK64,
+        state["has_uint32"],
+        state["uinteger"],
+    )
+    return np.array(words, dtype=np.uint64)
+
+
+def _unpacked_rng(words) -> np.random.Generator:
+    """The generator whose state :func:`_packed_rng` packed."""
+    words = [int(word) for word in words]
+    generator = np.random.Generator(np.random.PCG64())
+    generator.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (words[0] << 64) | words[1], "inc": (words[2] << 64) | words[3]},
+        "has_uint32": words[4],
+        "uinteger": words[5],
+    }
+    return generator
+
+
+def _normal_rows(generator, scale: float, *, rows: int, dim: int, keep: tuple[int, int]):
+    """Rows ``keep[0]..keep[1]-1`` of ``generator.normal(scale=scale, size=(rows,
+    dim))``, drawn in chunks (the draws are sequential: chunks give the same values)."""
+    low, high = keep
+    out = np.empty((high - low, dim))
+    step = max(1, _DRAW_VALUES // max(dim, 1))
+    for first in range(0, rows, step):
+        last = min(first + step, rows)
+        drawn = generator.normal(scale=scale, size=(last - first, dim))
+        lo, hi = max(first, low), min(last, high)
+        if lo < hi:
+            out[lo - low : hi - low] = drawn[lo - first : hi - first]
+    return out
+
+
+def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
+    """``(emitter, its first parent, its rows, local low, local high)`` of every emitter
+    whose offspring overlap ``start..stop-1``."""
+    first = parent = 0
+    for emitter, (count, kind) in enumerate(zip(rows.tolist(), kinds.tolist(), strict=True)):
+        low, high = max(start, first), min(stop, first + count)
+        if low < high:
+            yield emitter, parent, count, low - first, high - first
+        first += count
+        parent += count if kind == GAUSSIAN_KIND else 2 * count
+
+
+class QDBatch(CompactBatch):
+    """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
+    their iso-line variants): per emitter its offspring count (``emitter_rows``), kind
+    (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
+    the state of its random generator before ``ask`` (``rng_state``); the cells of the
+    parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
+    ``2n``; -1 for ``x0`` while the archive was empty), ``x0`` when used, and
+    ``bounds`` (lower and upper, one column when every parameter has the same). The
+    offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
+    parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
+    (a checkpoint written before compact QD batches, asynchronous proposals) is plain.
+    """
+
+    @staticmethod
+    def size(batch) -> int:
+        """Offspring of every emitter."""
+        if "solutions" in batch:
+            return len(batch["solutions"])
+        return int(np.sum(batch["emitter_rows"][()]))
+
+    @staticmethod
+    def elites_read(batch, start: int, stop: int) -> np.ndarray:
+        """The cells of the parents of offspring ``start..stop-1``."""
+        if "solutions" in batch:
+            return np.empty(0, dtype=np.int64)
+        parents = np.asarray(batch["parents"][()], dtype=np.int64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+        cells = []
+        for emitter, first, count, low, high in _overlaps(
+            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+        ):
+            cells.append(parents[first + low : first + high])
+            if kinds[emitter] == ISO_LINE_KIND:
+                cells.append(parents[first + count + low : first + count + high])
+        cells = np.concatenate(cells) if cells else np.empty(0, dtype=np.int64)
+        return np.unique(cells[cells >= 0])
+
+    @staticmethod
+    def solutions(batch, start: int, stop: int) -> np.ndarray:
+        """Offspring ``start..stop-1``, regenerated from their parents and noise."""
+        if "solutions" in batch:
+            return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
+        cells = QDBatch.elites_read(batch, start, stop)
+        found = np.asarray(batch[ELITES][cells], dtype=np.float64) if len(cells) else None
+        x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
+
+        def parents_at(wanted: np.ndarray) -> np.ndarray:
+            if (wanted >= 0).all():
+                return found[np.searchsorted(cells, wanted)]
+            out = np.repeat(x0[None], len(wanted), axis=0)
+            known = wanted >= 0
+            if known.any():
+                out[known] = found[np.searchsorted(cells, wanted[known])]
+            return out
+
+        parents = np.asarray(batch["parents"][()], dtype=np.int64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
+        states = np.asarray(batch["rng_state"][()], dtype=np.uint64)
+        low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
+        pieces = []
+        for emitter, first, count, low, high in _overlaps(
+            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+        ):
+            generator = _unpacked_rng(states[emitter])
+            elites = parents_at(parents[first + low : first + high])
+            dim = elites.shape[1]
+            if kinds[emitter] == GAUSSIAN_KIND:
+                noise = _normal_rows(
+                    generator, sigma[emitter, 0], rows=high, dim=dim, keep=(low, high)
+                )
+                made = elites + noise
+            else:
+                iso = _normal_rows(
+                    generator, sigma[emitter, 0], rows=count, dim=dim, keep=(low, high)
+                )
+                line = generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
+                towards = parents_at(parents[first + count + low : first + count + high])
+                made = elites + iso + line * (towards - elites)
+            pieces.append(np.clip(made, low_bound, high_bound))
+        return np.concatenate(pieces)
+
+
+class ArchiveElites:
+    """The elites of an archive in memory, indexed by cell (:data:`ELITES`)."""
+
+    def __init__(self, archive) -> None:
+        self.archive = archive
+
+    def __getitem__(self, cells) -> np.ndarray:
+        return self.archive._store.retrieve(np.asarray(cells), fields=["solution"])[1]["solution"]
+
+
+def _compact_kind(emitter, archive) -> int | None:
+    """The ``emitter_kind`` of an emitter whose batches can be compact, else ``None``."""
+    from ribs import emitters
+
+    kind = {emitters.GaussianEmitter: GAUSSIAN_KIND, emitters.IsoLineEmitter: ISO_LINE_KIND}
+    sigmas = (
+        (emitter.sigma,)
+        if type(emitter) is emitters.GaussianEmitter
+        else (getattr(emitter, "iso_sigma", None), getattr(emitter, "line_sigma", None))
+    )
+    if (
+        type(emitter) not in kind
+        or emitter.archive is not archive
+        or emitter.initial_solutions is not None
+        or not all(np.ndim(value) == 0 for value in sigmas)
+        or not isinstance(emitter._rng.bit_generator, np.random.PCG64)
+    ):
+        return None
+    return kind[type(emitter)]
+
+
+def compact_emitters(scheduler) -> list[int] | None:
+    """The ``emitter_kind`` of every emitter when the scheduler's batches can be compact:
+    a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
+    from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
+    the same bounds and ``x0``; else ``None``."""
+    from ribs import archives, schedulers
+
+    archive = scheduler.archive
+    if (
+        type(scheduler) is not schedulers.Scheduler
+        or type(archive) not in (archives.GridArchive, archives.CVTArchive)
+        or scheduler.result_archive is not archive
+        or archive.dtypes["solution"] != np.float64
+        or not scheduler.emitters
+    ):
+        return None
+    kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
+    first = scheduler.emitters[0]
+    same = all(
+        np.array_equal(e.lower_bounds, first.lower_bounds)
+        and np.array_equal(e.upper_bounds, first.upper_bounds)
+        and np.array_equal(e.x0, first.x0)
+        for e in scheduler.emitters
+    )
+    return kinds if same and None not in kinds else None
+
+
+def _stored_bounds(emitter) -> np.ndarray:
+    """``[lower, upper]`` of an emitter, one column when every parameter has the same."""
+    bounds = np.stack([emitter.lower_bounds, emitter.upper_bounds]).astype(np.float64)
+    if (bounds == bounds[:, :1]).all():
+        return bounds[:, :1].copy()
+    return bounds
+
+
+def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
+    """pyribs' own ``scheduler.ask()``, and the same batch in compact form (``None``
+    when regenerating it does not give the same bytes).
+
+    The emitters' generator states are read before the ask; the parents' cells by
+    drawing the archive's sampling again from a copy of its generator (every emitter
+    samples once, in order, as :meth:`ribs.archives.ArchiveBase.sample_elites` does).
+    """
+    archive = scheduler.archive
+    emitters = scheduler.emitters
+    sampler = copy.deepcopy(archive._rng)
+    empty = archive.empty
+    states = np.stack([_packed_rng(emitter._rng) for emitter in emitters])
+    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    rows = [emitter.batch_size for emitter in emitters]
+    parents = []
+    for count, kind in zip(rows, kinds, strict=True):
+        drawn = count if kind == GAUSSIAN_KIND else 2 * count
+        if empty:
+            parents.append(np.full(drawn, -1, dtype=np.int64))
+        else:
+            chosen = sampler.choice(len(archive._store), size=drawn, replace=True)
+            parents.append(np.asarray(archive._store.occupied_list[chosen], dtype=np.int64))
+    sigma = np.array(
+        [
+            (float(e.sigma), 0.0)
+            if k == GAUSSIAN_KIND
+            else (float(e.iso_sigma), float(e.line_sigma))
+            for e, k in zip(emitters, kinds, strict=True)
+        ],
+        dtype=np.float64,
+    )
+    batch = {
+        "emitter_rows": np.asarray(rows, dtype=np.int64),
+        "emitter_kind": np.asarray(kinds, dtype=np.int8),
+        "sigma": sigma,
+        "rng_state": states,
+        "parents": np.concatenate(parents),
+        "bounds": _stored_bounds(emitters[0]),
+    }
+    if empty:
+        batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
+    same_draws = sampler.bit_generator.state == archive._rng.bit_generator.state
+    made = QDBatch.solutions({**batch, ELITES: ArchiveElites(archive)}, 0, len(solutions))
+    if not same_draws or made.shape != solutions.shape or made.tobytes() != solutions.tobytes():
+        return solutions, None
+    return solutions, batch
+
+
+def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
+    """The cells whose elite is now one of a batch's solutions (sorted): the cells a
+    tell of that batch changed."""
+    occupied, elites = archive.retrieve(measures)
+    same = (
+        occupied & (elites["objective"] == objective) & (elites["measures"] == measures).all(axis=1)
+    )
+    return np.unique(np.asarray(elites["index"])[same])
+
+
 class QDOptimizer:
     """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
     the run's elites are the scheduler's result archive.
@@ -442,8 +716,13 @@ class QDOptimizer:
     ``propose_seconds`` metrics.
     """
 
+    batch_format = QDBatch
     #: Whether the scheduler fits a surrogate (its timings are metrics).
     surrogate = False
+    #: The compact form of the batch asked and not yet told (``None``: plain).
+    pending: dict | None = None
+    #: The cells of the run's archive the last tell of a compact batch changed.
+    inserted: np.ndarray | None = None
 
     def __init__(self, scheduler, *, surrogate: bool = False) -> None:
         self.scheduler = scheduler
@@ -459,32 +738,61 @@ class QDOptimizer:
             surrogate=recipe.scheduler.surrogate,
         )
 
-    def ask(self) -> np.ndarray:
-        """The next batch of solutions (all emitters)."""
+    def ask(self) -> np.ndarray | dict:
+        """The next batch (all emitters): compact (:class:`QDBatch`) when the emitters
+        allow it (:func:`compact_emitters`), else the solutions."""
         started = time.perf_counter()
-        batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        kinds = compact_emitters(self.scheduler)
+        if kinds is None:
+            batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        else:
+            solutions, batch = compact_ask(self.scheduler, kinds)
+            self.pending = batch
+            batch = solutions if batch is None else batch
         if self.surrogate:
             self.seconds["propose_seconds"] = time.perf_counter() - started
         return batch
 
     def tell(self, objective, measures, **extra) -> None:
-        """Fold the batch's results into the archive and the emitters."""
+        """Fold the batch's results into the archive and the emitters; note the cells
+        it changed (:attr:`inserted`) when batches are compact."""
         check_numba_disabled()
         started = time.perf_counter()
-        self.scheduler.tell(objective, measures, **extra)
+        scheduler = self.scheduler
+        if self.pending is not None and scheduler._cur_solutions is None:
+            # Restored from a checkpoint, which holds the batch in compact form only.
+            pending = {**self.pending, ELITES: ArchiveElites(scheduler.archive)}
+            scheduler._cur_solutions = QDBatch.solutions(pending, 0, QDBatch.size(pending))
+        scheduler.tell(objective, measures, **extra)
+        self.pending = None
+        self.inserted = None
+        if compact_emitters(scheduler) is not None:
+            self.inserted = inserted_cells(
+                scheduler.archive, np.asarray(objective), np.asarray(measures)
+            )
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 
-    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+    def __getstate__(self) -> dict:
+        """Pickled without the solutions of a compact batch (``tell`` regenerates
+        them): a checkpoint holds the batch in compact form only."""
+        state = dict(self.__dict__)
+        if self.pending is not None:
+            shell = copy.copy(self.scheduler)
+            shell._cur_solutions = None
+            state["scheduler"] = shell
+        return state
+
+    def ask_async(self, *, slots, evaluations) -> list[dict]:
         """Asynchronous mode (steady-state MAP-Elites; Gaussian and iso-line emitters,
         whose ``tell`` learns nothing): each proposal is the first solution of an
         ``ask`` of the emitter whose turn it is (emitters take turns by evaluation id),
         varied from elites of the archive as it is now."""
         emitters = self.scheduler.emitters
-        return np.asarray(
-            [emitters[int(evaluation) % len(emitters)].ask()[0] for evaluation in evaluations],
-            dtype=np.float64,
-        )
+        return [
+            {"solutions": np.asarray(emitters[int(evaluation) % len(emitters)].ask()[:1], float)}
+            for evaluation in evaluations
+        ]
 
     def tell_async(self, objective, measures, *, solutions, **extra) -> None:
         """Asynchronous mode: add finished solutions to the archive at once."""
