@@ -40,9 +40,42 @@ def read_bytes() -> int:
     return 0
 
 
+def plot(lines: Path, figure: Path) -> None:
+    """The figure of bytes written per generation against solution size, from JSON
+    lines ``{"checkout": "main"|..., "data": <this script's output>}`` (the medians
+    over repetitions), full batches (``main``) against compact ones."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs: dict[tuple, list[float]] = {}
+    for line in lines.read_text().splitlines():
+        entry = json.loads(line)
+        data = entry["data"]
+        key = (entry["checkout"], data["batch"], data["solution_dim"])
+        runs.setdefault(key, []).append(data["block_MB_per_generation"])
+    fig, axis = plt.subplots(figsize=(5.5, 3.8))
+    for (checkout, batch), style in zip(
+        sorted({key[:2] for key in runs}), ("o--", "s--", "o-", "s-"), strict=False
+    ):
+        dims = sorted(dim for c, b, dim in runs if (c, b) == (checkout, batch))
+        values = [statistics.median(runs[(checkout, batch, dim)]) for dim in dims]
+        label = f"{'full batches' if checkout == 'main' else 'compact batches'}, batch {batch}"
+        axis.plot(dims, values, style, label=label)
+    axis.set(xscale="log", yscale="log", xlabel="parameters per solution")
+    axis.set(ylabel="MB written per generation (block device)")
+    axis.set_title("CVT-MAP-Elites, 1,024 cells, 8 shards, K = 10", fontsize=10)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(figure, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--plot", type=Path, help="JSON lines of runs to plot instead")
+    parser.add_argument("--figure", type=Path, default=Path("qd_batch_bytes.png"))
+    parser.add_argument("--folder", type=Path)
     parser.add_argument("--solution-dim", type=int, default=5700)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--cells", type=int, default=1024)
@@ -53,6 +86,9 @@ def main() -> None:
         "--block", action="store_true", help="--folder's parent is a mount: count its writes"
     )
     args = parser.parse_args()
+    if args.plot:
+        plot(args.plot, args.figure)
+        return
     config = validate_config(
         {
             "algorithms": {

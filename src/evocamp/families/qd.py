@@ -472,38 +472,49 @@ def _unpacked_rng(words) -> np.random.Generator:
     return generator
 
 
-def _normal_rows(generator, scale: float, *, rows: int, dim: int, keep: tuple[int, int]):
-    """Rows ``keep[0]..keep[1]-1`` of ``generator.normal(scale=scale, size=(rows,
-    dim))``, drawn in chunks (the draws are sequential: chunks give the same values)."""
-    low, high = keep
-    out = np.empty((high - low, dim))
+def _normal_rows(generator, scale: float, *, rows: int, dim: int) -> np.ndarray:
+    """``generator.normal(scale=scale, size=(rows, dim))``, drawn in chunks (the draws
+    are sequential: chunks give the same values, in less memory)."""
+    out = np.empty((rows, dim))
     step = max(1, _DRAW_VALUES // max(dim, 1))
     for first in range(0, rows, step):
         last = min(first + step, rows)
-        drawn = generator.normal(scale=scale, size=(last - first, dim))
-        lo, hi = max(first, low), min(last, high)
-        if lo < hi:
-            out[lo - low : hi - low] = drawn[lo - first : hi - first]
+        out[first:last] = generator.normal(scale=scale, size=(last - first, dim))
     return out
 
 
+def _row_states(words, scale: float, *, rows: int, dim: int) -> np.ndarray:
+    """The packed generator state before each of ``rows`` rows of noise drawn from the
+    state ``words``, and after the last: ``(rows + 1, 6)``."""
+    generator = _unpacked_rng(words)
+    states = np.empty((rows + 1, 6), dtype=np.uint64)
+    for row in range(rows):
+        states[row] = _packed_rng(generator)
+        generator.normal(scale=scale, size=(1, dim))
+    states[rows] = _packed_rng(generator)
+    return states
+
+
 def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
-    """``(emitter, its first parent, its rows, local low, local high)`` of every emitter
-    whose offspring overlap ``start..stop-1``."""
-    first = parent = 0
+    """``(emitter, its first parent, its first row state, its rows, local low, local
+    high)`` of every emitter whose offspring overlap ``start..stop-1``."""
+    first = parent = state = 0
     for emitter, (count, kind) in enumerate(zip(rows.tolist(), kinds.tolist(), strict=True)):
         low, high = max(start, first), min(stop, first + count)
         if low < high:
-            yield emitter, parent, count, low - first, high - first
+            yield emitter, parent, state, count, low - first, high - first
         first += count
         parent += count if kind == GAUSSIAN_KIND else 2 * count
+        state += count + 1
 
 
 class QDBatch(CompactBatch):
     """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
     their iso-line variants): per emitter its offspring count (``emitter_rows``), kind
     (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
-    the state of its random generator before ``ask`` (``rng_state``); the cells of the
+    its random generator's state before each offspring's noise and after the last
+    (``row_state``: a shard draws only its own rows; an iso-line emitter's line noise
+    starts after the last); the cells of the
     parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
     ``2n``; -1 for ``x0`` while the archive was empty), ``x0`` when used, and
     ``bounds`` (lower and upper, one column when every parameter has the same). The
@@ -527,7 +538,7 @@ class QDBatch(CompactBatch):
         parents = np.asarray(batch["parents"][()], dtype=np.int64)
         kinds = np.asarray(batch["emitter_kind"][()])
         cells = []
-        for emitter, first, count, low, high in _overlaps(
+        for emitter, first, _, count, low, high in _overlaps(
             np.asarray(batch["emitter_rows"][()]), kinds, start, stop
         ):
             cells.append(parents[first + low : first + high])
@@ -557,27 +568,22 @@ class QDBatch(CompactBatch):
         parents = np.asarray(batch["parents"][()], dtype=np.int64)
         kinds = np.asarray(batch["emitter_kind"][()])
         sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
-        states = np.asarray(batch["rng_state"][()], dtype=np.uint64)
+        states = batch["row_state"]
         low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
         pieces = []
-        for emitter, first, count, low, high in _overlaps(
+        for emitter, first, state, count, low, high in _overlaps(
             np.asarray(batch["emitter_rows"][()]), kinds, start, stop
         ):
-            generator = _unpacked_rng(states[emitter])
             elites = parents_at(parents[first + low : first + high])
-            dim = elites.shape[1]
+            generator = _unpacked_rng(states[state + low])
+            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=elites.shape[1])
             if kinds[emitter] == GAUSSIAN_KIND:
-                noise = _normal_rows(
-                    generator, sigma[emitter, 0], rows=high, dim=dim, keep=(low, high)
-                )
                 made = elites + noise
             else:
-                iso = _normal_rows(
-                    generator, sigma[emitter, 0], rows=count, dim=dim, keep=(low, high)
-                )
+                generator = _unpacked_rng(states[state + count])
                 line = generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
                 towards = parents_at(parents[first + count + low : first + count + high])
-                made = elites + iso + line * (towards - elites)
+                made = elites + noise + line * (towards - elites)
             pieces.append(np.clip(made, low_bound, high_bound))
         return np.concatenate(pieces)
 
@@ -660,7 +666,7 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     emitters = scheduler.emitters
     sampler = copy.deepcopy(archive._rng)
     empty = archive.empty
-    states = np.stack([_packed_rng(emitter._rng) for emitter in emitters])
+    before = [_packed_rng(emitter._rng) for emitter in emitters]
     solutions = np.asarray(scheduler.ask(), dtype=np.float64)
     rows = [emitter.batch_size for emitter in emitters]
     parents = []
@@ -684,7 +690,12 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
         "emitter_rows": np.asarray(rows, dtype=np.int64),
         "emitter_kind": np.asarray(kinds, dtype=np.int8),
         "sigma": sigma,
-        "rng_state": states,
+        "row_state": np.concatenate(
+            [
+                _row_states(words, scale, rows=count, dim=solutions.shape[1])
+                for words, (scale, _), count in zip(before, sigma, rows, strict=True)
+            ]
+        ),
         "parents": np.concatenate(parents),
         "bounds": _stored_bounds(emitters[0]),
     }
