@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
+from evocamp.base.errors import CorruptFileError
 from evocamp.base.sharding import ElitesAt, shard_bounds
 from evocamp.catalogue.factory import batch_format, build_optimizer
 from evocamp.config import run_spec, validate_config
@@ -69,8 +70,9 @@ def test_every_slice_is_what_pyribs_asks(kind, bounds):
 
 def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     """A shard's slice is made from the elites of its own parents' cells (ElitesAt
-    holds no other); the pickled optimizer between ask and tell holds no copy of the
-    batch, and a restored one tells exactly as the original."""
+    holds no other), checked against the digests the batch stores; the pickled
+    optimizer between ask and tell holds no copy of the batch, and a restored one
+    tells exactly as the original."""
     spec = spec_of({"type": "map_elites", "emitter_batch_size": 64}, dim=400)
     optimizer = build_optimizer(spec)
     for _ in range(3):
@@ -86,6 +88,15 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     assert QDBatch.solutions({**batch, ELITES: held}, 10, 20).tobytes() == whole[10:20].tobytes()
     with pytest.raises(IndexError, match="is not among the cells held"):
         QDBatch.solutions({**batch, ELITES: held}, 0, 64)
+    changed = held.solutions.copy()
+    changed[-1, 7] += 1e-12
+    with pytest.raises(CorruptFileError) as caught:
+        QDBatch.solutions({**batch, ELITES: ElitesAt(cells, changed)}, 10, 20)
+    assert str(caught.value) == (
+        f"the elite read for cell {cells[-1]} is not the parent this batch was made from "
+        "(the run's working states are inconsistent); delete the run's work/state_*.h5 "
+        "and work/gen_* after its last kept checkpoint and rerun"
+    )
     blob = pickle.dumps(optimizer)
     assert not any(row.tobytes() in blob for row in whole)
     restored = pickle.loads(blob)
@@ -116,7 +127,6 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     next state is written whole."""
     from conftest import shard_results
 
-    from evocamp.base.errors import CorruptFileError
     from evocamp.executors.steps import evaluate_step, tell_step
     from evocamp.files.checkpoint import write_state
     from evocamp.files.shard import read_shard, write_shard

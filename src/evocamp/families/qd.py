@@ -12,6 +12,7 @@ need it.
 from __future__ import annotations
 
 import copy
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evocamp.base.errors import CorruptFileError
 from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
 from evocamp.model.protocol import ELITES, CompactBatch
@@ -495,6 +497,41 @@ def _row_states(words, scale: float, *, rows: int, dim: int) -> np.ndarray:
     return states
 
 
+def _digests(solutions: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each solution's bytes (blake2b)."""
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little")
+            for row in np.ascontiguousarray(solutions, dtype=np.float64)
+        ],
+        dtype=np.uint64,
+    )
+
+
+def _checked_parents(batch, cells: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """``found`` (the solutions read for ``cells``) when each has the digest the batch
+    stored for its cell (``parent_digest`` of ``parent_cells``).
+
+    Raises
+    ------
+    CorruptFileError
+        When a cell's elite is not the one the batch was made from (the states the
+        parents were read from are inconsistent): the message names the cell.
+    """
+    known = np.asarray(batch["parent_cells"][()], dtype=np.int64)
+    expected = np.asarray(batch["parent_digest"][()], dtype=np.uint64)[
+        np.searchsorted(known, cells)
+    ]
+    wrong = np.flatnonzero(_digests(found) != expected)
+    if len(wrong):
+        raise CorruptFileError(
+            f"the elite read for cell {int(cells[wrong[0]])} is not the parent this batch "
+            "was made from (the run's working states are inconsistent); delete the run's "
+            "work/state_*.h5 and work/gen_* after its last kept checkpoint and rerun"
+        )
+    return found
+
+
 def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
     """``(emitter, its first parent, its first row state, its rows, local low, local
     high)`` of every emitter whose offspring overlap ``start..stop-1``."""
@@ -516,7 +553,9 @@ class QDBatch(CompactBatch):
     (``row_state``: a shard draws only its own rows; an iso-line emitter's line noise
     starts after the last); the cells of the
     parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
-    ``2n``; -1 for ``x0`` while the archive was empty), ``x0`` when used, and
+    ``2n``; -1 for ``x0`` while the archive was empty) with a digest of each
+    parent's solution (``parent_cells``, ``parent_digest``: a shard checks what it
+    read), ``x0`` when used, and
     ``bounds`` (lower and upper, one column when every parameter has the same). The
     offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
     parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
@@ -553,7 +592,11 @@ class QDBatch(CompactBatch):
         if "solutions" in batch:
             return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
         cells = QDBatch.elites_read(batch, start, stop)
-        found = np.asarray(batch[ELITES][cells], dtype=np.float64) if len(cells) else None
+        found = None
+        if len(cells):
+            found = _checked_parents(
+                batch, cells, np.asarray(batch[ELITES][cells], dtype=np.float64)
+            )
         x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
 
         def parents_at(wanted: np.ndarray) -> np.ndarray:
@@ -701,6 +744,9 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     }
     if empty:
         batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
+    else:
+        batch["parent_cells"] = np.unique(batch["parents"])
+        batch["parent_digest"] = _digests(ArchiveElites(archive)[batch["parent_cells"]])
     same_draws = sampler.bit_generator.state == archive._rng.bit_generator.state
     made = QDBatch.solutions({**batch, ELITES: ArchiveElites(archive)}, 0, len(solutions))
     if not same_draws or made.shape != solutions.shape or made.tobytes() != solutions.tobytes():
