@@ -4,7 +4,8 @@ read back.
 Kept checkpoints (``checkpoints/gen_<g>.h5``) and working states (``work/state_<g>.h5``)
 share one format. A *light* working state (shard mode, between kept generations)
 leaves out ``/archive`` and ``/optimizer``: :mod:`evocamp.loop.state_cache` finds
-them in a node-local cache or rebuilds them. This module reads and writes files only;
+them in a node-local cache or rebuilds them. A compact QD batch's shards read their
+parents from the window's states (:class:`StoredElites`). This module reads and writes files only;
 it calls nothing above the files layer.
 """
 

@@ -6,7 +6,8 @@ generation's shards and tell read. Written whole, that is the optimizer's full s
 on the shared filesystem every generation (CMA-ME with 15 emitters in 100 dimensions:
 4-15 MB, mostly covariance matrices and elites). Between kept checkpoints the job
 writes a *light* state there instead: the run spec, the next batch and its seeds,
-the metrics window and the best solution (what shards and the next tell read), plus
+the metrics window and the best solution (what shards and the next tell read), for a
+compact QD batch the elites its generation inserted (the next shards' parents), plus
 a random token, the state it was told from and its shard files. The full state goes
 to a node-local cache with the same token (a pickle of the whole state, in a private
 folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
