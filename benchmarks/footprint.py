@@ -4,13 +4,16 @@
     python benchmarks/footprint.py --mount /mnt/fp [--checkout /path/to/clone ...]
 
 Runs one CMA-ME run (15 emitters x 36 on the 100-d sphere, the overhead benchmark's
-setting), sharded, with its ``results/`` folder on the filesystem mounted at
-``--mount`` (a symbolic link from the campaign folder; Snakemake's ``.snakemake/``
-stays on the local disk), and reads the sectors written to that filesystem's
-block device (``/sys/block/<device>/stat``, field 7, 512-byte sectors) before and after
-the run, after a ``sync`` each time. Every ``--checkout`` (default: this clone) is
-measured with and without kept evaluations, one after the other; the node-local state
-cache stays where it is (memory), as on a cluster.
+setting), or with ``--qd`` one CVT-MAP-Elites run (issue 33: ``--cells`` cells, one
+Gaussian emitter of ``--batch`` solutions on the ``--solution-dim``-d sphere), sharded,
+with its ``results/`` folder on the filesystem mounted at ``--mount`` (a symbolic link
+from the campaign folder; Snakemake's ``.snakemake/`` stays on the local disk), and
+reads the sectors written to that filesystem's block device
+(``/sys/block/<device>/stat``, field 7, 512-byte sectors) before and after the run,
+after a ``sync`` each time. Every ``--checkout`` (default: this clone) is measured with
+and without kept evaluations, one after the other; the node-local state cache stays
+where it is (memory), as on a cluster. The table gives the bytes written,
+and the size of the run's largest kept checkpoint (``checkpoints/gen_<g>.h5``).
 """
 
 from __future__ import annotations
@@ -45,8 +48,22 @@ def bytes_written(device: str) -> int:
     return int(fields[6]) * SECTOR_BYTES
 
 
-def campaign(*, generations: int, shards: int, every: int, keep: bool) -> dict:
-    """The measured campaign's configuration."""
+def campaign(
+    *, generations: int, shards: int, every: int, keep: bool, qd: dict | None = None
+) -> dict:
+    """The measured campaign's configuration (``qd``: ``solution_dim``, ``batch`` and
+    ``cells`` of a CVT-MAP-Elites run instead of CMA-ME)."""
+    algorithm, dim = {"cma_me": dict(CMA_ME_BENCHMARK)}, 100
+    if qd is not None:
+        algorithm = {
+            "cma_me": {
+                "type": "cvt_map_elites",
+                "emitters": 1,
+                "emitter_batch_size": qd["batch"],
+                "archive": {"cells": qd["cells"]},
+            }
+        }
+        dim = qd["solution_dim"]
     return {
         "campaign": "footprint",
         "master_seed": 1,
@@ -55,13 +72,14 @@ def campaign(*, generations: int, shards: int, every: int, keep: bool) -> dict:
         "shards": shards,
         "checkpoint_every": every,
         "keep_evaluations": keep,
-        "algorithms": {"cma_me": dict(CMA_ME_BENCHMARK)},
-        "domains": {"sphere": {"type": "sphere", "solution_dim": 100}},
+        "algorithms": algorithm,
+        "domains": {"sphere": {"type": "sphere", "solution_dim": dim}},
     }
 
 
-def measure(checkout: Path, *, mount: Path, device: str, config: dict) -> tuple[int, float]:
-    """Bytes written to the device by one campaign of ``checkout``, and its wall time."""
+def measure(checkout: Path, *, mount: Path, device: str, config: dict) -> tuple[int, float, int]:
+    """Bytes written to the device by one campaign of ``checkout``, its wall time, and
+    the bytes of its largest kept checkpoint."""
     workdir, results = mount.parent / f".{mount.name}-campaign", mount / "results"
     for folder in (workdir, results):
         shutil.rmtree(folder, ignore_errors=True)
@@ -78,9 +96,10 @@ def measure(checkout: Path, *, mount: Path, device: str, config: dict) -> tuple[
     evaluations = results / "footprint" / "cma_me" / "sphere" / "seed0"
     if config["keep_evaluations"] and not (evaluations / "evaluations.h5").exists():
         raise RuntimeError(f"{checkout}: no evaluations.h5 in {evaluations}")
+    checkpoint = max(path.stat().st_size for path in (evaluations / "checkpoints").glob("*.h5"))
     for folder in (workdir, results):
         shutil.rmtree(folder)
-    return written, seconds
+    return written, seconds, checkpoint
 
 
 def revision(checkout: Path) -> str:
@@ -100,7 +119,14 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--keep-evaluations", choices=("both", "true", "false"), default="both")
+    parser.add_argument("--qd", action="store_true", help="CVT-MAP-Elites instead of CMA-ME")
+    parser.add_argument("--solution-dim", type=int, default=5700)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--cells", type=int, default=1024)
     args = parser.parse_args()
+    qd = None
+    if args.qd:
+        qd = {"solution_dim": args.solution_dim, "batch": args.batch, "cells": args.cells}
     device = block_device(args.mount)
     keeps = {"both": (True, False), "true": (True,), "false": (False,)}[args.keep_evaluations]
     rows = []
@@ -111,8 +137,11 @@ def main() -> None:
                 shards=args.shards,
                 every=args.checkpoint_every,
                 keep=keep,
+                qd=qd,
             )
-            written, seconds = measure(checkout, mount=args.mount, device=device, config=config)
+            written, seconds, checkpoint = measure(
+                checkout, mount=args.mount, device=device, config=config
+            )
             per_generation = written / args.generations / 1e6
             rows.append(
                 [
@@ -120,12 +149,14 @@ def main() -> None:
                     keep,
                     f"{written / 1e6:.2f}",
                     f"{per_generation:.2f}",
+                    f"{checkpoint / 1e6:.2f}",
                     f"{seconds:.0f}",
                 ]
             )
             print(rows[-1], flush=True)
     print(machine())
-    print(table(["version", "keep_evaluations", "MB written", "MB / generation", "wall s"], rows))
+    header = ["version", "keep_evaluations", "MB written", "MB / generation", "checkpoint MB"]
+    print(table([*header, "wall s"], rows))
 
 
 if __name__ == "__main__":

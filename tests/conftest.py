@@ -293,13 +293,15 @@ def reference_small_evaluations(small_campaign_done) -> dict[str, str]:
 
 def shard_results(state, shards: int) -> list:
     """Evaluate the next batch of ``state`` in ``shards`` shards in this process, with
-    the one shard step the shard jobs and Dask tasks use."""
+    the one shard step the shard jobs and Dask tasks use (a compact QD batch with the
+    elites of the state's archive its parents are)."""
+    from evocamp.loop.engine import held_batch
     from evocamp.loop.evaluation import evaluate_shard
 
     return [
         evaluate_shard(
             state.spec,
-            batch=state.next_batch,
+            batch=held_batch(state),
             seeds=state.next_seeds,
             generation=state.generation + 1,
             shard=shard,

@@ -216,6 +216,8 @@ def test_schema_1_checkpoints_are_read_and_unknown_versions_named(tmp_path):
         {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
     )
     state = initialise(run_spec(config, algorithm="me", domain="s", seed=0))
+    # Version 1 stored the batch as its solutions (a compact QD batch came with version 3).
+    state.next_batch = {"solutions": state.optimizer.scheduler._cur_solutions}
     path = tmp_path / "state.h5"
     write_state(path, state)
     blob = pickle.dumps(state.optimizer.scheduler, protocol=5)

@@ -9,6 +9,8 @@ shard is one worker of the algorithm.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def shard_bounds(batch: int, shards: int, shard: int) -> tuple[int, int]:
     """Slice ``[start, stop)`` of shard ``shard`` when ``batch`` solutions are split
@@ -54,3 +56,24 @@ class Rows:
                 f"({self.offset}..{self.offset + len(self.array) - 1})"
             )
         return self.array[start:stop]
+
+
+class ElitesAt:
+    """The solutions of some cells of an archive, indexed by cell as if whole.
+
+    A Dask task receives only the elites its shard's offspring are made from; this
+    view gives them to the shard step exactly as the whole archive would.
+    """
+
+    def __init__(self, cells, solutions) -> None:
+        self.cells = np.asarray(cells, dtype=np.int64)
+        self.solutions = np.asarray(solutions)
+
+    def __getitem__(self, cells):
+        cells = np.asarray(cells, dtype=np.int64)
+        positions = np.searchsorted(self.cells, cells)
+        held = positions < len(self.cells)
+        held[held] = self.cells[positions[held]] == cells[held]
+        if not held.all():
+            raise IndexError(f"cell {int(cells[~held][0])} is not among the cells held")
+        return self.solutions[positions]

@@ -25,7 +25,7 @@ from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import write_state
 from evocamp.files.evaluations import EvaluationSettings, concatenate, record_window_rows
 from evocamp.files.shard import ShardResult
-from evocamp.loop.engine import tell
+from evocamp.loop.engine import held_batch, tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
@@ -93,20 +93,25 @@ def gathered(client, futures: list, *, where):
         ) from None
 
 
-def _shard_batches(client, batch: dict, bounds: list[tuple[int, int]]) -> list:
-    """What each task receives of the batch.
+def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> list:
+    """What each task receives of the state's next batch.
 
     A plain batch (solutions only) is sliced: each task gets its rows
     (:class:`~evocamp.base.sharding.Rows`, indexed with the batch's positions). A compact
-    batch (e.g. an ES centre and noise seeds) is scattered once to every worker and each
-    task gets a reference to it: the centre crosses the network once per worker, not
-    once per offspring.
+    batch that names parents by their cells (QD) goes to each task with the elites of
+    its own slice (:func:`~evocamp.loop.engine.held_batch`). Another compact batch (e.g.
+    an ES centre and noise seeds) is scattered once to every worker and each task gets
+    a reference to it: the centre crosses the network once per worker, not once per
+    offspring.
     """
+    batch = state.next_batch
     size = bounds[-1][1]
     if set(batch) == {"solutions"}:
         return [
             {"solutions": Rows(batch["solutions"][a:b], offset=a, length=size)} for a, b in bounds
         ]
+    if batch_format(state.spec).reads_elites:
+        return [held_batch(state, start=a, stop=b) for a, b in bounds]
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
@@ -227,7 +232,7 @@ def run_generations(
         generation = state.generation + 1
         size = len(state.next_seeds)
         bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
-        batches = _shard_batches(client, state.next_batch, bounds)
+        batches = _shard_batches(client, state, bounds)
         # One client.map call: a single graph update for the whole generation.
         futures = client.map(
             evaluate_on_worker,

@@ -16,7 +16,7 @@ from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
-from evocamp.files.checkpoint import open_batch, read_state, write_state
+from evocamp.files.checkpoint import open_batch, read_state, with_stored_elites, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -187,6 +187,7 @@ def _generation_rows(
         shards = [read_shard(path) for path in shard_files]
         if before.spec != spec:
             return None
+        before.next_batch = with_stored_elites(before.next_batch, spec=spec, path=batch_state)
         results = combine_shards(spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None

@@ -12,6 +12,8 @@ need it.
 from __future__ import annotations
 
 import contextlib
+import copy
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -19,8 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evocamp.base.errors import CorruptFileError
 from evocamp.base.seeding import domain_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
+from evocamp.model.protocol import ELITES, CompactBatch
 from evocamp.model.runspec import measure_dim, spec_run_key, stored_fields
 
 
@@ -479,6 +483,333 @@ def _below(values: np.ndarray) -> float:
     return lowest - max(1.0, abs(lowest))
 
 
+# --- compact batches: Gaussian and iso-line offspring as parents' cells and seeds ----
+
+#: ``emitter_kind`` of a compact QD batch: a Gaussian emitter's offspring are a parent
+#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one.
+GAUSSIAN_KIND, ISO_LINE_KIND = 0, 1
+#: Offspring rows whose noise is drawn at once when a batch is regenerated (memory).
+_DRAW_VALUES = 1 << 20
+_MASK64 = (1 << 64) - 1
+
+
+def _packed_rng(generator) -> np.ndarray:
+    """A PCG64 generator's state as 6 uint64 words (state and increment: 128 bits each)."""
+    state = generator.bit_generator.state
+    words = (
+        state["state"]["state"] >> 64,
+        state["state"]["state"] & _MASK64,
+        state["state"]["inc"] >> 64,
+        state["state"]["inc"] & _MASK64,
+        state["has_uint32"],
+        state["uinteger"],
+    )
+    return np.array(words, dtype=np.uint64)
+
+
+def _unpacked_rng(words) -> np.random.Generator:
+    """The generator whose state :func:`_packed_rng` packed."""
+    words = [int(word) for word in words]
+    generator = np.random.Generator(np.random.PCG64())
+    generator.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (words[0] << 64) | words[1], "inc": (words[2] << 64) | words[3]},
+        "has_uint32": words[4],
+        "uinteger": words[5],
+    }
+    return generator
+
+
+def _normal_rows(generator, scale: float, *, rows: int, dim: int) -> np.ndarray:
+    """``generator.normal(scale=scale, size=(rows, dim))``, drawn in chunks (the draws
+    are sequential: chunks give the same values, in less memory)."""
+    out = np.empty((rows, dim))
+    step = max(1, _DRAW_VALUES // max(dim, 1))
+    for first in range(0, rows, step):
+        last = min(first + step, rows)
+        out[first:last] = generator.normal(scale=scale, size=(last - first, dim))
+    return out
+
+
+def _row_states(words, scale: float, *, rows: int, dim: int) -> np.ndarray:
+    """The packed generator state before each of ``rows`` rows of noise drawn from the
+    state ``words``, and after the last: ``(rows + 1, 6)``."""
+    generator = _unpacked_rng(words)
+    states = np.empty((rows + 1, 6), dtype=np.uint64)
+    for row in range(rows):
+        states[row] = _packed_rng(generator)
+        generator.normal(scale=scale, size=(1, dim))
+    states[rows] = _packed_rng(generator)
+    return states
+
+
+def _digests(solutions: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each solution's bytes (blake2b)."""
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little")
+            for row in np.ascontiguousarray(solutions, dtype=np.float64)
+        ],
+        dtype=np.uint64,
+    )
+
+
+def _checked_parents(batch, cells: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """``found`` (the solutions read for ``cells``) when each has the digest the batch
+    stored for its cell (``parent_digest`` of ``parent_cells``).
+
+    Raises
+    ------
+    CorruptFileError
+        When a cell's elite is not the one the batch was made from (the states the
+        parents were read from are inconsistent): the message names the cell.
+    """
+    known = np.asarray(batch["parent_cells"][()], dtype=np.int64)
+    expected = np.asarray(batch["parent_digest"][()], dtype=np.uint64)[
+        np.searchsorted(known, cells)
+    ]
+    wrong = np.flatnonzero(_digests(found) != expected)
+    if len(wrong):
+        raise CorruptFileError(
+            f"the elite read for cell {int(cells[wrong[0]])} is not the parent this batch "
+            "was made from (the run's working states are inconsistent); delete the run's "
+            "work/state_*.h5 and work/gen_* after its last kept checkpoint and rerun"
+        )
+    return found
+
+
+def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
+    """``(emitter, its first parent, its first row state, its rows, local low, local
+    high)`` of every emitter whose offspring overlap ``start..stop-1``."""
+    first = parent = state = 0
+    for emitter, (count, kind) in enumerate(zip(rows.tolist(), kinds.tolist(), strict=True)):
+        low, high = max(start, first), min(stop, first + count)
+        if low < high:
+            yield emitter, parent, state, count, low - first, high - first
+        first += count
+        parent += count if kind == GAUSSIAN_KIND else 2 * count
+        state += count + 1
+
+
+class QDBatch(CompactBatch):
+    """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
+    their iso-line variants): per emitter its offspring count (``emitter_rows``), kind
+    (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
+    its random generator's state before each offspring's noise and after the last
+    (``row_state``: a shard draws only its own rows; an iso-line emitter's line noise
+    starts after the last); the cells of the
+    parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
+    ``2n``; -1 for ``x0`` while the archive was empty) with a digest of each
+    parent's solution (``parent_cells``, ``parent_digest``: a shard checks what it
+    read), ``x0`` when used, and
+    ``bounds`` (lower and upper, one column when every parameter has the same). The
+    offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
+    parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
+    (a checkpoint written before compact QD batches, asynchronous proposals) is plain.
+    """
+
+    @staticmethod
+    def size(batch) -> int:
+        """Offspring of every emitter."""
+        if "solutions" in batch:
+            return len(batch["solutions"])
+        return int(np.sum(batch["emitter_rows"][()]))
+
+    @staticmethod
+    def elites_read(batch, start: int, stop: int) -> np.ndarray:
+        """The cells of the parents of offspring ``start..stop-1``."""
+        if "solutions" in batch:
+            return np.empty(0, dtype=np.int64)
+        parents = np.asarray(batch["parents"][()], dtype=np.int64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+        cells = []
+        for emitter, first, _, count, low, high in _overlaps(
+            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+        ):
+            cells.append(parents[first + low : first + high])
+            if kinds[emitter] == ISO_LINE_KIND:
+                cells.append(parents[first + count + low : first + count + high])
+        cells = np.concatenate(cells) if cells else np.empty(0, dtype=np.int64)
+        return np.unique(cells[cells >= 0])
+
+    @staticmethod
+    def solutions(batch, start: int, stop: int) -> np.ndarray:
+        """Offspring ``start..stop-1``, regenerated from their parents and noise."""
+        if "solutions" in batch:
+            return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
+        cells = QDBatch.elites_read(batch, start, stop)
+        found = None
+        if len(cells):
+            found = _checked_parents(
+                batch, cells, np.asarray(batch[ELITES][cells], dtype=np.float64)
+            )
+        x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
+
+        def parents_at(wanted: np.ndarray) -> np.ndarray:
+            if (wanted >= 0).all():
+                return found[np.searchsorted(cells, wanted)]
+            out = np.repeat(x0[None], len(wanted), axis=0)
+            known = wanted >= 0
+            if known.any():
+                out[known] = found[np.searchsorted(cells, wanted[known])]
+            return out
+
+        parents = np.asarray(batch["parents"][()], dtype=np.int64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
+        states = batch["row_state"]
+        low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
+        pieces = []
+        for emitter, first, state, count, low, high in _overlaps(
+            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+        ):
+            elites = parents_at(parents[first + low : first + high])
+            generator = _unpacked_rng(states[state + low])
+            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=elites.shape[1])
+            if kinds[emitter] == GAUSSIAN_KIND:
+                made = elites + noise
+            else:
+                generator = _unpacked_rng(states[state + count])
+                line = generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
+                towards = parents_at(parents[first + count + low : first + count + high])
+                made = elites + noise + line * (towards - elites)
+            pieces.append(np.clip(made, low_bound, high_bound))
+        return np.concatenate(pieces)
+
+
+class ArchiveElites:
+    """The elites of an archive in memory, indexed by cell (:data:`ELITES`)."""
+
+    def __init__(self, archive) -> None:
+        self.archive = archive
+
+    def __getitem__(self, cells) -> np.ndarray:
+        return self.archive._store.retrieve(np.asarray(cells), fields=["solution"])[1]["solution"]
+
+
+def _compact_kind(emitter, archive) -> int | None:
+    """The ``emitter_kind`` of an emitter whose batches can be compact, else ``None``."""
+    from ribs import emitters
+
+    kind = {emitters.GaussianEmitter: GAUSSIAN_KIND, emitters.IsoLineEmitter: ISO_LINE_KIND}
+    sigmas = (
+        (emitter.sigma,)
+        if type(emitter) is emitters.GaussianEmitter
+        else (getattr(emitter, "iso_sigma", None), getattr(emitter, "line_sigma", None))
+    )
+    if (
+        type(emitter) not in kind
+        or emitter.archive is not archive
+        or emitter.initial_solutions is not None
+        or not all(np.ndim(value) == 0 for value in sigmas)
+        or not isinstance(emitter._rng.bit_generator, np.random.PCG64)
+    ):
+        return None
+    return kind[type(emitter)]
+
+
+def compact_emitters(scheduler) -> list[int] | None:
+    """The ``emitter_kind`` of every emitter when the scheduler's batches can be compact:
+    a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
+    from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
+    the same bounds and ``x0``; else ``None``."""
+    from ribs import archives, schedulers
+
+    archive = scheduler.archive
+    if (
+        type(scheduler) is not schedulers.Scheduler
+        or type(archive) not in (archives.GridArchive, archives.CVTArchive)
+        or scheduler.result_archive is not archive
+        or archive.dtypes["solution"] != np.float64
+        or not scheduler.emitters
+    ):
+        return None
+    kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
+    first = scheduler.emitters[0]
+    same = all(
+        np.array_equal(e.lower_bounds, first.lower_bounds)
+        and np.array_equal(e.upper_bounds, first.upper_bounds)
+        and np.array_equal(e.x0, first.x0)
+        for e in scheduler.emitters
+    )
+    return kinds if same and None not in kinds else None
+
+
+def _stored_bounds(emitter) -> np.ndarray:
+    """``[lower, upper]`` of an emitter, one column when every parameter has the same."""
+    bounds = np.stack([emitter.lower_bounds, emitter.upper_bounds]).astype(np.float64)
+    if (bounds == bounds[:, :1]).all():
+        return bounds[:, :1].copy()
+    return bounds
+
+
+def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
+    """pyribs' own ``scheduler.ask()``, and the same batch in compact form (``None``
+    when regenerating it does not give the same bytes).
+
+    The emitters' generator states are read before the ask; the parents' cells by
+    drawing the archive's sampling again from a copy of its generator (every emitter
+    samples once, in order, as :meth:`ribs.archives.ArchiveBase.sample_elites` does).
+    """
+    archive = scheduler.archive
+    emitters = scheduler.emitters
+    sampler = copy.deepcopy(archive._rng)
+    empty = archive.empty
+    before = [_packed_rng(emitter._rng) for emitter in emitters]
+    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    rows = [emitter.batch_size for emitter in emitters]
+    parents = []
+    for count, kind in zip(rows, kinds, strict=True):
+        drawn = count if kind == GAUSSIAN_KIND else 2 * count
+        if empty:
+            parents.append(np.full(drawn, -1, dtype=np.int64))
+        else:
+            chosen = sampler.choice(len(archive._store), size=drawn, replace=True)
+            parents.append(np.asarray(archive._store.occupied_list[chosen], dtype=np.int64))
+    sigma = np.array(
+        [
+            (float(e.sigma), 0.0)
+            if k == GAUSSIAN_KIND
+            else (float(e.iso_sigma), float(e.line_sigma))
+            for e, k in zip(emitters, kinds, strict=True)
+        ],
+        dtype=np.float64,
+    )
+    batch = {
+        "emitter_rows": np.asarray(rows, dtype=np.int64),
+        "emitter_kind": np.asarray(kinds, dtype=np.int8),
+        "sigma": sigma,
+        "row_state": np.concatenate(
+            [
+                _row_states(words, scale, rows=count, dim=solutions.shape[1])
+                for words, (scale, _), count in zip(before, sigma, rows, strict=True)
+            ]
+        ),
+        "parents": np.concatenate(parents),
+        "bounds": _stored_bounds(emitters[0]),
+    }
+    if empty:
+        batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
+    else:
+        batch["parent_cells"] = np.unique(batch["parents"])
+        batch["parent_digest"] = _digests(ArchiveElites(archive)[batch["parent_cells"]])
+    same_draws = sampler.bit_generator.state == archive._rng.bit_generator.state
+    made = QDBatch.solutions({**batch, ELITES: ArchiveElites(archive)}, 0, len(solutions))
+    if not same_draws or made.shape != solutions.shape or made.tobytes() != solutions.tobytes():
+        return solutions, None
+    return solutions, batch
+
+
+def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
+    """The cells whose elite is now one of a batch's solutions (sorted): the cells a
+    tell of that batch changed."""
+    occupied, elites = archive.retrieve(measures)
+    same = (
+        occupied & (elites["objective"] == objective) & (elites["measures"] == measures).all(axis=1)
+    )
+    return np.unique(np.asarray(elites["index"])[same])
+
+
 class QDOptimizer:
     """A pyribs scheduler behind the optimizer interface: batches are plain solutions,
     the run's elites are the scheduler's result archive.
@@ -488,8 +819,13 @@ class QDOptimizer:
     ``propose_seconds`` metrics.
     """
 
+    batch_format = QDBatch
     #: Whether the scheduler fits a surrogate (its timings are metrics).
     surrogate = False
+    #: The compact form of the batch asked and not yet told (``None``: plain).
+    pending: dict | None = None
+    #: The cells of the run's archive the last tell of a compact batch changed.
+    inserted: np.ndarray | None = None
 
     def __init__(self, scheduler, *, surrogate: bool = False) -> None:
         self.scheduler = scheduler
@@ -505,16 +841,24 @@ class QDOptimizer:
             surrogate=recipe.scheduler.surrogate,
         )
 
-    def ask(self) -> np.ndarray:
-        """The next batch of solutions (all emitters)."""
+    def ask(self) -> np.ndarray | dict:
+        """The next batch (all emitters): compact (:class:`QDBatch`) when the emitters
+        allow it (:func:`compact_emitters`), else the solutions."""
         started = time.perf_counter()
-        batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        kinds = compact_emitters(self.scheduler)
+        if kinds is None:
+            batch = np.asarray(self.scheduler.ask(), dtype=np.float64)
+        else:
+            solutions, batch = compact_ask(self.scheduler, kinds)
+            self.pending = batch
+            batch = solutions if batch is None else batch
         if self.surrogate:
             self.seconds["propose_seconds"] = time.perf_counter() - started
         return batch
 
     def tell(self, objective, measures, *, failed=None, **extra) -> None:
-        """Fold the batch's results into the archive and the emitters.
+        """Fold the batch's results into the archive and the emitters; note the cells
+        it changed (:attr:`inserted`) when batches are compact.
 
         Failed solutions (``failed``, ``evaluation.on_failure`` discard) never enter
         the archives; their emitters see them as not added, with an objective and an
@@ -523,28 +867,49 @@ class QDOptimizer:
         """
         check_numba_disabled()
         started = time.perf_counter()
+        scheduler = self.scheduler
+        if self.pending is not None and scheduler._cur_solutions is None:
+            # Restored from a checkpoint, which holds the batch in compact form only.
+            pending = {**self.pending, ELITES: ArchiveElites(scheduler.archive)}
+            scheduler._cur_solutions = QDBatch.solutions(pending, 0, QDBatch.size(pending))
         if failed is None:
-            self.scheduler.tell(objective, measures, **extra)
+            scheduler.tell(objective, measures, **extra)
         else:
             failed = np.asarray(failed, dtype=bool)
             measures = np.where(failed[:, None], 0.0, np.asarray(measures, dtype=np.float64))
             objective = np.array(objective, dtype=np.float64)
             objective[failed] = _below(objective[~failed])
-            with _failed_rows_left_out(self.scheduler, failed):
-                self.scheduler.tell(objective, measures, **extra)
+            with _failed_rows_left_out(scheduler, failed):
+                scheduler.tell(objective, measures, **extra)
+        self.pending = None
+        self.inserted = None
+        if compact_emitters(scheduler) is not None:
+            self.inserted = inserted_cells(
+                scheduler.archive, np.asarray(objective), np.asarray(measures)
+            )
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 
-    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+    def __getstate__(self) -> dict:
+        """Pickled without the solutions of a compact batch (``tell`` regenerates
+        them): a checkpoint holds the batch in compact form only."""
+        state = dict(self.__dict__)
+        if self.pending is not None:
+            shell = copy.copy(self.scheduler)
+            shell._cur_solutions = None
+            state["scheduler"] = shell
+        return state
+
+    def ask_async(self, *, slots, evaluations) -> list[dict]:
         """Asynchronous mode (steady-state MAP-Elites; Gaussian and iso-line emitters,
         whose ``tell`` learns nothing): each proposal is the first solution of an
         ``ask`` of the emitter whose turn it is (emitters take turns by evaluation id),
         varied from elites of the archive as it is now."""
         emitters = self.scheduler.emitters
-        return np.asarray(
-            [emitters[int(evaluation) % len(emitters)].ask()[0] for evaluation in evaluations],
-            dtype=np.float64,
-        )
+        return [
+            {"solutions": np.asarray(emitters[int(evaluation) % len(emitters)].ask()[:1], float)}
+            for evaluation in evaluations
+        ]
 
     def tell_async(self, objective, measures, *, solutions, **extra) -> None:
         """Asynchronous mode: add finished solutions to the archive at once."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from evocamp.families.qd import ArchiveElites
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.numerics import is_mixed, mixed_summary
 
@@ -34,6 +35,20 @@ def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
     else:
         group.attrs["kind"] = "grid"
         group.attrs["dims"] = np.asarray(archive.dims)
+
+
+def write_inserted_group(handle: h5py.File, archive, cells: np.ndarray) -> None:
+    """Store the elites of ``cells`` (sorted: those a light state's tell changed) in
+    ``/inserted`` (``index``, ``solution``): with the window's kept checkpoint they give
+    the elites a compact QD batch names by their cells."""
+    group = handle.create_group("inserted")
+    cells = np.asarray(cells, dtype=np.int64)
+    write_dataset(group, "index", cells)
+    write_dataset(
+        group,
+        "solution",
+        ArchiveElites(archive)[cells] if len(cells) else np.empty((0, archive.solution_dim)),
+    )
 
 
 def write_result_group(handle: h5py.File, result: dict | None) -> None:

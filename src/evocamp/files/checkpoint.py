@@ -4,7 +4,8 @@ read back.
 Kept checkpoints (``checkpoints/gen_<g>.h5``) and working states (``work/state_<g>.h5``)
 share one format. A *light* working state (shard mode, between kept generations)
 leaves out ``/archive`` and ``/optimizer``: :mod:`evocamp.loop.state_cache` finds
-them in a node-local cache or rebuilds them. This module reads and writes files only;
+them in a node-local cache or rebuilds them. A compact QD batch's shards read their
+parents from the window's states (:class:`StoredElites`). This module reads and writes files only;
 it calls nothing above the files layer.
 """
 
@@ -12,17 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import h5py
+import numpy as np
 
+from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.algorithms import family_of
-from evocamp.catalogue.factory import optimizer_class
-from evocamp.files.archive import write_archive_group, write_best_group
+from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
+from evocamp.model.protocol import ELITES
+from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
 
 
@@ -39,7 +45,9 @@ def write_state(
     state : RunState
         The state.
     light : bool
-        Write a *light* state: everything but ``/archive`` and ``/optimizer``.
+        Write a *light* state: everything but ``/archive`` and ``/optimizer``; the
+        elites its tell changed in ``/inserted`` when the optimizer noted them (a
+        compact QD batch's parents are read from them, :class:`StoredElites`).
     attrs : dict, optional
         More file attributes (what the state cache needs to find or rebuild them).
     """
@@ -53,6 +61,9 @@ def write_state(
         if not light and state.archive is not None:
             write_archive_group(handle, state.archive, state.spec)
         write_best_group(handle, state.best)
+        inserted = getattr(state.optimizer, "inserted", None)
+        if light and inserted is not None and state.archive is not None:
+            write_inserted_group(handle, state.archive, inserted)
         if not light:
             write_optimizer_group(
                 handle,
@@ -67,6 +78,81 @@ def write_state(
             write_dataset(batch, name, state.next_batch[name])
         write_dataset(handle, "next_seeds", state.next_seeds)
         write_dataset(handle, "metrics_window", state.metrics_window.astype(METRIC_DTYPE))
+
+
+def holds_elites(path: str | Path) -> bool:
+    """Whether a state file gives every elite of its run's archive: a whole state, or a
+    light one with ``/inserted`` (the elites changed since the state it was told from,
+    which gives the rest)."""
+    with h5py.File(path, "r") as handle:
+        return not is_light(handle) or "inserted" in handle
+
+
+class StoredElites:
+    """The elites of a run's archive after a state's generation, read from disk by cell
+    (:data:`~evocamp.model.protocol.ELITES` of a shard's batch).
+
+    A whole state holds them in ``/archive``; a light one holds in ``/inserted`` those
+    its generation changed, and the states before it the rest, back to the window's
+    whole state (``light_previous``). Only the rows of the cells asked for are read.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __getitem__(self, cells) -> np.ndarray:
+        cells = np.asarray(cells, dtype=np.int64)
+        found: dict[int, np.ndarray] = {}
+        current = self.path
+        while True:
+            with open_for_reading(current, what="checkpoint") as handle:
+                whole = not is_light(handle)
+                group = handle["archive"] if whole else handle.get("inserted")
+                if group is None:
+                    raise self._missing(cells, f"{current} has no /inserted")
+                wanted = np.array([cell for cell in cells.tolist() if cell not in found])
+                found.update(_rows_of(group, wanted))
+                previous = None if whole else handle.attrs.get("light_previous")
+            if len(found) == len(cells) or previous is None:
+                break
+            current = Path(os.path.normpath(current.parent / previous))
+        if len(found) < len(cells):
+            absent = next(cell for cell in cells.tolist() if cell not in found)
+            raise self._missing(cells, f"cell {absent} is empty in {current}")
+        return np.stack([found[cell] for cell in cells.tolist()])
+
+    def _missing(self, cells, reason: str) -> CorruptFileError:
+        with open_for_reading(self.path, what="checkpoint") as handle:
+            spec = json.loads(handle.attrs["run_spec"])
+            generation = int(handle.attrs["generation"]) + 1
+        return CorruptFileError(
+            f"run {run_label(spec)}, generation {generation}: the parents of its batch "
+            f"(stored in {self.path}) cannot be read: {reason}; delete the run's "
+            "work/state_*.h5 and work/gen_* after its last kept checkpoint and rerun"
+        )
+
+
+def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
+    """A batch read from the state file ``path``, with the elites its parents are
+    (:class:`StoredElites`) when its format names parents by their cells."""
+    if not batch_format(spec).reads_elites:
+        return batch
+    return {**batch, ELITES: StoredElites(path)}
+
+
+def _rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
+    """``{cell: solution}`` of those ``cells`` (sorted) that ``group`` (``index``,
+    ``solution``) holds, reading only their rows."""
+    if not len(cells):
+        return {}
+    index = group["index"][()]
+    positions = np.searchsorted(index, cells)
+    held = positions < len(index)
+    held[held] = index[positions[held]] == cells[held]
+    if not held.any():
+        return {}
+    rows = group["solution"][positions[held]]
+    return dict(zip(cells[held].tolist(), rows, strict=True))
 
 
 def is_light(handle: h5py.File) -> bool:
@@ -154,7 +240,7 @@ def open_batch(path: str | Path):
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"]) + 1
-        batch = stored_batch(handle, lazy=True)
+        batch = with_stored_elites(stored_batch(handle, lazy=True), spec=spec, path=path)
         yield spec, generation, batch, next_seeds(handle), stored_numerics(handle)
 
 

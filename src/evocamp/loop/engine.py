@@ -13,8 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
+from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
-from evocamp.families.qd import build_passive_archive
+from evocamp.families.qd import ArchiveElites, build_passive_archive
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
@@ -27,7 +28,7 @@ from evocamp.loop.fold import (
     optimizer_stats,
 )
 from evocamp.model.metrics import metrics_row
-from evocamp.model.protocol import call_method, call_optimizer, checked_batch
+from evocamp.model.protocol import ELITES, call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key
 from evocamp.model.state import RunState
 
@@ -38,6 +39,20 @@ def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarra
     batch, size = checked_batch(spec, generation, batch_format(spec), asked)
     seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, size)
     return batch, seeds
+
+
+def held_batch(state: RunState, *, start: int = 0, stop: int | None = None) -> dict:
+    """The state's next batch as its holder gives it to whoever makes solutions
+    ``start..stop-1`` (all by default) from it: with the elites of the state's archive
+    they are made from (:data:`ELITES`, those cells only) when the batch names parents
+    by their cells and does not hold them already (a state read without its archive
+    holds :class:`~evocamp.files.checkpoint.StoredElites`)."""
+    kind = batch_format(state.spec)
+    stop = len(state.next_seeds) if stop is None else stop
+    cells = kind.elites_read(state.next_batch, start, stop)
+    if not len(cells) or ELITES in state.next_batch:
+        return state.next_batch
+    return {**state.next_batch, ELITES: ElitesAt(cells, ArchiveElites(state.archive)[cells])}
 
 
 def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
@@ -119,6 +134,7 @@ def tell(
     generation = state.generation + 1
     results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
     batch_kind = batch_format(state.spec)
+    held = held_batch(state)
 
     def solution(row: int) -> np.ndarray:
         made, _ = call_optimizer(
@@ -126,7 +142,7 @@ def tell(
             generation,
             f"{batch_kind.name}.solutions",
             batch_kind.materialise,
-            state.next_batch,
+            held,
             row,
             row + 1,
         )
@@ -205,7 +221,7 @@ def evaluation_rows(
                 generation,
                 f"{batch_kind.name}.solutions",
                 batch_kind.materialise,
-                state.next_batch,
+                held_batch(state),
                 0,
                 count,
             )

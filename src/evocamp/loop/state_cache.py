@@ -6,7 +6,8 @@ generation's shards and tell read. Written whole, that is the optimizer's full s
 on the shared filesystem every generation (CMA-ME with 15 emitters in 100 dimensions:
 4-15 MB, mostly covariance matrices and elites). Between kept checkpoints the job
 writes a *light* state there instead: the run spec, the next batch and its seeds,
-the metrics window and the best solution (what shards and the next tell read), plus
+the metrics window and the best solution (what shards and the next tell read), for a
+compact QD batch the elites its generation inserted (the next shards' parents), plus
 a random token, the state it was told from and its shard files. The full state goes
 to a node-local cache with the same token (a pickle of the whole state, in a private
 folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
@@ -39,8 +40,8 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
-from evocamp.catalogue.factory import optimizer_class
-from evocamp.files.checkpoint import light_attrs, read_state, write_state
+from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.files.checkpoint import holds_elites, light_attrs, read_state, write_state
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
@@ -95,6 +96,17 @@ def _must_be_whole(state: RunState, total: int | None) -> bool:
     return ends_window(state.generation, every=state.spec["checkpoint_every"], total=total)
 
 
+def _elites_readable(state: RunState, told_from: str | Path) -> bool:
+    """Whether a light state after ``told_from`` would give its batch's parents: when
+    the batch names them by their cells, ``told_from`` must give every elite (a run
+    continued by this version in the middle of a window written by an earlier one has
+    light states without ``/inserted``; its next state is written whole)."""
+    size = len(state.next_seeds)
+    if not len(batch_format(state.spec).elites_read(state.next_batch, 0, size)):
+        return True
+    return holds_elites(told_from)
+
+
 def write_told_state(
     output: str | Path,
     state: RunState,
@@ -125,7 +137,8 @@ def write_told_state(
         What was written, for the job's log.
     """
     output = Path(output)
-    cache = None if _must_be_whole(state, total) else run_cache(output.parent)
+    whole = _must_be_whole(state, total) or not _elites_readable(state, told_from)
+    cache = None if whole else run_cache(output.parent)
     if cache is None:
         write_state(output, state)
         forget_run(output.parent)

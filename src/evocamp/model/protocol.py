@@ -49,6 +49,11 @@ from evocamp.base.errors import EvocampError, OptimizerError
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.runspec import is_plugin, optimizer_name, where
 
+#: The key under which whoever holds a compact batch that names parents by their cells
+#: (:meth:`CompactBatch.elites_read`) gives it those elites: an object indexed with
+#: sorted cell indices that returns their solutions. It is never stored with the batch.
+ELITES = "elites"
+
 #: Methods every optimizer class has.
 REQUIRED_METHODS = ("ask", "tell")
 #: Methods of optimizer classes that run in asynchronous mode (``mode: async``).
@@ -86,6 +91,14 @@ class CompactBatch:
         s}`` that also reports the seconds spent making them."""
         raise NotImplementedError
 
+    @staticmethod
+    def elites_read(batch, start: int, stop: int) -> np.ndarray:
+        """The cells of the run's archive whose elites solutions ``start..stop-1`` are
+        made from (sorted, unique; none by default). When there are any, ``solutions``
+        finds them in ``batch[ELITES]`` (:data:`ELITES`), which the batch's holder adds:
+        the run's archive in memory, or the run's states on disk for a shard."""
+        return np.empty(0, dtype=np.int64)
+
 
 #: The hooks of evocamp 0.1's compact batches, found on the optimizer class itself.
 _OLD_HOOKS = ("batch_size", "solutions", "proposes_in_shards", "shard_modules")
@@ -115,6 +128,20 @@ class BatchFormat:
     def shard_modules(self) -> tuple[str, ...]:
         """Modules Dask workers import up front."""
         return () if self.compact is None else tuple(self.compact.shard_modules)
+
+    @property
+    def reads_elites(self) -> bool:
+        """Whether the format's batches may name parents by their cells
+        (:meth:`CompactBatch.elites_read`)."""
+        return self.compact is not None and (
+            self.compact.elites_read is not CompactBatch.elites_read
+        )
+
+    def elites_read(self, batch, start: int, stop: int) -> np.ndarray:
+        """The cells whose elites solutions ``start..stop-1`` are made from."""
+        if not self.reads_elites:
+            return np.empty(0, dtype=np.int64)
+        return np.asarray(self.compact.elites_read(batch, start, stop), dtype=np.int64)
 
     def size(self, batch) -> int:
         """Solutions in a batch."""

@@ -1,0 +1,190 @@
+"""Issue 33: QD batches of Gaussian and iso-line emitters travel as their parents' cells
+and the emitters' random states, and regenerate bit for bit what pyribs' own ask()
+returns, whatever the slice; checkpoints hold no copy of the solutions."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import h5py
+import numpy as np
+import pytest
+
+import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
+from evocamp.base.errors import CorruptFileError
+from evocamp.base.sharding import ElitesAt, shard_bounds
+from evocamp.catalogue.factory import batch_format, build_optimizer
+from evocamp.config import run_spec, validate_config
+from evocamp.families.qd import ArchiveElites, QDBatch, compact_emitters
+from evocamp.model.protocol import ELITES
+
+COMPACT_TYPES = ("map_elites", "map_elites_line", "cvt_map_elites", "cvt_map_elites_line")
+
+
+def spec_of(algorithm: dict, *, dim: int = 5, bounds=None) -> dict:
+    domain = {"type": "sphere", "solution_dim": dim}
+    if bounds is not None:
+        domain["bounds"] = bounds
+    config = validate_config(
+        {"algorithms": {"a": algorithm}, "domains": {"d": domain}, "shards": 1}
+    )
+    return run_spec(config, algorithm="a", domain="d", seed=3)
+
+
+def results_of(solutions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A sphere-like objective and two measures spread over the archive's range."""
+    objective = -np.sum(solutions**2, axis=1)
+    measures = np.tanh(solutions[:, :2] * 30.0) * 12.0
+    return objective, measures
+
+
+def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
+    return QDBatch.solutions({**batch, ELITES: ArchiveElites(optimizer.archive)}, start, stop)
+
+
+@pytest.mark.parametrize("kind", COMPACT_TYPES)
+@pytest.mark.parametrize("bounds", [None, [-1.0, 1.0]])
+def test_every_slice_is_what_pyribs_asks(kind, bounds):
+    """Five generations of two emitters (the first from x0, the next from an archive
+    filling up): every shard's slice for 1, 3 and 7 shards, and a slice across the two
+    emitters, equal pyribs' own ask() of the same scheduler byte for byte."""
+    algorithm = {"type": kind, "emitters": 2, "emitter_batch_size": 7}
+    if kind.startswith("cvt"):
+        algorithm["archive"] = {"cells": 20, "cvt_samples": 2000}
+    optimizer = build_optimizer(spec_of(algorithm, bounds=bounds))
+    for generation in range(5):
+        expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
+        batch = optimizer.ask()
+        assert isinstance(batch, dict) and QDBatch.size(batch) == 14, generation
+        assert ("x0" in batch) == (generation == 0)
+        for shards in (1, 3, 7):
+            for shard in range(shards):
+                start, stop = shard_bounds(14, shards, shard)
+                made = regenerated(optimizer, batch, start, stop)
+                assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
+        assert regenerated(optimizer, batch, 5, 9).tobytes() == expected[5:9].tobytes()
+        optimizer.tell(*results_of(expected))
+    assert len(optimizer.archive) > 1
+
+
+def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
+    """A shard's slice is made from the elites of its own parents' cells (ElitesAt
+    holds no other), checked against the digests the batch stores; the pickled
+    optimizer between ask and tell holds no copy of the batch, and a restored one
+    tells exactly as the original."""
+    spec = spec_of({"type": "map_elites", "emitter_batch_size": 64}, dim=400)
+    optimizer = build_optimizer(spec)
+    for _ in range(3):
+        batch = optimizer.ask()
+        optimizer.tell(*results_of(regenerated(optimizer, batch, 0, 64)))
+    batch = optimizer.ask()
+    whole = regenerated(optimizer, batch, 0, 64)
+    kind = batch_format(spec)
+    assert kind.reads_elites
+    cells = kind.elites_read(batch, 10, 20)
+    assert 0 < len(cells) <= 10
+    held = ElitesAt(cells, ArchiveElites(optimizer.archive)[cells])
+    assert QDBatch.solutions({**batch, ELITES: held}, 10, 20).tobytes() == whole[10:20].tobytes()
+    with pytest.raises(IndexError, match="is not among the cells held"):
+        QDBatch.solutions({**batch, ELITES: held}, 0, 64)
+    changed = held.solutions.copy()
+    changed[-1, 7] += 1e-12
+    with pytest.raises(CorruptFileError) as caught:
+        QDBatch.solutions({**batch, ELITES: ElitesAt(cells, changed)}, 10, 20)
+    assert str(caught.value) == (
+        f"the elite read for cell {cells[-1]} is not the parent this batch was made from "
+        "(the run's working states are inconsistent); delete the run's work/state_*.h5 "
+        "and work/gen_* after its last kept checkpoint and rerun"
+    )
+    blob = pickle.dumps(optimizer)
+    assert not any(row.tobytes() in blob for row in whole)
+    restored = pickle.loads(blob)
+    assert restored.scheduler._cur_solutions is None
+    results = results_of(whole)
+    optimizer.tell(*results)
+    restored.tell(*results)
+    assert restored.scheduler._cur_solutions.tobytes() == whole.tobytes()
+    mine, theirs = optimizer.archive.data(), restored.archive.data()
+    assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
+    assert np.array_equal(restored.inserted, optimizer.inserted)
+
+
+def test_other_qd_types_keep_plain_batches():
+    """Types whose emitters learn on another archive than the run's (novelty search) or
+    adapt a distribution (CMA-ME) keep their batches plain."""
+    for algorithm in ({"type": "novelty_search"}, {"type": "cma_me"}):
+        optimizer = build_optimizer(spec_of(algorithm))
+        assert compact_emitters(optimizer.scheduler) is None
+        assert isinstance(optimizer.ask(), np.ndarray)
+
+
+def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch):
+    """Shard mode: light states hold no solutions, only the elites their generation
+    inserted; a shard reads its parents from them and the window's whole state (no
+    node-local cache needed), and makes exactly the in-memory run's shard results. A
+    light state without them is named; after one (written by an earlier version) the
+    next state is written whole."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.checkpoint import write_state
+    from evocamp.files.shard import read_shard, write_shard
+    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.state_cache import forget_run, read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    config = validate_config(
+        {
+            "algorithms": {"a": {"type": "map_elites_line", "emitters": 2, "batch_size": 6}},
+            "domains": {"d": {"type": "sphere", "solution_dim": 6}},
+            "shards": 3,
+            "checkpoint_every": 10,
+            "generations": 20,
+        }
+    )
+    spec = run_spec(config, algorithm="a", domain="d", seed=1)
+    work = tmp_path / "work"
+    previous = work / "state_000000.h5"
+    write_state(previous, initialise(spec))
+    memory = initialise(spec)
+    for generation in range(1, 6):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        forget_run(work)  # every shard reads from the files alone
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=3, output=path)
+            made = read_shard(path)
+            assert made.objective.tobytes() == expected[shard].objective.tobytes()
+            assert made.measures.tobytes() == expected[shard].measures.tobytes()
+        output = work / f"state_{generation:06d}.h5"
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        with h5py.File(output, "r") as handle:
+            assert "optimizer" not in handle and "solutions" not in handle["next_batch"]
+            assert handle["inserted/index"][()].tolist() == memory.optimizer.inserted.tolist()
+        previous = output
+    with h5py.File(previous, "r+") as handle:
+        del handle["inserted"]
+    with pytest.raises(CorruptFileError) as caught:
+        evaluate_step(state=previous, shard=0, shards=3, output=tmp_path / "x.h5")
+    assert str(caught.value).startswith(
+        "run a/d/seed1, generation 6: the parents of its batch (stored in "
+        f"{previous}) cannot be read: {previous} has no /inserted; "
+    )
+    forget_run(work)
+    state = read_full_state(work / "state_000004.h5")  # rebuilt: no /inserted needed
+    files = []
+    for result in shard_results(state, 3):
+        files.append(tmp_path / f"again_{result.shard}.h5")
+        write_shard(files[-1], result)
+    with h5py.File(work / "state_000004.h5", "r+") as handle:
+        del handle["inserted"]
+    tell_step(
+        state=work / "state_000004.h5",
+        shard_files=[str(p) for p in files],
+        output=tmp_path / "after.h5",
+        total=20,
+    )
+    with h5py.File(tmp_path / "after.h5", "r") as handle:
+        assert "optimizer" in handle, "written whole after a light state without /inserted"
