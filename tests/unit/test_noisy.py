@@ -11,10 +11,11 @@ from conftest import error_of, merged
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
+from evocamp.catalogue.factory import batch_format
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import lunar_lander, lunar_lander_noisy
 from evocamp.loop.asynchronous import virtual_duration
-from evocamp.loop.engine import initialise
+from evocamp.loop.engine import held_batch, initialise
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate, reevaluate_shard
 
@@ -63,7 +64,8 @@ def test_the_noisy_lander_depends_on_the_seed_and_the_plain_one_does_not():
 def test_repeats_give_the_means_of_real_evaluations_with_derived_seeds(small_config):
     spec = _spec(small_config, {"repeats": 3})
     state = initialise(spec)
-    batch, seeds = {"solutions": state.next_batch["solutions"][()]}, state.next_seeds
+    batch, seeds = held_batch(state), state.next_seeds
+    solutions, _ = batch_format(spec).materialise(batch, 0, len(seeds))
     results = [
         evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=s, shards=2)
         for s in range(2)
@@ -72,7 +74,7 @@ def test_repeats_give_the_means_of_real_evaluations_with_derived_seeds(small_con
     measures = np.concatenate([r.measures for r in results])
     extra = {name: np.concatenate([r.extra[name] for r in results]) for name in results[0].extra}
 
-    direct = _direct_repeats(batch["solutions"], seeds, 3)
+    direct = _direct_repeats(solutions, seeds, 3)
     objectives = np.stack([d["objective"] for d in direct])
     np.testing.assert_array_equal(objective, (objectives[0] + objectives[1] + objectives[2]) / 3)
     np.testing.assert_array_equal(measures, np.mean([d["measures"] for d in direct], axis=0))
@@ -158,7 +160,7 @@ def test_repeats_in_a_supervised_child_are_those_in_process(small_config):
     limited = _spec(small_config, {"repeats": 2, "timeout": 60, "on_failure": "discard"})
     assert limited["evaluation"] == {**limited["evaluation"], "repeats": 2, "timeout": 60}
     state = initialise(plain)
-    batch, seeds = {"solutions": state.next_batch["solutions"][()]}, state.next_seeds
+    batch, seeds = held_batch(state), state.next_seeds
     a, b = (
         evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=0, shards=1)
         for spec in (plain, limited)
