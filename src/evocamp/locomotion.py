@@ -131,10 +131,10 @@ def evaluate_task(
     env = make_environment(task, random_starts=random_starts)
     sizes = task.layer_sizes(hidden)
     floor = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-    feet = np.array(
-        [mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in task.feet],
-        dtype=np.int64,
-    )
+    feet = {
+        mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, name): column
+        for column, name in enumerate(task.feet)
+    }
     objective = np.empty(len(solutions))
     measures = np.empty((len(solutions), task.measure_dim))
     steps = np.empty(len(solutions))
@@ -160,21 +160,21 @@ def rollout(
     *,
     seed: int,
     episode_length: int,
-    feet: tuple[int, np.ndarray],
+    feet: tuple[int, dict[int, int]],
 ) -> tuple[float, np.ndarray, int]:
     """One episode: ``(objective, measures, steps taken)``; ``feet`` is the floor's geom
-    id and the feet's."""
+    id and the feet's (:func:`feet_on_floor`)."""
     observation, _ = env.reset(seed=seed)
     total = 0.0
-    contacts = np.zeros(len(feet[1]))
+    contacts = np.zeros(len(task.feet))
     steps = 0
     while steps < episode_length:
         action = mlp_output(layers, observation, squash_output=True)
         observation, reward, terminated, _, info = env.step(action)
         steps += 1
         total += float(reward) - (float(info["reward_forward"]) if task.omni else 0.0)
-        if len(contacts):
-            contacts += feet_on_floor(env.data, *feet)
+        for column in feet_on_floor(env.data, *feet) if task.feet else ():
+            contacts[column] += 1.0
         if terminated:
             break
     if task.omni:
@@ -182,16 +182,20 @@ def rollout(
     return total, contacts / steps, steps
 
 
-def feet_on_floor(data, floor: int, feet: np.ndarray) -> np.ndarray:
-    """1.0 for every foot geom in an active contact (one MuJoCo applies a force at) with
-    the floor, else 0.0."""
-    count = data.ncon
-    if count == 0:
-        return np.zeros(len(feet))
+def feet_on_floor(data, floor: int, feet: dict[int, int]) -> set[int]:
+    """The columns of the feet in an active contact (one MuJoCo applies a force at) with
+    the floor; ``feet`` maps each foot's geom id to its column. A plain loop: a step has
+    a handful of contacts, and numpy's per-call cost would be most of the time."""
+    touching = set()
     contact = data.contact
-    pairs = contact.geom[:count]
-    active = (contact.exclude[:count] == 0) & (pairs == floor).any(axis=1)
-    return np.isin(feet, pairs[active]).astype(np.float64)
+    for (first, second), excluded in zip(
+        contact.geom.tolist(), contact.exclude.tolist(), strict=True
+    ):
+        if excluded == 0 and floor in (first, second):
+            column = feet.get(second if first == floor else first)
+            if column is not None:
+                touching.add(column)
+    return touching
 
 
 def param_problems(params: dict) -> list[tuple[str, str]]:
