@@ -4,15 +4,17 @@ Rollouts are 50 steps, to keep the suite fast."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import gymnasium
 import mujoco
 import numpy as np
 import pytest
-from conftest import error_of, merged, shard_results
+import yaml
+from conftest import REPO, error_of, merged, shard_results
 
-from evocamp.config import resolved_domain, run_spec, validate_config
+from evocamp.config import load_config_file, resolved_domain, run_spec, validate_config
 from evocamp.domains import DOMAINS, ant_omni, walker2d_uni
 from evocamp.loop.engine import initialise
 from evocamp.policies import mlp_size
@@ -215,3 +217,25 @@ def test_without_mujoco_the_check_says_what_to_install(small_config, monkeypatch
         "key 'domains.ant.type': ant_omni needs mujoco, which is not installed: "
         "pip install 'evocamp[mujoco]'"
     ) in error_of(config)
+
+
+def test_the_shipped_qd_rl_campaign_and_its_trial_are_valid():
+    """config/qd_rl.yaml and the 2-core trial its comments give (top-level keys only, as
+    Snakemake's --config sets them): CVT archives of 1,024 cells, separable CMA-ES."""
+    text = (REPO / "config" / "qd_rl.yaml").read_text()
+    config = load_config_file(REPO / "config" / "qd_rl.yaml")
+    assert config["seeds"] == 5 and set(config["domains"]) == {"walker2d_uni", "ant_omni"}
+    assert {a["type"] for a in config["algorithms"].values()} == {
+        "cvt_map_elites_line",
+        "cvt_cma_me",
+        "cvt_cma_mae",
+        "openai_es",
+    }
+    for algorithm in config["algorithms"].values():
+        if algorithm["type"].startswith("cvt_"):
+            assert algorithm["archive"]["cells"] == 1024
+        if "cma" in algorithm["type"]:
+            assert algorithm["es"] == "sep_cma_es"
+    trial = re.search(r"--config (seeds=1 [^\n]*)", text).group(1).split()
+    overrides = {key: yaml.safe_load(value) for key, value in (item.split("=") for item in trial)}
+    validate_config({**config, **overrides})
