@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import math
 from importlib import resources
@@ -34,7 +35,7 @@ from evocamp.catalogue.algorithms import (
 )
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
-from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN
+from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
 
@@ -336,6 +337,13 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
             f"measures, got {len(domain['measure_ranges'])} ranges"
         )
     entry = DOMAINS.get(kind)
+    missing = missing_extra(entry) if entry is not None else None
+    if missing:
+        problems.append(f"key '{key}.type': {missing}")
+    if entry is not None:
+        param_problems = _built_in_param_problems(key, entry, domain.get("params") or {})
+        if param_problems:  # the rules below read the params
+            return problems + param_problems
     if entry is not None and entry.fixed_dim is not None and "solution_dim" in domain:
         fixed = entry.fixed_dim(domain.get("params") or {})
         if domain["solution_dim"] != fixed:
@@ -349,7 +357,8 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
                 f"key '{key}.measure_ranges[{index}]': low {low} must be below high {high}"
             )
     cqd = domain.get("cqd") or {}
-    low = cqd.get("obj_min", DOMAINS[kind].qd_score_offset if kind in DOMAINS else None)
+    params = {**(DOMAINS[kind].params if kind in DOMAINS else {}), **(domain.get("params") or {})}
+    low = cqd.get("obj_min", DOMAINS[kind].score_offset(params) if kind in DOMAINS else None)
     high = cqd.get("obj_max", DOMAINS[kind].objective_max if kind in DOMAINS else None)
     if low is not None and high is not None and ("obj_min" in cqd or "obj_max" in cqd):
         if low >= high:
@@ -357,6 +366,26 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     if "bounds" in domain and domain["bounds"][0] >= domain["bounds"][1]:
         low, high = domain["bounds"]
         problems.append(f"key '{key}.bounds': low {low} must be below high {high}")
+    return problems
+
+
+def _built_in_param_problems(key: str, entry: DomainType, params: dict) -> list[str]:
+    """Params a built-in domain's function does not take, and values its rules refuse."""
+    accepted = [
+        name
+        for name, parameter in inspect.signature(entry.evaluate).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    problems = [
+        f"key '{key}.params.{name}': not a parameter of domain {entry.name} "
+        f"(its parameters: {', '.join(accepted) or 'none'})"
+        for name in params
+        if name not in accepted
+    ]
+    if entry.param_rules is not None:
+        problems += [
+            f"key '{key}.params.{name}': {problem}" for name, problem in entry.param_rules(params)
+        ]
     return problems
 
 
@@ -584,7 +613,7 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
         # Every shard (asynchronous mode: every slot) is a worker of the algorithm.
         algorithm_spec["shards"] = asynchronous["slots"] if asynchronous else config["shards"]
     domain_entry = DOMAINS.get(domain_spec["type"])
-    offset = domain_entry.qd_score_offset if domain_entry else 0.0
+    offset = domain_entry.score_offset(domain_spec["params"]) if domain_entry else 0.0
     if offset:
         algorithm_spec["archive"].setdefault("qd_score_offset", offset)
     spec = {

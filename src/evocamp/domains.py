@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from evocamp import locomotion
 from evocamp.model.runspec import PLUGIN
+from evocamp.policies import mlp_layers, mlp_output, mlp_size
 
 #: Solution dimension of domains that do not fix it.
 DEFAULT_SOLUTION_DIM = 20
@@ -52,8 +54,9 @@ class DomainType:
         Number of measures.
     bounds : list or None
         ``[low, high]`` of every parameter (``None``: unbounded).
-    qd_score_offset : float
-        At or below the worst objective (the QD score's offset).
+    qd_score_offset : float or callable
+        At or below the worst objective (the QD score's offset), or ``params -> offset``
+        when the params decide it (:meth:`score_offset`).
     minimised : str or None
         Minimisation benchmarks: the extra field holding the value to report as a
         minimum (the objective is its negative).
@@ -64,6 +67,14 @@ class DomainType:
     objective_max : float or None
         The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
         needs ``cqd.obj_max``).
+    extra : str or None
+        The optional dependency group of evocamp the domain needs (``pip install
+        'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
+        distributions): a campaign using the domain is refused, with that command, when
+        one is missing.
+    param_rules : callable or None
+        Checks of the ``params`` values the schema cannot express: ``params -> [(name,
+        problem), ...]``.
     """
 
     name: str
@@ -73,11 +84,19 @@ class DomainType:
     measure_dim: int
     fixed_dim: Callable[[dict], int] | None = None
     bounds: list | None = None
-    qd_score_offset: float = 0.0
+    qd_score_offset: float | Callable[[dict], float] = 0.0
     minimised: str | None = None
     params: dict = field(default_factory=dict)
     extra_fields: tuple[str, ...] = ()
     objective_max: float | None = None
+    extra: str | None = None
+    param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
+
+    def score_offset(self, params: dict) -> float:
+        """The QD score offset with the domain's (resolved) ``params``."""
+        if callable(self.qd_score_offset):
+            return float(self.qd_score_offset(params))
+        return self.qd_score_offset
 
 
 #: Every built-in domain by its ``type``, in the order the documentation lists them
@@ -327,7 +346,11 @@ DIGITS_TEST = 360
 
 def digits_solution_dim(hidden: int) -> int:
     """Weights and biases of the 64-hidden-10 MLP."""
-    return DIGITS_INPUTS * hidden + hidden + hidden * DIGITS_CLASSES + DIGITS_CLASSES
+    return mlp_size(_digits_sizes(hidden))
+
+
+def _digits_sizes(hidden: int) -> list[int]:
+    return [DIGITS_INPUTS, hidden, DIGITS_CLASSES]
 
 
 @functools.cache
@@ -341,13 +364,8 @@ def _digits_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _mlp_logits(weights: np.ndarray, images: np.ndarray, hidden: int) -> np.ndarray:
-    first = DIGITS_INPUTS * hidden
-    w1 = weights[:first].reshape(DIGITS_INPUTS, hidden)
-    b1 = weights[first : first + hidden]
-    rest = weights[first + hidden :]
-    w2 = rest[: hidden * DIGITS_CLASSES].reshape(hidden, DIGITS_CLASSES)
-    b2 = rest[hidden * DIGITS_CLASSES :]
-    return np.tanh(images @ w1 + b1) @ w2 + b2
+    layers = mlp_layers(weights, _digits_sizes(hidden))
+    return mlp_output(layers, images, squash_output=False)
 
 
 def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -455,3 +473,66 @@ def plain_rastrigin(solutions: np.ndarray, seeds: np.ndarray) -> dict[str, np.nd
     extra field ``rastrigin`` (the value itself). No measures, no shift or projection."""
     value = _rastrigin_raw(solutions)
     return {"objective": -value, "measures": np.empty((len(solutions), 0)), "rastrigin": value}
+
+
+def _locomotion_domain(name: str, summary: str) -> Callable:
+    """Declare the locomotion task ``name`` (:data:`evocamp.locomotion.TASKS`) as a
+    built-in domain; returns its evaluation function."""
+    task = locomotion.TASKS[name]
+
+    def evaluate(
+        solutions: np.ndarray,
+        seeds: np.ndarray,
+        *,
+        hidden: Sequence[int] = locomotion.DEFAULT_HIDDEN,
+        episode_length: int = locomotion.DEFAULT_EPISODE_LENGTH,
+        random_starts: bool = False,
+    ) -> dict[str, np.ndarray]:
+        return locomotion.evaluate_task(
+            task,
+            solutions,
+            seeds,
+            hidden=hidden,
+            episode_length=episode_length,
+            random_starts=random_starts,
+        )
+
+    evaluate.__name__ = evaluate.__qualname__ = name
+    evaluate.__doc__ = f"{summary} (:mod:`evocamp.locomotion`)."
+    return built_in(
+        name,
+        summary,
+        fixed_dim=task.solution_dim,
+        measure_ranges=lambda dim, params: task.measure_ranges(),
+        measure_dim=task.measure_dim,
+        qd_score_offset=task.score_offset,
+        params={
+            "hidden": list(locomotion.DEFAULT_HIDDEN),
+            "episode_length": locomotion.DEFAULT_EPISODE_LENGTH,
+            "random_starts": False,
+        },
+        extra_fields=("episode_steps",),
+        extra="mujoco",
+        param_rules=locomotion.param_problems,
+    )(evaluate)
+
+
+def _uni(name: str, feet: str) -> str:
+    environment = locomotion.TASKS[name].environment
+    return (
+        f"QDax's {name} on MuJoCo (gymnasium's {environment}) flown by an MLP policy: "
+        f"objective = summed reward, measures = fraction of steps each foot ({feet}) "
+        "touches the floor (params: hidden, episode_length, random_starts)"
+    )
+
+
+hopper_uni = _locomotion_domain("hopper_uni", _uni("hopper_uni", "foot_geom"))
+walker2d_uni = _locomotion_domain("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom"))
+halfcheetah_uni = _locomotion_domain("halfcheetah_uni", _uni("halfcheetah_uni", "bfoot, ffoot"))
+ant_uni = _locomotion_domain("ant_uni", _uni("ant_uni", "the four *_ankle_geom"))
+ant_omni = _locomotion_domain(
+    "ant_omni",
+    "QDax's ant_omni on MuJoCo (gymnasium's Ant-v5) flown by an MLP policy: objective = "
+    "summed reward without its forward term, measures = final torso x, y clipped to "
+    "[-30, 30] (params: hidden, episode_length, random_starts)",
+)

@@ -14,7 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "evocamp"
 LAYERS = (
     ("base", ("evocamp.base",)),
     ("model", ("evocamp.model",)),
-    ("families and domains", ("evocamp.families", "evocamp.domains")),
+    (
+        "families and domains",
+        ("evocamp.families", "evocamp.domains", "evocamp.locomotion", "evocamp.policies"),
+    ),
     ("catalogue", ("evocamp.catalogue",)),
     ("config", ("evocamp.config",)),
     ("files", ("evocamp.files",)),
@@ -38,6 +41,7 @@ HEAVY = {
     "dask",
     "distributed",
     "gymnasium",
+    "mujoco",
     "jsonschema",
     "psutil",
     "pyarrow",

@@ -99,6 +99,15 @@ ALGORITHMS = {
     "cvt": {"type": "cvt_map_elites", "batch_size": 12, "archive": {"cells": 40}},
     "cmame": {"type": "cma_me", "emitters": 2, "batch_size": 6},
     "cmamae": {"type": "cma_mae", "emitters": 2, "batch_size": 6},
+    # The CVT forms with the ES of policies of thousands of weights (issue 32).
+    "cvtme": {"type": "cvt_cma_me", "es": "lm_ma_es", "batch_size": 12, "archive": {"cells": 40}},
+    "cvtmae": {
+        "type": "cvt_cma_mae",
+        "es": "sep_cma_es",
+        "emitters": 2,
+        "batch_size": 6,
+        "archive": {"cells": 40},
+    },
     "oes": {"type": "openai_es", "popsize": 12, "sigma": 0.1},
     "snes": {"type": "snes"},
     "ns": {"type": "novelty_search", "batch_size": 12, "archive": {"novelty_threshold": 2.0}},

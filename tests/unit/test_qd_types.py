@@ -127,3 +127,27 @@ def test_components_read_only_keys_their_type_accepts(name):
     own = set(recipe.archive.keys) - {"dims", "cells", "cvt_samples", *CELL_ARCHIVE_KEYS}
     assert own <= set(entry.archive_defaults), recipe.archive.name
     assert entry.grid_archive == recipe.grid_result
+
+
+def test_cvt_cma_mae_learns_and_keeps_elites_on_one_tessellation_with_the_chosen_es():
+    """cvt_cma_mae: learning and result archives are CVTs with the same centroids (the
+    learning one with the archive learning rate); ``es`` picks pyribs' strategy."""
+    from ribs.archives import CVTArchive
+    from ribs.emitters.opt import LMMAEvolutionStrategy, SeparableCMAEvolutionStrategy
+
+    for es, strategy in (
+        ("sep_cma_es", SeparableCMAEvolutionStrategy),
+        ("lm_ma_es", LMMAEvolutionStrategy),
+    ):
+        spec = spec_of(
+            {"type": "cvt_cma_mae", "es": es, "emitters": 2, "archive": {"cells": 30}},
+            {"type": "arm", "solution_dim": 50},
+        )
+        scheduler = build_optimizer(spec).scheduler
+        learning, result = scheduler.archive, scheduler.result_archive
+        assert isinstance(learning, CVTArchive) and isinstance(result, CVTArchive)
+        assert learning.centroids.tobytes() == result.centroids.tobytes()
+        assert learning.learning_rate == 0.01 and result.learning_rate == 1.0
+        assert all(type(emitter._opt) is strategy for emitter in scheduler.emitters)
+    default = build_optimizer(spec_of({"type": "cvt_cma_me"}, {"type": "arm", "solution_dim": 5}))
+    assert type(default.scheduler.emitters[0]._opt).__name__ == "CMAEvolutionStrategy"

@@ -139,6 +139,18 @@ def _antithetic_pairs(algorithm: dict) -> tuple[str, str] | None:
     return None
 
 
+def _cma_mae_recipe(archive: qd.ArchiveKind) -> QDRecipe:
+    """CMA-MAE's components on grid or CVT archives (the result archive of the same
+    kind)."""
+    return QDRecipe(
+        archive=archive,
+        emitter=qd.EVOLUTION_STRATEGY,
+        emitter_options={"selection_rule": "mu", "restart_rule": "basic"},
+        result_archive=True,
+        result_kind=archive,
+    )
+
+
 #: Why the batch-only types cannot run asynchronously.
 _CMA_WHOLE_BATCHES = (
     "its CMA-ES emitters rank and adapt on whole batches (a tell of one solution has no "
@@ -187,6 +199,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "Fontaine et al. 2020 (CMA-ME); pyribs",
             QDRecipe(archive=qd.GRID, emitter=qd.EVOLUTION_STRATEGY),
             ranker="2imp",
+            optional=("es",),
             async_refusal=_CMA_WHOLE_BATCHES,
         ),
         _qd(
@@ -194,13 +207,28 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "CMA-MAE: archive learning rate < 1, separate result archive, mu selection, "
             "basic restarts",
             "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
-            QDRecipe(
-                archive=qd.GRID,
-                emitter=qd.EVOLUTION_STRATEGY,
-                emitter_options={"selection_rule": "mu", "restart_rule": "basic"},
-                result_archive=True,
-            ),
+            _cma_mae_recipe(qd.GRID),
             ranker="imp",
+            optional=("es",),
+            archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
+            async_refusal=_CMA_WHOLE_BATCHES,
+        ),
+        _qd(
+            "cvt_cma_me",
+            "cma_me on a CVTArchive (archive.cells centroids)",
+            "Fontaine et al. 2020 (CMA-ME); pyribs",
+            QDRecipe(archive=qd.CVT, emitter=qd.EVOLUTION_STRATEGY),
+            ranker="2imp",
+            optional=("es",),
+            async_refusal=_CMA_WHOLE_BATCHES,
+        ),
+        _qd(
+            "cvt_cma_mae",
+            "cma_mae on CVTArchives (learning and result archives share archive.cells centroids)",
+            "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
+            _cma_mae_recipe(qd.CVT),
+            ranker="imp",
+            optional=("es",),
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
             async_refusal=_CMA_WHOLE_BATCHES,
         ),
@@ -263,6 +291,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "Cully 2021 (ME-MAP-Elites); pyribs' sphere example (me_map_elites)",
             QDRecipe(archive=qd.GRID, emitter_pool=_BANDIT_POOL, scheduler=qd.BANDIT),
             defaults={**_QD_DEFAULTS, "emitters": 4, "line_sigma": 0.1},
+            optional=("es",),
         ),
         _qd(
             "density_descent",
@@ -282,6 +311,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
                 emitters_on_result=True,
             ),
             defaults={"emitters": 1, "emitter_batch_size": 32, "sigma": 1.5},
+            optional=("es",),
             archive_defaults={
                 "density_method": "kde",
                 "bandwidth": Derived(

@@ -15,7 +15,7 @@ from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.base.seeding import optimizer_seeds
 from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.catalogue.entries import AlgorithmType
-from evocamp.domains import DOMAINS, PLUGIN_DOMAIN
+from evocamp.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.model.protocol import (
     BatchFormat,
     batch_format_of,
@@ -27,13 +27,18 @@ from evocamp.model.runspec import run_label, spec_run_key
 #: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
 #: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
 #: PatternSearch draws unseeded random numbers, so BOP-Elites' proposals would differ
-#: from run to run.
-EXTRAS = {"bop": (("pymoo", (0, 6, 1), (0, 6, 2)),)}
+#: from run to run. The MuJoCo domains need the simulator of the pinned release (its
+#: physics decides their numbers) and imageio, which gymnasium's MuJoCo environments
+#: import.
+EXTRAS = {
+    "bop": (("pymoo", (0, 6, 1), (0, 6, 2)),),
+    "mujoco": (("mujoco", (4, 0, 0), (4, 0, 1)), ("imageio", (2, 14, 1), (999,))),
+}
 
 
-def missing_extra(entry: AlgorithmType) -> str | None:
-    """What to install when a distribution of the type's optional extra is missing or of
-    a version that breaks reproducibility, else ``None``."""
+def missing_extra(entry: AlgorithmType | DomainType) -> str | None:
+    """What to install when a distribution of the algorithm type's or domain's optional
+    extra is missing or of a version that breaks reproducibility, else ``None``."""
     if entry.extra is None:
         return None
     problems = []

@@ -265,6 +265,8 @@ def _evolution_strategy_emitter(spec: dict, archive, *, options: dict, seed: int
 
     algorithm = spec["algorithm_spec"]
     options = {"ranker": algorithm.get("ranker"), **options}
+    if "es" in algorithm:  # pyribs' default (cma_es) unless given
+        options["es"] = algorithm["es"]
     return emitters.EvolutionStrategyEmitter(
         archive, sigma0=algorithm["sigma"], **_varying_args(spec, seed=seed), **options
     )
@@ -295,9 +297,10 @@ def _variation_emitter(spec: dict, archive, *, options: dict, seed: int):
 GAUSSIAN = EmitterKind("gaussian", _gaussian_emitter, ("batch_size", "sigma"))
 #: :class:`ribs.emitters.IsoLineEmitter` (iso-line variation).
 ISO_LINE = EmitterKind("iso_line", _iso_line_emitter, ("batch_size", "iso_sigma", "line_sigma"))
-#: :class:`ribs.emitters.EvolutionStrategyEmitter` (``sigma`` as sigma0).
+#: :class:`ribs.emitters.EvolutionStrategyEmitter` (``sigma`` as sigma0; ``es``: its
+#: evolution strategy, pyribs' ``cma_es`` unless given).
 EVOLUTION_STRATEGY = EmitterKind(
-    "evolution_strategy", _evolution_strategy_emitter, ("batch_size", "sigma", "ranker")
+    "evolution_strategy", _evolution_strategy_emitter, ("batch_size", "sigma", "ranker", "es")
 )
 #: :class:`ribs.emitters.BayesianOptimizationEmitter` (its ``min_obj`` is the archive's
 #: ``qd_score_offset``).
@@ -363,11 +366,15 @@ class QDRecipe:
         or :data:`BAYESIAN_OPTIMIZATION`.
     emitter_options : dict
         More keyword arguments of every emitter (e.g. CMA-MAE's ``selection_rule``).
+    result_kind : ArchiveKind
+        The kind of the result archive: :data:`GRID` (``archive.dims``), or :data:`CVT`
+        with the learning archive's centroids (CMA-MAE on a CVT).
     result_archive : bool
-        Keep the elites in a separate grid result archive (``archive.dims``; the run's
-        archive): CMA-MAE, whose learning archive has a learning rate below 1, and the
-        archives that are no grid (novelty, DNS, density), whose result archive gets
-        every evaluated solution, so their QD metrics are comparable with the others'.
+        Keep the elites in a separate result archive (a grid unless ``result_kind``
+        says otherwise; the run's archive): CMA-MAE, whose learning archive has a
+        learning rate below 1, and the archives that are no grid (novelty, DNS,
+        density), whose result archive gets every evaluated solution, so their QD
+        metrics are comparable with the others'.
     scheduler : SchedulerKind
         :data:`STANDARD`, :data:`BANDIT` (``emitters`` active out of the pool) or
         :data:`BAYESIAN_OPTIMIZATION_SCHEDULER`.
@@ -383,6 +390,7 @@ class QDRecipe:
     emitter: EmitterKind = GAUSSIAN
     emitter_options: dict = field(default_factory=dict)
     result_archive: bool = False
+    result_kind: ArchiveKind = GRID
     scheduler: SchedulerKind = STANDARD
     emitter_pool: tuple = ()
     emitters_on_result: bool = False
@@ -396,7 +404,7 @@ class QDRecipe:
     def grid_result(self) -> bool:
         """Whether the run's archive (the result archive, else the learning one) is a
         grid with ``archive.dims``."""
-        return self.result_archive or self.archive.grid
+        return self.result_kind.grid if self.result_archive else self.archive.grid
 
 
 def build_scheduler(spec: dict, *, recipe: QDRecipe):
@@ -422,7 +430,10 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
     archive = recipe.archive.build(spec, seed=seeds[0], result=False, cvt_seed=seeds[2])
     result_archive = None
     if recipe.result_archive:
-        result_archive = GRID.build(spec, seed=seeds[1], result=True, cvt_seed=None)
+        # A CVT result archive gets the learning archive's centroids (the same seed).
+        result_archive = recipe.result_kind.build(
+            spec, seed=seeds[1], result=True, cvt_seed=seeds[2]
+        )
     learns_on = result_archive if recipe.emitters_on_result else archive
     emitter_seeds = iter(seeds[3:])
     emitters = [

@@ -96,9 +96,10 @@ def domains_table() -> str:
         if entry.minimised:
             extra += " (the minimised value)"
         best = "-" if entry.objective_max is None else f"{entry.objective_max:.6g}"
+        offset = entry.score_offset(dict(entry.params))
         lines.append(
             f"| `{entry.name}` | {entry.summary} | {dim} | {measures} | {bounds} | "
-            f"{entry.qd_score_offset:.6g} | {best} | {params or '-'} | {extra or '-'} |"
+            f"{offset:.6g} | {best} | {params or '-'} | {extra or '-'} |"
         )
     return "\n".join(lines) + "\n"
 
