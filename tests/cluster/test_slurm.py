@@ -184,6 +184,12 @@ def squeue_jobs() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def queued_jobs() -> list[str]:
+    """Every job Slurm knows, in any state."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    return out.split()
+
+
 def test_scancel_mid_run_is_survived_by_rerunning(slurm_cluster, tmp_path, small_config):
     config = tiny_config(small_config, generations=1, checkpoint_every=1, shards=2)
     config["domains"] = plugin_domain(sleep=0.5)  # 8 calls: a shard job runs about 4 s
@@ -440,6 +446,9 @@ def test_controller_outage_mid_campaign_is_finished_by_a_rerun(slurm_cluster, tm
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     assert "Falling back to 'sacct'" in output.read_text()
+    # The lost invocation's shard jobs still run Snakemake in the directory: the rerun
+    # waits for them (docs/hpc.md), else it refuses to take the directory's lock.
+    wait_for(lambda: not queued_jobs(), timeout=300, what="the lost jobs end", poll=1)
     run_snakemake(tmp_path, "runs", "--profile", SLURM_PROFILE)
     assert archive_digests(tmp_path) == local
     assert_each_evaluation_counted_once(tmp_path, config, batch=16)

@@ -60,7 +60,10 @@ def test_campaign_figures_and_tables_exist(campaign):
         for name in FIGURE_FILES:
             assert (campaign_folder / run / f"{name}.pdf").exists()
     csv = (campaign_folder / "tables" / "final_metrics.csv").read_text().splitlines()
-    assert csv[0].startswith("domain,algorithm,seeds,evaluations,qd_score_mean,qd_score_ci_low")
+    assert csv[0].startswith(
+        "domain,algorithm,seeds,evaluations,failed,qd_score_mean,qd_score_ci_low"
+    )
+    assert {line.split(",")[4] for line in csv[1:]} == {"0"}  # no evaluation failed
     assert [line.split(",")[:3] for line in csv[1:]] == [
         ["sphere", "me", "2"],
         ["sphere", "oes", "2"],
