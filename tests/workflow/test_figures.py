@@ -69,7 +69,7 @@ def test_campaign_figures_and_tables_exist(campaign):
         ["sphere", "oes", "2"],
     ]
     low, mean, high = (
-        float(x) for x in (csv[1].split(",")[5], csv[1].split(",")[4], csv[1].split(",")[6])
+        float(x) for x in (csv[1].split(",")[6], csv[1].split(",")[5], csv[1].split(",")[7])
     )
     assert low <= mean <= high
     markdown = (campaign_folder / "tables" / "final_metrics.md").read_text()
