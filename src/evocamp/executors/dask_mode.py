@@ -76,21 +76,39 @@ def lost_worker_retries(spec: dict) -> int | None:
 def gathered(client, futures: list, *, where):
     """``client.gather(futures)``, with Dask's ``KilledWorker`` (the workers running a
     task died ``distributed.scheduler.allowed-failures`` + 1 times) as one
-    :class:`~evocamp.base.errors.EvaluationError` naming the task:
-    ``where(k)`` says where task ``k`` of ``futures`` is."""
+    :class:`~evocamp.base.errors.EvaluationError` naming the tasks Dask gave up on:
+    ``where(k)`` says where task ``k`` of ``futures`` is. A dead worker takes the tasks
+    it held with it, so Dask may give up on an innocent task beside the one that killed
+    the workers; the message names them all, lowest first."""
+    from distributed import wait
     from distributed.scheduler import KilledWorker
 
     try:
         return client.gather(futures)
     except KilledWorker as error:
-        task = next((k for k, future in enumerate(futures) if future.key == error.task), None)
+        with contextlib.suppress(TimeoutError):  # let the other verdicts arrive
+            wait(futures, timeout=2)
+        suspects = sorted(
+            {k for k, future in enumerate(futures) if future.key == error.task}
+            | {k for k, future in enumerate(futures) if _killed(future, KilledWorker)}
+        )
+        others = "".join(
+            f"; so did those evaluating {where(k)}, held by the same workers (Dask cannot "
+            "tell which task ended them)"
+            for k in suspects[1:]
+        )
         raise EvaluationError(
-            f"{where(task)}: the Dask workers evaluating it died {error.allowed_failures + 1} "
-            f"times (distributed.scheduler.allowed-failures: {error.allowed_failures}; the "
-            f"last was {error.last_worker.address}); a crash or timeout of the evaluation "
-            "itself does not end a worker: a worker lost with its node or killed (out of "
-            "memory?) does"
+            f"{where(suspects[0])}: the Dask workers evaluating it died "
+            f"{error.allowed_failures + 1} times (distributed.scheduler.allowed-failures: "
+            f"{error.allowed_failures}; the last was {error.last_worker.address}){others}; a "
+            "crash or timeout of the evaluation itself does not end a worker: a worker lost "
+            "with its node or killed (out of memory?) does"
         ) from None
+
+
+def _killed(future, killed_worker: type) -> bool:
+    """Whether Dask gave up on ``future`` because its workers died."""
+    return future.status == "error" and isinstance(future.exception(), killed_worker)
 
 
 def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> list:
