@@ -183,11 +183,8 @@ def write_index_group(handle: h5py.File, index: IndexPlan, *, folder: Path) -> N
     ``windows`` attribute."""
     relative = [window.relative_to(folder).as_posix() for window in index.windows]
     used = sorted({piece.window for piece in index.rows})
-    with h5py.File(index.windows[used[0]], "r") as first:
-        names = _dataset_names(first["evaluations"])
-    for number in used[1:]:
-        with h5py.File(index.windows[number], "r") as other:
-            names &= _dataset_names(other["evaluations"])
+    datasets = {number: _datasets(index.windows[number]) for number in used}
+    names = set.intersection(*(set(found) for found in datasets.values()))
     group = handle.create_group("evaluations")
     group.attrs["rows"] = index.row_count
     group.create_group("extra")
@@ -195,7 +192,9 @@ def write_index_group(handle: h5py.File, index: IndexPlan, *, folder: Path) -> N
         pieces = index.batch if name.startswith("batch/") else index.rows
         if not pieces:
             continue
-        _virtual(group, name, pieces, relative=relative, windows=index.windows)
+        shapes = {number: found[name][0] for number, found in datasets.items()}
+        dtype = datasets[pieces[0].window][name][1]
+        _virtual(group, name, pieces, relative=relative, shapes=shapes, dtype=dtype)
     handle.attrs[WINDOWS_ATTR] = json.dumps(
         [
             {"file": file, "rows": rows}
@@ -204,24 +203,26 @@ def write_index_group(handle: h5py.File, index: IndexPlan, *, folder: Path) -> N
     )
 
 
-def _dataset_names(group: h5py.Group) -> set[str]:
-    names = set()
-    group.visititems(lambda name, item: names.add(name) if isinstance(item, h5py.Dataset) else None)
-    return names
+def _datasets(window: Path) -> dict[str, tuple[tuple, np.dtype]]:
+    """Shape and dtype of every dataset of a window's ``/evaluations`` (one open)."""
+    found = {}
+    with h5py.File(window, "r") as handle:
+        handle["evaluations"].visititems(
+            lambda name, item: (
+                found.update({name: (item.shape, item.dtype)})
+                if isinstance(item, h5py.Dataset)
+                else None
+            )
+        )
+    return found
 
 
-def _virtual(group, name: str, pieces: list[Piece], *, relative, windows) -> None:
-    with h5py.File(windows[pieces[0].window], "r") as first:
-        dataset = first["evaluations"][name]
-        dtype, tail = dataset.dtype, dataset.shape[1:]
+def _virtual(group, name: str, pieces: list[Piece], *, relative, shapes, dtype) -> None:
+    """One virtual dataset: ``pieces`` of the windows' dataset ``name``, in order."""
     total = sum(piece.stop - piece.start for piece in pieces)
-    layout = h5py.VirtualLayout(shape=(total, *tail), dtype=dtype)
-    shapes: dict[int, tuple] = {}
+    layout = h5py.VirtualLayout(shape=(total, *shapes[pieces[0].window][1:]), dtype=dtype)
     position = 0
     for piece in pieces:
-        if piece.window not in shapes:
-            with h5py.File(windows[piece.window], "r") as source:
-                shapes[piece.window] = source["evaluations"][name].shape
         source = h5py.VirtualSource(
             f"./{relative[piece.window]}", f"evaluations/{name}", shape=shapes[piece.window]
         )
