@@ -19,6 +19,7 @@ from pathlib import Path
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
 from evocamp.files.evaluations import EvaluationSettings
+from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import RunFolder
 
 
@@ -112,6 +113,7 @@ def cmd_keep(args) -> None:
         logs=args.logs,
         total=args.total,
         evaluation_settings=EvaluationSettings.from_environment(),
+        full_every=args.full_every,
     )
 
 
@@ -128,6 +130,7 @@ def cmd_finalise(args) -> None:
         logs=args.logs,
         evaluation_settings=EvaluationSettings.from_environment(),
         reevaluation=args.reevaluation or None,
+        full_every=args.full_every,
     )
 
 
@@ -217,6 +220,19 @@ def _add_total(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_full_every(sub: argparse.ArgumentParser) -> None:
+    """The ``--full-every`` option of the steps that keep a checkpoint."""
+    value = os.environ.get(FULL_EVERY_VARIABLE, "")
+    sub.add_argument(
+        "--full-every",
+        type=int,
+        default=int(value) if value.isdigit() else 1,
+        help="checkpoint_full_every: a kept checkpoint's archive may be a delta of the "
+        f"previous kept one, in full at least every this many (default: ${FULL_EVERY_VARIABLE}, "
+        "else 1: always in full)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``evocamp`` argument parser."""
     parser = argparse.ArgumentParser(prog="evocamp", description=__doc__.splitlines()[0])
@@ -271,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--metrics-window", required=True, help="the metrics window CSV to write")
     sub.add_argument("--logs", required=True, help="the run's log folder")
     _add_total(sub)
+    _add_full_every(sub)
     sub.set_defaults(func=cmd_keep)
 
     sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
@@ -285,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--reevaluation", default="", help="the run's re-evaluation file (corrected metrics)"
     )
+    _add_full_every(sub)
     sub.set_defaults(func=cmd_finalise)
 
     sub = commands.add_parser("reevaluate-shard", help=cmd_reevaluate_shard.__doc__)

@@ -20,6 +20,7 @@ from evocamp.config import (
 from evocamp.executors.housekeeping import release_stale_locks
 from evocamp.files.evaluations import SETTINGS_VARIABLE, EvaluationSettings
 from evocamp.files.checkpoint import kept_for_spec
+from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import (
     CampaignFolder,
     is_kept,
@@ -82,9 +83,10 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 # `--sdm conda` environment (which holds the dependencies only). The tell steps print
 # "generation g/N"; N reaches them through this prefix so that raising `generations`
 # changes no rule's params or code (nothing reruns).
-# The keys keep_evaluations and evaluations reach them the same way, and so does
-# evaluation.max_failed_fraction (it only stops a run): they change no result, so they
-# are no part of the run spec or of any rule's params.
+# The keys keep_evaluations and evaluations reach them the same way, and so do
+# evaluation.max_failed_fraction (it only stops a run) and checkpoint_full_every (how
+# kept checkpoints store their archive): they change no result, so they are no part of
+# the run spec or of any rule's params.
 # (shell.prefix formats its text once more, hence the doubled braces.)
 EVALUATIONS = shlex.quote(EvaluationSettings.from_config(config).to_json())
 shell.prefix(
@@ -92,6 +94,7 @@ shell.prefix(
     f"export PYTHONPATH={workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
     f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
     f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
+    f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
     + f"export {SETTINGS_VARIABLE}={EVALUATIONS}; ".replace("{", "{{").replace(
         "}", "}}"
     )

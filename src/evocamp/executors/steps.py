@@ -101,13 +101,16 @@ def keep_step(
     logs: str | Path,
     total: int | None = None,
     evaluation_settings: EvaluationSettings | None = None,
+    full_every: int = 1,
 ) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics window, record the
     window's evaluations when the run keeps them (``evaluation_settings``, default:
     the defaults; ``total``: the run's generations), delete the working files of the
-    generations it covers and fold their job logs."""
+    generations it covers and fold their job logs. ``full_every``
+    (``checkpoint_full_every``): the kept archive may be a delta of the previous
+    kept checkpoint's."""
     kept = read_state(state, with_optimizer=False)
-    keep_whole(state, checkpoint)
+    keep_whole(state, checkpoint, full_every=full_every)
     evaluation_settings = (evaluation_settings or EvaluationSettings()).for_run(
         kept.spec, batch_size=len(kept.next_seeds), total=total
     )
@@ -234,14 +237,16 @@ def finalise_step(
     logs: str | Path,
     evaluation_settings: EvaluationSettings | None = None,
     reevaluation: str | Path | None = None,
+    full_every: int = 1,
 ) -> None:
-    """Write the final archive and metrics.csv of a run, keep its last checkpoint and
-    merge its kept evaluations (``evaluation_settings``, default: the defaults) into
+    """Write the final archive and metrics.csv of a run, keep its last checkpoint (its
+    archive a delta when ``full_every`` allows, :func:`keep_step`) and merge its kept
+    evaluations (``evaluation_settings``, default: the defaults) into
     ``evaluations.h5``; with a ``reevaluation`` file (:func:`reevaluate_step`), the
     summary's final metrics get its corrected metrics beside the raw ones."""
     final_state = read_full_state(state)
     if Path(state).resolve() != Path(checkpoint).resolve():
-        keep_whole(state, checkpoint, state=final_state)
+        keep_whole(state, checkpoint, state=final_state, full_every=full_every)
     rows = merge_history(
         METRICS_WINDOW.in_folder(metrics_windows),
         final_state.metrics_window,

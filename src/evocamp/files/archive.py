@@ -11,19 +11,34 @@ import numpy as np
 
 from evocamp.families.qd import ArchiveElites
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.files.kept_archive import (
+    DeltaBase,
+    archive_table,
+    is_delta,
+    read_archive_table,
+    write_kept_archive,
+)
 from evocamp.model.numerics import is_mixed, mixed_summary
 
 
-def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
-    """Store an archive's elites as plain datasets in ``/archive`` (readable by h5py alone).
+def write_archive_group(
+    handle: h5py.File, archive, spec: dict, *, cells: bool = False, base: DeltaBase | None = None
+) -> np.ndarray:
+    """Store an archive's elites as plain datasets in ``/archive`` (readable by h5py
+    alone); returns their cells.
 
     Elites are sorted by cell index so the layout does not depend on insertion order.
+    A kept checkpoint of a run with deltas (``cells``) also gets ``/archive_cells``,
+    and with a ``base`` holds only the cells changed since it, in ``/archive_delta``
+    (:mod:`evocamp.files.kept_archive`).
     """
-    group = handle.create_group("archive")
-    data = archive.data()
-    order = np.argsort(data["index"], kind="stable")
-    for field in sorted(data):
-        write_dataset(group, field, np.asarray(data[field])[order])
+    table = archive_table(archive)
+    if cells:
+        group = write_kept_archive(handle, table, base=base)
+    else:
+        group = handle.create_group("archive")
+        for field in sorted(table):
+            write_dataset(group, field, table[field])
     algorithm = spec["algorithm_spec"]
     group.attrs["algorithm_type"] = algorithm["type"]
     group.attrs["cells"] = archive.cells
@@ -35,6 +50,7 @@ def write_archive_group(handle: h5py.File, archive, spec: dict) -> None:
     else:
         group.attrs["kind"] = "grid"
         group.attrs["dims"] = np.asarray(archive.dims)
+    return table["index"]
 
 
 def write_inserted_group(handle: h5py.File, archive, cells: np.ndarray) -> None:
@@ -103,15 +119,20 @@ def write_final_archive(
 
 
 def read_archive(path: str | Path) -> dict:
-    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays (only
-    ``attrs`` and ``file_attrs`` when the run has no archive)."""
+    """Read the ``/archive`` group of an archive or checkpoint file as numpy arrays, or
+    a kept checkpoint's delta chain (:func:`~evocamp.files.kept_archive.read_archive_table`);
+    only ``attrs`` and ``file_attrs`` when the run has no archive."""
     with open_for_reading(path, what="archive") as handle:
         data = {"attrs": {}}
         if "archive" in handle:  # runs on domains without measures have none
             group = handle["archive"]
             data = {name: group[name][()] for name in group}
             data["attrs"] = dict(group.attrs)
-        data["file_attrs"] = dict(handle.attrs)
+        delta = is_delta(handle)
+        file_attrs = dict(handle.attrs)
+    if delta:
+        data = read_archive_table(path)
+    data["file_attrs"] = file_attrs
     return data
 
 

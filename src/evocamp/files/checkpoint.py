@@ -24,6 +24,7 @@ from evocamp.catalogue.algorithms import family_of
 from evocamp.catalogue.factory import batch_format, optimizer_class
 from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.files.kept_archive import delta_base, elite_rows, is_delta, read_archive_table, rows_of
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
 from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
@@ -33,7 +34,12 @@ from evocamp.model.state import RunState
 
 
 def write_state(
-    path: str | Path, state: RunState, *, light: bool = False, attrs: dict | None = None
+    path: str | Path,
+    state: RunState,
+    *,
+    light: bool = False,
+    attrs: dict | None = None,
+    full_every: int = 1,
 ) -> None:
     """Write a run state (checkpoint) atomically; durably (the folder fsynced too) but
     a light one, which a rerun of its tell recomputes bit for bit.
@@ -50,6 +56,11 @@ def write_state(
         compact QD batch's parents are read from them, :class:`StoredElites`).
     attrs : dict, optional
         More file attributes (what the state cache needs to find or rebuild them).
+    full_every : int
+        A kept checkpoint's ``checkpoint_full_every``: above 1, its archive is written
+        as the cells changed since the kept checkpoint before it in the same folder
+        when that one allows (:func:`~evocamp.files.kept_archive.delta_base`), with
+        ``/archive_cells`` either way; 1 (and for working states): in full.
     """
     with atomic_h5(path, durable=not light) as handle:
         write_identity(handle, state.spec, kind="state", generation=state.generation)
@@ -58,8 +69,14 @@ def write_state(
         handle.attrs["numerics"] = json.dumps(state.numerics, sort_keys=True)
         for name, value in (attrs or {}).items():
             handle.attrs[name] = value
+        elites = None
         if not light and state.archive is not None:
-            write_archive_group(handle, state.archive, state.spec)
+            base = delta_base(
+                path, spec=state.spec, generation=state.generation, full_every=full_every
+            )
+            elites = write_archive_group(
+                handle, state.archive, state.spec, cells=full_every > 1, base=base
+            )
         write_best_group(handle, state.best)
         inserted = getattr(state.optimizer, "inserted", None)
         if light and inserted is not None and state.archive is not None:
@@ -71,6 +88,7 @@ def write_state(
                 archive=state.archive,
                 next_batch=state.next_batch,
                 family=family_of(state.spec["algorithm_spec"]),
+                elites=elites,
             )
         batch = handle.create_group("next_batch")
         batch.attrs["size"] = len(state.next_seeds)
@@ -92,9 +110,11 @@ class StoredElites:
     """The elites of a run's archive after a state's generation, read from disk by cell
     (:data:`~evocamp.model.protocol.ELITES` of a shard's batch).
 
-    A whole state holds them in ``/archive``; a light one holds in ``/inserted`` those
-    its generation changed, and the states before it the rest, back to the window's
-    whole state (``light_previous``). Only the rows of the cells asked for are read.
+    A whole state holds them in ``/archive`` (a kept checkpoint may hold them as a
+    delta chain, :func:`~evocamp.files.kept_archive.elite_rows`); a light one holds in
+    ``/inserted`` those its generation changed, and the states before it the rest, back
+    to the window's whole state (``light_previous``). Only the rows of the cells asked
+    for are read.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -105,14 +125,18 @@ class StoredElites:
         found: dict[int, np.ndarray] = {}
         current = self.path
         while True:
+            wanted = np.array([cell for cell in cells.tolist() if cell not in found])
             with open_for_reading(current, what="checkpoint") as handle:
                 whole = not is_light(handle)
-                group = handle["archive"] if whole else handle.get("inserted")
-                if group is None:
+                group = None if whole else handle.get("inserted")
+                if not whole and group is None:
                     raise self._missing(cells, f"{current} has no /inserted")
-                wanted = np.array([cell for cell in cells.tolist() if cell not in found])
-                found.update(_rows_of(group, wanted))
+                if not whole:
+                    found.update(rows_of(group, wanted))
                 previous = None if whole else handle.attrs.get("light_previous")
+            if whole:
+                rows, current = elite_rows(current, wanted)
+                found.update(rows)
             if len(found) == len(cells) or previous is None:
                 break
             current = Path(os.path.normpath(current.parent / previous))
@@ -138,21 +162,6 @@ def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
     if not batch_format(spec).reads_elites:
         return batch
     return {**batch, ELITES: StoredElites(path)}
-
-
-def _rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
-    """``{cell: solution}`` of those ``cells`` (sorted) that ``group`` (``index``,
-    ``solution``) holds, reading only their rows."""
-    if not len(cells):
-        return {}
-    index = group["index"][()]
-    positions = np.searchsorted(index, cells)
-    held = positions < len(index)
-    held[held] = index[positions[held]] == cells[held]
-    if not held.any():
-        return {}
-    rows = group["solution"][positions[held]]
-    return dict(zip(cells[held].tolist(), rows, strict=True))
 
 
 def is_light(handle: h5py.File) -> bool:
@@ -193,7 +202,10 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
         optimizer = archive = None
         if with_optimizer and not is_light(handle):
             optimizer_class(spec)  # imports a plugin's module (python_path) for unpickling
-            optimizer, archive = read_optimizer_group(handle, next_batch, path=path, spec=spec)
+            elites = read_archive_table(path) if is_delta(handle) else None
+            optimizer, archive = read_optimizer_group(
+                handle, next_batch, path=path, spec=spec, elites=elites
+            )
         return RunState(
             spec=spec,
             generation=int(handle.attrs["generation"]),

@@ -76,9 +76,16 @@ def _digest(blob: bytes, rows: dict[str, np.ndarray]) -> str:
 
 
 def write_optimizer_group(
-    handle: h5py.File, *, optimizer, archive, next_batch: dict, family: str
+    handle: h5py.File,
+    *,
+    optimizer,
+    archive,
+    next_batch: dict,
+    family: str,
+    elites: np.ndarray | None = None,
 ) -> None:
-    """Write ``/optimizer`` (after ``/archive``, whose elites it refers to)."""
+    """Write ``/optimizer`` (after ``/archive``, whose elites it refers to: ``elites``,
+    their cells, sorted)."""
     rows = {}
     for name, fields in partial_arrays(optimizer, archive).items():
         for field, (array, indices) in fields.items():
@@ -94,7 +101,7 @@ def write_optimizer_group(
         store, field = key.split("/", 1)
         if store == "result" and field != "occupied_list":
             # The elites in /archive, sorted by cell index: the same rows.
-            if not np.array_equal(handle["archive/index"][()], indices[key]):
+            if not np.array_equal(elites, indices[key]):
                 raise RuntimeError(f"/archive does not hold the rows of {key}")
             continue
         write_dataset(stored, key, compact.rows[key])
@@ -103,11 +110,14 @@ def write_optimizer_group(
     group.attrs["sha256"] = _digest(compact.blob, compact.rows)
 
 
-def read_optimizer_group(handle: h5py.File, batch: dict, *, path, spec: dict):
+def read_optimizer_group(
+    handle: h5py.File, batch: dict, *, path, spec: dict, elites: dict | None = None
+):
     """Unpickle the optimizer and archive of a checkpoint, checking the digest.
 
     Checkpoints before version 3 (QD only) hold the pyribs scheduler alone. A plugin's
-    module must be importable (the caller imports it first).
+    module must be importable (the caller imports it first). ``elites``: the run's
+    archive when ``/archive`` does not hold it (a kept checkpoint's delta chain, read).
     """
     group = handle["optimizer"]
     version = handle.attrs["schema_version"]
@@ -115,7 +125,7 @@ def read_optimizer_group(handle: h5py.File, batch: dict, *, path, spec: dict):
     if version == 1:  # a plain pickle
         _check_digest(hashlib.sha256(blob).hexdigest(), handle, path=path, spec=spec)
         return wrapped_scheduler(pickle.loads(blob))
-    stored = {key: _stored_rows(handle, key) for key in json.loads(group.attrs["row_keys"])}
+    stored = {key: _stored_rows(handle, key, elites) for key in json.loads(group.attrs["row_keys"])}
     _check_digest(
         _digest(blob, {key: rows for key, (rows, _) in stored.items()}),
         handle,
@@ -140,10 +150,12 @@ def _check_digest(digest: str, handle: h5py.File, *, path, spec: dict) -> None:
         )
 
 
-def _stored_rows(handle: h5py.File, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """The stored rows of ``key`` (``store/field``) and the row indices they belong to."""
+def _stored_rows(handle: h5py.File, key: str, elites: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """The stored rows of ``key`` (``store/field``) and the row indices they belong to
+    (the run's archive's: ``elites``, else ``/archive``)."""
     rows = handle["optimizer/rows"]
     if key in rows:
         return rows[key][()], rows[f"{key}.rows"][()]
     field = key.split("/", 1)[1]
-    return handle["archive"][field][()], handle["archive/index"][()]
+    archive = handle["archive"] if elites is None else elites
+    return archive[field][()], archive["index"][()]

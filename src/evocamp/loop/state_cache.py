@@ -179,12 +179,19 @@ def read_full_state(path: str | Path) -> RunState:
 
 
 def keep_whole(
-    source: str | Path, destination: str | Path, *, state: RunState | None = None
+    source: str | Path,
+    destination: str | Path,
+    *,
+    state: RunState | None = None,
+    full_every: int = 1,
 ) -> None:
     """Keep a state file as a checkpoint; a light one is written whole (from ``state``,
-    its full state when the caller has already read it, else read or rebuilt here)."""
-    if _light_attrs(Path(source), wanted_by=source) is not None:
-        write_state(destination, state if state is not None else read_full_state(source))
+    its full state when the caller has already read it, else read or rebuilt here).
+    With ``full_every`` (``checkpoint_full_every``) above 1 its archive may be written
+    as a delta of the kept checkpoint before it (:mod:`evocamp.files.kept_archive`)."""
+    if full_every > 1 or _light_attrs(Path(source), wanted_by=source) is not None:
+        state = state if state is not None else read_full_state(source)
+        write_state(destination, state, full_every=full_every)
     else:
         atomic_copy(source, destination)
 

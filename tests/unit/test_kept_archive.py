@@ -1,0 +1,128 @@
+"""Kept checkpoints whose archive is a delta of the previous kept one
+(``checkpoint_full_every``): read back bit for bit, continued bit for bit, a bounded
+chain, and a broken chain named."""
+
+from __future__ import annotations
+
+import h5py
+import pytest
+from conftest import shard_results, write_final
+
+from evocamp.base.errors import CorruptFileError
+from evocamp.config import run_spec, validate_config
+from evocamp.files.archive import read_archive
+from evocamp.files.checkpoint import open_batch, read_state, write_state
+from evocamp.loop.engine import initialise, tell
+from evocamp.loop.evaluation import evaluate_shard
+from evocamp.model.layout import RunFolder
+
+ALGORITHMS = {
+    "cvt": {
+        "type": "cvt_map_elites",
+        "emitters": 2,
+        "emitter_batch_size": 8,
+        "sigma": 0.2,
+        "archive": {"cells": 64, "cvt_samples": 2000},
+    },
+    "cmamae": {
+        "type": "cma_mae",
+        "emitters": 2,
+        "emitter_batch_size": 8,
+        "sigma": 0.2,
+        "archive": {"dims": [8, 8]},
+    },
+}
+
+
+def kept_run(folder: RunFolder, algorithm: str, *, generations: int, every: int, full_every: int):
+    """A run on the 8-joint arm kept every ``every`` generations into ``folder`` with
+    ``full_every``, and each kept state written in full beside (``full_<g>.h5``)."""
+    config = validate_config(
+        {
+            "algorithms": {algorithm: ALGORITHMS[algorithm]},
+            "domains": {"arm": {"type": "arm", "solution_dim": 8}},
+            "shards": 2,
+            "checkpoint_every": every,
+        }
+    )
+    state = initialise(run_spec(config, algorithm=algorithm, domain="arm", seed=1))
+    folder.checkpoints.mkdir(parents=True)
+    write_state(folder.checkpoint(0), state)  # as `init` writes it: no /archive_cells
+    for generation in range(1, generations + 1):
+        state = tell(state, shard_results(state, 2))
+        if generation % every == 0:
+            write_state(folder.checkpoint(generation), state, full_every=full_every)
+            write_state(folder.path / f"full_{generation}.h5", state)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorithm):
+    """Kept every 2 generations with a full archive every 3 kept checkpoints: generation
+    2 (its predecessor, generation 0, has no table) and 8 full, 4, 6 and 10 deltas of
+    the one before; each reads back as the archive in memory, and a run continued from
+    it (its shards reading their parents through the chain) gives the same archive."""
+    folder = RunFolder(tmp_path / "run")
+    kept_run(folder, algorithm, generations=10, every=2, full_every=3)
+    chain = {}
+    for generation in (2, 4, 6, 8, 10):
+        with h5py.File(folder.checkpoint(generation), "r") as handle:
+            chain[generation] = (int(handle.attrs["delta_chain"]), "archive_delta" in handle)
+            if "archive_delta" in handle:
+                assert handle.attrs["delta_base"] == generation - 2
+                assert handle.attrs["delta_base_file"] == f"gen_{generation - 2:06d}.h5"
+                assert len(handle["archive_delta/index"]) < len(handle["archive_cells/index"])
+    assert chain == {2: (0, False), 4: (1, True), 6: (2, True), 8: (0, False), 10: (1, True)}
+    for generation in (6, 10):
+        path, full = (
+            folder.checkpoint(generation),
+            read_state(folder.path / f"full_{generation}.h5"),
+        )
+        read = read_state(path)
+        assert write_final(tmp_path / f"read_{generation}.h5", read) == write_final(
+            tmp_path / f"full_{generation}.h5", full
+        )
+        elites, expected = read_archive(path), read_archive(folder.path / f"full_{generation}.h5")
+        assert sorted(elites) == sorted(expected)
+        for name in set(elites) - {"attrs", "file_attrs"}:
+            assert elites[name].tobytes() == expected[name].tobytes()
+        with open_batch(path) as (spec, batch_generation, batch, seeds, _):
+            from_disk = [
+                evaluate_shard(
+                    spec, batch=batch, seeds=seeds, generation=batch_generation, shard=s, shards=2
+                )
+                for s in range(2)
+            ]
+        continued = tell(read, from_disk)
+        expected = tell(full, shard_results(full, 2))
+        assert write_final(tmp_path / f"a_{generation}.h5", continued) == write_final(
+            tmp_path / f"b_{generation}.h5", expected
+        )
+
+
+def test_a_broken_chain_is_named(tmp_path):
+    """A delta whose base is missing, or holds another archive, is refused with one
+    message naming both files, never read as a wrong archive."""
+    folder = RunFolder(tmp_path / "run")
+    kept_run(folder, "cvt", generations=6, every=2, full_every=10)
+    delta, base = folder.checkpoint(6), folder.checkpoint(4)
+    with h5py.File(base, "r") as handle:
+        digest = handle.attrs["archive_digest"]
+    base.rename(tmp_path / "away.h5")
+    with pytest.raises(CorruptFileError) as caught:
+        read_state(delta)
+    assert str(caught.value) == (
+        f"checkpoint {delta} (run cvt/arm/seed1, generation 6) holds its archive "
+        f"as the cells changed since the kept checkpoint of generation 4 (archive digest "
+        f"{digest}), {base}, which is missing: restore that file, or delete this "
+        "checkpoint and the later ones of the run and rerun to recompute them"
+    )
+    folder.checkpoint(2).rename(base)  # another kept checkpoint in its place
+    with h5py.File(base, "r") as handle:
+        other = handle.attrs["archive_digest"]
+    with pytest.raises(CorruptFileError) as caught:
+        read_archive(delta)
+    assert str(caught.value).endswith(
+        f"{base}, which holds another archive (generation 2, digest {other}): restore that "
+        "file, or delete this checkpoint and the later ones of the run and rerun to "
+        "recompute them"
+    )
