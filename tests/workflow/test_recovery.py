@@ -17,10 +17,14 @@ from conftest import (
     run_folder,
     run_log,
     run_snakemake,
+    shard_results,
     write_config,
+    write_final,
 )
 
 from evocamp.base.seeding import evaluation_seeds, run_key
+from evocamp.config import run_spec, validate_config
+from evocamp.loop.engine import initialise, tell
 
 
 def test_sigkill_at_several_moments_then_rerun(
@@ -63,6 +67,37 @@ def test_resume_without_the_node_cache_rebuilds_the_window(tmp_path, small_confi
     assert "rebuilt from results/small/cmame/sphere/seed0/checkpoints/gen_000000.h5" in log
     assert "by telling generation(s) 1..2 again" in log
     assert list(cache.iterdir()) == []
+
+
+def test_resume_from_delta_checkpoints_after_sigkill(tmp_path, small_config):
+    """Kept checkpoints 3 (full), 6 and 9 (deltas of 3 and 6, the default
+    checkpoint_full_every of 10): a campaign stopped at 6 and killed in the window
+    after it resumes from the delta chain (the tell reads the archive through it, the
+    shards their parents) and gives the archives of the same runs told in memory."""
+    config = merged(small_config, {"generations": 9, "shards": 2})
+    config["algorithms"] = {name: config["algorithms"][name] for name in ("me", "cmame")}
+    write_config(tmp_path, config)
+    folders = {
+        name: run_folder(tmp_path, config, name, "sphere", 0) for name in config["algorithms"]
+    }
+    windows = [
+        str(folder.relative_to(tmp_path) / "metrics/segment_000006.csv")
+        for folder in folders.values()
+    ]
+    run_snakemake(tmp_path, *windows)
+    kill_tree_after(tmp_path, 2.0)
+    run_snakemake(tmp_path, "runs")
+    campaign = validate_config(config)
+    for name, folder in folders.items():
+        state = initialise(run_spec(campaign, algorithm=name, domain="sphere", seed=0))
+        for _ in range(9):
+            state = tell(state, shard_results(state, 2))
+        told = write_final(tmp_path / f"{name}.h5", state, evaluations=16 * 9)
+        assert (folder / "archive.h5").read_bytes() == told
+        for generation, base in ((6, 3), (9, 6)):
+            with h5py.File(folder / f"checkpoints/gen_{generation:06d}.h5", "r") as handle:
+                assert handle.attrs["delta_base"] == base
+                assert "archive_delta" in handle and "archive" not in handle
 
 
 def plugin_config(small_config, control_file, **domain):
