@@ -59,6 +59,7 @@ def cmd_tell(args) -> None:
         shard_files=args.shard_files,
         output=args.output,
         total=args.total,
+        full_every=args.full_every,
     )
 
 
@@ -78,6 +79,7 @@ def cmd_segment(args) -> None:
             total=args.total,
             log=steps.progress,
             evaluation_settings=EvaluationSettings.from_environment(),
+            full_every=args.full_every,
         )
         return
     from evocamp.executors.dask_mode import run_segment
@@ -92,6 +94,7 @@ def cmd_segment(args) -> None:
         total=args.total,
         log=steps.progress,
         evaluation_settings=EvaluationSettings.from_environment(),
+        full_every=args.full_every,
     )
 
 
@@ -221,7 +224,7 @@ def _add_total(sub: argparse.ArgumentParser) -> None:
 
 
 def _add_full_every(sub: argparse.ArgumentParser) -> None:
-    """The ``--full-every`` option of the steps that keep a checkpoint."""
+    """The ``--full-every`` option of the steps that write a whole state or keep one."""
     value = os.environ.get(FULL_EVERY_VARIABLE, "")
     sub.add_argument(
         "--full-every",
@@ -259,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--shard-files", nargs="+", required=True)
     sub.add_argument("--output", required=True)
     _add_total(sub)
+    _add_full_every(sub)
     sub.set_defaults(func=cmd_tell)
 
     sub = commands.add_parser("segment", help=cmd_segment.__doc__)
@@ -272,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--completions", default="", help="asynchronous mode: the run's completion log"
     )
     _add_total(sub)
+    _add_full_every(sub)
     sub.set_defaults(func=cmd_segment)
 
     sub = commands.add_parser("replay", help=cmd_replay.__doc__)

@@ -69,7 +69,7 @@ def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorith
             chain[generation] = (int(handle.attrs["delta_chain"]), "archive_delta" in handle)
             if "archive_delta" in handle:
                 assert handle.attrs["delta_base"] == generation - 2
-                assert handle.attrs["delta_base_file"] == f"gen_{generation - 2:06d}.h5"
+                assert handle.attrs["delta_base_file"] == f"checkpoints/gen_{generation - 2:06d}.h5"
                 assert len(handle["archive_delta/index"]) < len(handle["archive_cells/index"])
     assert chain == {2: (0, False), 4: (1, True), 6: (2, True), 8: (0, False), 10: (1, True)}
     for generation in (6, 10):

@@ -96,6 +96,7 @@ def run_async_segment(
     total: int | None,
     log=print,
     evaluation_settings: EvaluationSettings | None = None,
+    full_every: int = 1,
 ) -> RunState:
     """Run an asynchronous run from the checkpoint ``state_path`` until generation
     ``until`` is complete, on Dask, and write the resulting state to ``output``. The
@@ -118,6 +119,11 @@ def run_async_segment(
         Generations of the run, for the progress lines.
     log : callable
         Receives one progress line per generation.
+    evaluation_settings : EvaluationSettings, optional
+        Which completions to keep as evaluation rows (default: the defaults).
+    full_every : int
+        ``checkpoint_full_every``: the written state's archive may be a delta of the
+        previous kept checkpoint's (:mod:`evocamp.files.kept_archive`).
     """
     started = time.time()
     state = read_full_state(state_path)
@@ -164,7 +170,7 @@ def run_async_segment(
             total=total,
         )
     began = time.perf_counter()
-    write_state(output, state)
+    write_state(output, state, full_every=full_every)
     print(
         f"generation {state.generation}: {kept} completions beyond it logged for the next "
         f"segment; checkpoint written ({Path(output).stat().st_size / 1e6:.2f} MB in "

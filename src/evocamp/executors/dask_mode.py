@@ -280,6 +280,7 @@ def run_segment(
     total: int | None,
     log=print,
     evaluation_settings: EvaluationSettings | None = None,
+    full_every: int = 1,
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
@@ -331,7 +332,7 @@ def run_segment(
         )
         state = dataclasses.replace(state, evaluations=None)
     began = time.perf_counter()
-    write_state(output, state)
+    write_state(output, state, full_every=full_every)
     print(
         f"generation {state.generation}: checkpoint written "
         f"({Path(output).stat().st_size / 1e6:.2f} MB in {time.perf_counter() - began:.3f} s)",

@@ -80,15 +80,28 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
 
 
 def tell_step(
-    *, state: str | Path, shard_files: list[str], output: str | Path, total: int | None
+    *,
+    state: str | Path,
+    shard_files: list[str],
+    output: str | Path,
+    total: int | None,
+    full_every: int = 1,
 ) -> None:
     """Fold a generation's shards into the archive and write the next state (light,
-    with the full state in the node-local cache, between kept generations). Kept
-    evaluations are not written here: ``keep`` and ``finalise`` record them from the
-    shard files and states (:func:`record_window`)."""
+    with the full state in the node-local cache, between kept generations; a whole
+    one's archive a delta of the previous kept checkpoint's when ``full_every``
+    allows, :func:`keep_step`). Kept evaluations are not written here: ``keep`` and
+    ``finalise`` record them from the shard files and states (:func:`record_window`)."""
     before = read_full_state(state)
     told = tell(before, [read_shard(path) for path in shard_files])
-    written = write_told_state(output, told, told_from=state, shard_files=shard_files, total=total)
+    written = write_told_state(
+        output,
+        told,
+        told_from=state,
+        shard_files=shard_files,
+        total=total,
+        full_every=full_every,
+    )
     log(f"generation {told.generation}: {written}")
     progress(generation_line(told, total=total))
 

@@ -1,19 +1,20 @@
 """The archive of a kept checkpoint, in full or as a delta of the kept checkpoint
 before it.
 
-A kept checkpoint written with ``checkpoint_full_every`` F > 1 holds ``/archive_cells``
-(every elite's cell and a 64-bit digest of its row) and the root attribute
-``archive_digest`` (a digest of that table). Its archive is then either in full
-(``/archive``, as always) or, when the newest kept checkpoint before it in the same
-folder is of the same run and fewer than F - 1 deltas follow the last full one, a
-*delta* (``/archive_delta``): the full rows of the cells whose row changed since that
-checkpoint, the cells it emptied (``emptied``), and a reference to it (root attributes
-``delta_base``: its generation, ``delta_base_file``: its name, ``delta_base_digest``: its
-``archive_digest``, ``delta_chain``: deltas since the last full archive). Reading one
-(:func:`read_archive_table`) reads the last full archive and applies the deltas in
-order, checking every link; a missing or different link is a
-:class:`~evocamp.base.errors.CorruptFileError` naming the files, never a wrong
-archive. The final ``archive.h5`` and working states are always full.
+A whole state written with ``checkpoint_full_every`` F > 1 (a kept checkpoint, or the
+working state of a window's last generation that the keep step hard-links into
+``checkpoints/``) holds ``/archive_cells`` (every elite's cell and a 64-bit digest of
+its row) and the root attribute ``archive_digest`` (a digest of that table). Its
+archive is then either in full (``/archive``, as always) or, when the newest kept
+checkpoint before it is of the same run and fewer than F - 1 deltas follow the last
+full one, a *delta* (``/archive_delta``): the full rows of the cells whose row changed
+since that checkpoint, the cells it emptied (``emptied``), and a reference to it (root
+attributes ``delta_base``: its generation, ``delta_base_file``: its path in the run
+folder, ``delta_base_digest``: its ``archive_digest``, ``delta_chain``: deltas since the
+last full archive). Reading one (:func:`read_archive_table`) reads the last full
+archive and applies the deltas in order, checking every link; a missing or different
+link is a :class:`~evocamp.base.errors.CorruptFileError` naming the files, never a
+wrong archive. The final ``archive.h5`` and light states are never deltas.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError
 from evocamp.files.hdf5 import open_for_reading, write_dataset
-from evocamp.model.layout import CHECKPOINT
+from evocamp.model.layout import CHECKPOINT, RunFolder
 from evocamp.model.runspec import run_label
 
 #: Groups of a kept checkpoint: every elite's cell and row digest; a delta archive.
@@ -91,13 +92,15 @@ class DeltaBase:
 def delta_base(
     path: str | Path, *, spec: dict, generation: int, full_every: int
 ) -> DeltaBase | None:
-    """The kept checkpoint a kept checkpoint of ``generation`` at ``path`` may be a
-    delta of: the newest before it in the same folder, written for the same run spec,
-    with ``/archive_cells``, followed by fewer than ``full_every - 1`` deltas; ``None``
-    (write it in full) otherwise or when that file cannot be read."""
+    """The kept checkpoint a whole state of ``generation`` at ``path`` (a kept
+    checkpoint, or the working state that becomes one) may be a delta of: the newest
+    kept checkpoint before it in its run's ``checkpoints/``, written for the same run
+    spec, with ``/archive_cells``, followed by fewer than ``full_every - 1`` deltas;
+    ``None`` (write it in full) otherwise or when that file cannot be read."""
     if full_every <= 1:
         return None
-    earlier = [p for number, p in CHECKPOINT.numbered_in(Path(path).parent) if number < generation]
+    folder = RunFolder.holding(path).checkpoints
+    earlier = [p for number, p in CHECKPOINT.numbered_in(folder) if number < generation]
     if not earlier:
         return None
     try:
@@ -146,7 +149,7 @@ def write_kept_archive(
         dtype=bool,
     )
     handle.attrs["delta_base"] = base.generation
-    handle.attrs["delta_base_file"] = base.path.name
+    handle.attrs["delta_base_file"] = str(base.path.relative_to(base.path.parent.parent))
     handle.attrs["delta_base_digest"] = base.digest
     handle.attrs["delta_chain"] = base.chain + 1
     group = handle.create_group(DELTA)
@@ -154,6 +157,13 @@ def write_kept_archive(
         write_dataset(group, field, np.asarray(table[field])[changed])
     write_dataset(group, "emptied", np.setdiff1d(base.index, index).astype(np.int64))
     return group
+
+
+def holds_cells(path: str | Path) -> bool:
+    """Whether a state file was written as a kept checkpoint of a run with deltas
+    (``/archive_cells``), full or a delta, or has no archive."""
+    with h5py.File(path, "r") as handle:
+        return CELLS in handle or "archive" not in handle
 
 
 def is_delta(handle: h5py.File) -> bool:
@@ -238,7 +248,7 @@ def rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
 def _link(handle: h5py.File, path: Path) -> tuple[Path, tuple[Path, int, str]]:
     """The base file of an open delta and what it must be: ``(delta, generation,
     archive_digest)``."""
-    base = path.parent / str(handle.attrs["delta_base_file"])
+    base = RunFolder.holding(path).path / str(handle.attrs["delta_base_file"])
     return base, (path, int(handle.attrs["delta_base"]), str(handle.attrs["delta_base_digest"]))
 
 

@@ -42,6 +42,7 @@ from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
 from evocamp.catalogue.factory import batch_format, optimizer_class
 from evocamp.files.checkpoint import holds_elites, light_attrs, read_state, write_state
+from evocamp.files.kept_archive import holds_cells
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
@@ -114,6 +115,7 @@ def write_told_state(
     told_from: str | Path,
     shard_files: list,
     total: int | None,
+    full_every: int = 1,
 ) -> str:
     """Write the state after a shard-mode tell: light, with the full state cached,
     or whole (see the module's description).
@@ -130,6 +132,9 @@ def write_told_state(
         The shard files it folded in.
     total : int or None
         The run's generations (``None``: unknown; the state is written whole).
+    full_every : int
+        ``checkpoint_full_every``: a whole state's archive may be a delta of the kept
+        checkpoint before it (:func:`~evocamp.files.checkpoint.write_state`).
 
     Returns
     -------
@@ -140,7 +145,7 @@ def write_told_state(
     whole = _must_be_whole(state, total) or not _elites_readable(state, told_from)
     cache = None if whole else run_cache(output.parent)
     if cache is None:
-        write_state(output, state)
+        write_state(output, state, full_every=full_every)
         forget_run(output.parent)
         return f"full state -> {output}"
     token = secrets.token_hex(8)
@@ -150,7 +155,7 @@ def write_told_state(
         with replaced_atomically(cached) as temporary, open(temporary, "wb") as stream:
             pickle.dump((token, state), stream, protocol=pickle.HIGHEST_PROTOCOL)
     except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
-        write_state(output, state)
+        write_state(output, state, full_every=full_every)
         forget_run(output.parent)
         return f"full state -> {output} (cache {cache}: {error})"
     for other in cache.iterdir():
@@ -187,9 +192,12 @@ def keep_whole(
 ) -> None:
     """Keep a state file as a checkpoint; a light one is written whole (from ``state``,
     its full state when the caller has already read it, else read or rebuilt here).
-    With ``full_every`` (``checkpoint_full_every``) above 1 its archive may be written
-    as a delta of the kept checkpoint before it (:mod:`evocamp.files.kept_archive`)."""
-    if full_every > 1 or _light_attrs(Path(source), wanted_by=source) is not None:
+    With ``full_every`` (``checkpoint_full_every``) above 1 its archive may be a delta
+    of the kept checkpoint before it (:mod:`evocamp.files.kept_archive`): a whole state
+    written so (:func:`write_told_state`, the segments) is linked as it is, another is
+    written again."""
+    light = _light_attrs(Path(source), wanted_by=source) is not None
+    if light or (full_every > 1 and not holds_cells(source)):
         state = state if state is not None else read_full_state(source)
         write_state(destination, state, full_every=full_every)
     else:
