@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import h5py
 import numpy as np
 import pytest
 from campaigns import ASYNC_CAMPAIGN
@@ -23,6 +24,7 @@ from evocamp.loop.asynchronous import (
     initialise_asynchronous,
     replay,
 )
+from evocamp.model.layout import RunFolder
 
 #: The asynchronous test campaign without sleeping (durations stay virtual).
 FAST = merged(
@@ -125,15 +127,21 @@ QD_ASYNC = {
 @pytest.mark.parametrize("algorithm", ["me", "line"])
 def test_steady_state_map_elites_is_reproducible_through_checkpoints(tmp_path, algorithm):
     """Steady-state MAP-Elites: any arrival order and a checkpoint written and read back
-    halfway (the evaluations in flight go with it) give the same archive."""
+    halfway (the evaluations in flight go with it; kept as a delta of the kept
+    checkpoint of generation 1) give the same archive."""
     spec = run_spec(validate_config(QD_ASYNC), algorithm=algorithm, domain="sphere", seed=0)
     straight, _ = run_in_process(spec, until=4)
+    folder = RunFolder(tmp_path / "run")
+    folder.checkpoints.mkdir(parents=True)
+    write_state(folder.checkpoint(1), run_in_process(spec, until=1)[0], full_every=10)
     halfway, logged = run_in_process(spec, until=2, order=np.random.default_rng(1))
-    write_state(tmp_path / "state.h5", halfway)
+    write_state(folder.checkpoint(2), halfway, full_every=10)
+    with h5py.File(folder.checkpoint(2), "r") as handle:
+        assert handle.attrs["delta_base"] == 1 and "archive" not in handle
     resumed, _ = run_in_process(
         spec,
         until=4,
-        state=read_state(tmp_path / "state.h5"),
+        state=read_state(folder.checkpoint(2)),
         resume=Resume.from_log(
             logged, told=int(halfway.metrics_window["evaluations"][-1]), spec=spec
         ),
