@@ -14,6 +14,7 @@ from evocamp.files.archive import read_archive
 from evocamp.files.checkpoint import open_batch, read_state, write_state
 from evocamp.loop.engine import initialise, tell
 from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.state_cache import keep_whole
 from evocamp.model.layout import RunFolder
 
 ALGORITHMS = {
@@ -126,3 +127,25 @@ def test_a_broken_chain_is_named(tmp_path):
         "file, or delete this checkpoint and the later ones of the run and rerun to "
         "recompute them"
     )
+
+
+def test_the_window_end_state_is_written_as_kept_and_linked(tmp_path):
+    """The whole state a window's last tell writes (``work/state_<g>.h5``) is already a
+    delta of the kept checkpoint before it, and the keep step links it into
+    ``checkpoints/`` rather than writing the archive again; with
+    ``checkpoint_full_every`` 1 it has no table (as before deltas)."""
+    folder = RunFolder(tmp_path / "run")
+    kept_run(folder, "cvt", generations=4, every=2, full_every=10)
+    state = read_state(folder.checkpoint(4))
+    for _ in range(2):
+        state = tell(state, shard_results(state, 2))
+    folder.work.mkdir()
+    write_state(folder.work_state(6), state, full_every=10)
+    keep_whole(folder.work_state(6), folder.checkpoint(6), full_every=10)
+    assert folder.work_state(6).stat().st_ino == folder.checkpoint(6).stat().st_ino
+    with h5py.File(folder.checkpoint(6), "r") as handle:
+        assert handle.attrs["delta_base_file"] == "checkpoints/gen_000004.h5"
+        assert len(handle["archive_delta/index"]) < len(handle["archive_cells/index"])
+    write_state(folder.work_state(8), state)
+    with h5py.File(folder.work_state(8), "r") as handle:
+        assert "archive_cells" not in handle and "archive" in handle
