@@ -30,7 +30,7 @@ ALGORITHMS = {
         "emitters": 2,
         "emitter_batch_size": 8,
         "sigma": 0.2,
-        "archive": {"dims": [8, 8]},
+        "archive": {"dims": [8, 8], "threshold_min": -100.0},
     },
 }
 
@@ -60,8 +60,9 @@ def kept_run(folder: RunFolder, algorithm: str, *, generations: int, every: int,
 def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorithm):
     """Kept every 2 generations with a full archive every 3 kept checkpoints: generation
     2 (its predecessor, generation 0, has no table) and 8 full, 4, 6 and 10 deltas of
-    the one before; each reads back as the archive in memory, and a run continued from
-    it (its shards reading their parents through the chain) gives the same archive."""
+    the one before (CMA-MAE's learning archive too); each reads back as the archive
+    written in full, and a run continued from it (its shards reading their parents
+    through the chain) gives the same archive."""
     folder = RunFolder(tmp_path / "run")
     kept_run(folder, algorithm, generations=10, every=2, full_every=3)
     chain = {}
@@ -72,6 +73,9 @@ def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorith
                 assert handle.attrs["delta_base"] == generation - 2
                 assert handle.attrs["delta_base_file"] == f"checkpoints/gen_{generation - 2:06d}.h5"
                 assert len(handle["archive_delta/index"]) < len(handle["archive_cells/index"])
+                # CMA-MAE's learning archive: the rows changed (thresholds too), by cell.
+                learning = handle["optimizer"].attrs.get("learning_delta", False)
+                assert learning == (algorithm == "cmamae")
     assert chain == {2: (0, False), 4: (1, True), 6: (2, True), 8: (0, False), 10: (1, True)}
     for generation in (6, 10):
         path, full = (

@@ -69,7 +69,7 @@ def write_state(
         handle.attrs["numerics"] = json.dumps(state.numerics, sort_keys=True)
         for name, value in (attrs or {}).items():
             handle.attrs[name] = value
-        elites = None
+        elites = base = None
         if not light and state.archive is not None:
             base = delta_base(
                 path, spec=state.spec, generation=state.generation, full_every=full_every
@@ -89,6 +89,8 @@ def write_state(
                 next_batch=state.next_batch,
                 family=family_of(state.spec["algorithm_spec"]),
                 elites=elites,
+                cells=full_every > 1 and state.archive is not None,
+                base=base,
             )
         batch = handle.create_group("next_batch")
         batch.attrs["size"] = len(state.next_seeds)

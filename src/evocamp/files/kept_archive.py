@@ -32,9 +32,12 @@ from evocamp.files.hdf5 import open_for_reading, write_dataset
 from evocamp.model.layout import CHECKPOINT, RunFolder
 from evocamp.model.runspec import run_label
 
-#: Groups of a kept checkpoint: every elite's cell and row digest; a delta archive.
+#: Groups of a kept checkpoint: every elite's cell and row digest; a delta archive; the
+#: table of a scheduler's learning archive (CMA-MAE), whose rows ``/optimizer/rows``
+#: holds (in full, or those changed when ``/optimizer`` has ``learning_delta``).
 CELLS = "archive_cells"
 DELTA = "archive_delta"
+LEARNING_CELLS = "optimizer/learning_cells"
 #: Environment variable carrying ``checkpoint_full_every`` to the keep and finalise
 #: steps (the workflow sets it; it changes no result, so it is no part of the run spec).
 FULL_EVERY_VARIABLE = "EVOCAMP_CHECKPOINT_FULL_EVERY"
@@ -87,6 +90,8 @@ class DeltaBase:
     chain: int
     index: np.ndarray
     digests: np.ndarray
+    #: The table of its learning archive (:data:`LEARNING_CELLS`), if it has one.
+    learning: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def delta_base(
@@ -110,6 +115,12 @@ def delta_base(
             chain = int(handle.attrs.get("delta_chain", 0))
             if chain + 1 >= full_every:
                 return None
+            learning = None
+            if LEARNING_CELLS in handle:
+                learning = (
+                    handle[LEARNING_CELLS]["index"][()],
+                    handle[LEARNING_CELLS]["digest"][()],
+                )
             return DeltaBase(
                 generation=int(handle.attrs["generation"]),
                 path=earlier[-1],
@@ -117,6 +128,7 @@ def delta_base(
                 chain=chain,
                 index=handle[CELLS]["index"][()],
                 digests=handle[CELLS]["digest"][()],
+                learning=learning,
             )
     except (OSError, KeyError, ValueError):
         return None
@@ -140,14 +152,7 @@ def write_kept_archive(
         for field in sorted(table):
             write_dataset(group, field, table[field])
         return group
-    before = dict(zip(base.index.tolist(), base.digests.tolist(), strict=True))
-    changed = np.array(
-        [
-            before.get(cell) != digest
-            for cell, digest in zip(index.tolist(), digests.tolist(), strict=True)
-        ],
-        dtype=bool,
-    )
+    changed = changed_cells(index, digests, base=(base.index, base.digests))
     handle.attrs["delta_base"] = base.generation
     handle.attrs["delta_base_file"] = str(base.path.relative_to(base.path.parent.parent))
     handle.attrs["delta_base_digest"] = base.digest
@@ -164,6 +169,60 @@ def holds_cells(path: str | Path) -> bool:
     (``/archive_cells``), full or a delta, or has no archive."""
     with h5py.File(path, "r") as handle:
         return CELLS in handle or "archive" not in handle
+
+
+def changed_cells(
+    index: np.ndarray, digests: np.ndarray, *, base: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Which of the cells ``index`` (with their rows' ``digests``) are new or changed
+    since the table ``base`` (cells, digests): a boolean mask."""
+    before = dict(zip(base[0].tolist(), base[1].tolist(), strict=True))
+    return np.array(
+        [
+            before.get(cell) != digest
+            for cell, digest in zip(np.asarray(index).tolist(), digests.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
+
+
+def write_learning_table(
+    handle: h5py.File, rows: dict[str, np.ndarray], index: np.ndarray
+) -> np.ndarray:
+    """Write the table of a learning archive (its rows by field, at the cells
+    ``index``) in :data:`LEARNING_CELLS`; returns the rows' digests."""
+    digests = cell_digests({**rows, "index": np.asarray(index, dtype=np.int64)})
+    group = handle.create_group(LEARNING_CELLS)
+    write_dataset(group, "index", np.asarray(index, dtype=np.int64))
+    write_dataset(group, "digest", digests)
+    return digests
+
+
+def learning_rows(path: str | Path, keys: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The full rows of a learning archive's ``keys`` (``archive/<field>`` of
+    ``/optimizer/rows``) and their cells, of a checkpoint whose learning rows are a
+    delta: its chain read back to the last full rows, the deltas applied in order,
+    every link checked as for :func:`read_archive_table`."""
+    deltas = []
+    current, wanted = Path(path), None
+    while True:
+        _check_exists(current, wanted)
+        with open_for_reading(current, what="checkpoint") as handle:
+            _check_link(handle, current, wanted)
+            rows = handle["optimizer/rows"]
+            found = {key: (rows[key][()], rows[f"{key}.rows"][()]) for key in keys}
+            if not handle["optimizer"].attrs.get("learning_delta", False):
+                break
+            deltas.append((found, rows["archive.emptied"][()]))
+            current, wanted = _link(handle, current)
+    for delta, emptied in reversed(deltas):
+        for key, (values, cells) in delta.items():
+            base_values, base_cells = found[key]
+            kept = ~np.isin(base_cells, np.concatenate([emptied, cells]))
+            every = np.concatenate([base_cells[kept], cells])
+            order = np.argsort(every, kind="stable")
+            found[key] = (np.concatenate([base_values[kept], values])[order], every[order])
+    return found
 
 
 def is_delta(handle: h5py.File) -> bool:

@@ -23,6 +23,12 @@ from evocamp.base.errors import CorruptFileError
 from evocamp.families.qd import QDOptimizer
 from evocamp.files import compact_pickle
 from evocamp.files.hdf5 import write_dataset
+from evocamp.files.kept_archive import (
+    DeltaBase,
+    changed_cells,
+    learning_rows,
+    write_learning_table,
+)
 from evocamp.files.legacy import wrapped_scheduler
 from evocamp.model.runspec import run_label
 
@@ -58,6 +64,27 @@ def partial_arrays(optimizer, archive) -> dict[str, dict[str, tuple[np.ndarray, 
     return arrays
 
 
+#: The row key of a store's list of occupied cells (not one row per cell).
+LIST_KEY = "archive/occupied_list"
+
+
+def _learning_keys(optimizer, rows: dict) -> list[str]:
+    """The row keys of a scheduler's learning archive when it is a grid or CVT archive
+    of its own (CMA-MAE), one row per cell (its list of occupied cells left out); none
+    otherwise: novelty search's, DNS's and density descent's archives replace whole
+    populations or grow a buffer, where a delta by cell would not pay."""
+    from ribs.archives import CVTArchive, GridArchive
+
+    if not isinstance(optimizer, QDOptimizer):
+        return []
+    learning = optimizer.scheduler.archive
+    if learning is optimizer.scheduler.result_archive:
+        return []
+    if not isinstance(learning, GridArchive | CVTArchive):
+        return []
+    return sorted(key for key in rows if key.startswith("archive/") and key != LIST_KEY)
+
+
 def shared_batch(batch: dict) -> dict[str, np.ndarray]:
     """The batch's arrays as the compact pickle refers to them (``next_batch``: a plain
     batch's solutions, as in version 2; ``next_batch/<name>``: a compact batch's arrays,
@@ -83,20 +110,38 @@ def write_optimizer_group(
     next_batch: dict,
     family: str,
     elites: np.ndarray | None = None,
+    cells: bool = False,
+    base: DeltaBase | None = None,
 ) -> None:
     """Write ``/optimizer`` (after ``/archive``, whose elites it refers to: ``elites``,
-    their cells, sorted)."""
+    their cells, sorted). A kept checkpoint of a run with deltas (``cells``) also gets
+    the table of a learning archive (CMA-MAE's grid or CVT), and with a ``base``
+    that has one stores only the learning rows changed since it
+    (:mod:`evocamp.files.kept_archive`)."""
     rows = {}
     for name, fields in partial_arrays(optimizer, archive).items():
         for field, (array, indices) in fields.items():
             rows[id(array)] = (f"{name}/{field}", indices)
     compact = compact_pickle.dump((optimizer, archive), rows=rows, shared=shared_batch(next_batch))
     indices = dict(rows.values())
+    learning = _learning_keys(optimizer, compact.rows) if cells else []
+    stored_rows, stored_indices = dict(compact.rows), dict(indices)
     group = handle.create_group("optimizer")
     group.attrs["family"] = family
     group.attrs["class"] = f"{type(optimizer).__module__}:{type(optimizer).__qualname__}"
     write_dataset(group, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
     stored = group.create_group("rows")
+    if learning:
+        cell_rows = {key.split("/", 1)[1]: compact.rows[key] for key in learning}
+        digests = write_learning_table(handle, cell_rows, indices[learning[0]])
+        if base is not None and base.learning is not None:
+            cells_now = indices[learning[0]]
+            changed = changed_cells(cells_now, digests, base=base.learning)
+            for key in learning:
+                stored_rows[key] = compact.rows[key][changed]
+                stored_indices[key] = cells_now[changed]
+            write_dataset(stored, "archive.emptied", np.setdiff1d(base.learning[0], cells_now))
+            group.attrs["learning_delta"] = True
     for key in sorted(compact.rows):
         store, field = key.split("/", 1)
         if store == "result" and field != "occupied_list":
@@ -104,8 +149,8 @@ def write_optimizer_group(
             if not np.array_equal(elites, indices[key]):
                 raise RuntimeError(f"/archive does not hold the rows of {key}")
             continue
-        write_dataset(stored, key, compact.rows[key])
-        write_dataset(stored, f"{key}.rows", indices[key])
+        write_dataset(stored, key, stored_rows[key])
+        write_dataset(stored, f"{key}.rows", stored_indices[key])
     group.attrs["row_keys"] = json.dumps(sorted(compact.rows))
     group.attrs["sha256"] = _digest(compact.blob, compact.rows)
 
@@ -125,7 +170,11 @@ def read_optimizer_group(
     if version == 1:  # a plain pickle
         _check_digest(hashlib.sha256(blob).hexdigest(), handle, path=path, spec=spec)
         return wrapped_scheduler(pickle.loads(blob))
-    stored = {key: _stored_rows(handle, key, elites) for key in json.loads(group.attrs["row_keys"])}
+    keys = json.loads(group.attrs["row_keys"])
+    stored = {key: _stored_rows(handle, key, elites) for key in keys}
+    if group.attrs.get("learning_delta", False):
+        learning = [key for key in keys if key.startswith("archive/") and key != LIST_KEY]
+        stored.update(learning_rows(path, learning))
     _check_digest(
         _digest(blob, {key: rows for key, (rows, _) in stored.items()}),
         handle,
