@@ -14,7 +14,9 @@ folder, ``delta_base_digest``: its ``archive_digest``, ``delta_chain``: deltas s
 last full archive). Reading one (:func:`read_archive_table`) reads the last full
 archive and applies the deltas in order, checking every link; a missing or different
 link is a :class:`~evocamp.base.errors.CorruptFileError` naming the files, never a
-wrong archive. The final ``archive.h5`` and light states are never deltas.
+wrong archive. A CMA-MAE scheduler's learning archive follows (:data:`LEARNING_CELLS`,
+:func:`learning_rows`; :mod:`evocamp.files.optimizer_state` writes it). The final
+``archive.h5`` and light states are never deltas.
 """
 
 from __future__ import annotations
