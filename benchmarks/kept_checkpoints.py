@@ -4,7 +4,9 @@ of a delta chain (issue 33, point 2).
     python benchmarks/kept_checkpoints.py --folder /tmp/kept [--generations 100]
 
 One CVT-MAP-Elites run (``--cells`` cells, one Gaussian emitter of ``--batch``,
-``--sigma``) on a ``--solution-dim``-d domain whose measures are its first two
+``--sigma``), or with ``--cma-mae`` a CVT-CMA-MAE run (separable CMA-ES, 5 emitters
+of ``--batch`` / 5; its learning archive is kept as a delta too), on a
+``--solution-dim``-d domain whose measures are its first two
 parameters (so the archive fills, unlike the sphere's), told in this process (the
 shard step and the tell, no Snakemake). Every ``--checkpoint-every``-th state is kept
 twice, as the keep step writes it: with ``checkpoint_full_every`` 1 (every archive in
@@ -74,17 +76,27 @@ def main() -> None:
     parser.add_argument("--full-every", type=int, default=10)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cma-mae", action="store_true", help="CVT-CMA-MAE instead")
     args = parser.parse_args()
+    archive = {"cells": args.cells, "qd_score_offset": -1e6}
+    algorithm = {
+        "type": "cvt_map_elites",
+        "emitter_batch_size": args.batch,
+        "sigma": args.sigma,
+        "archive": archive,
+    }
+    if args.cma_mae:
+        algorithm = {
+            "type": "cvt_cma_mae",
+            "es": "sep_cma_es",
+            "emitters": 5,
+            "emitter_batch_size": args.batch // 5,
+            "sigma": args.sigma,
+            "archive": {**archive, "threshold_min": -1e6},
+        }
     config = validate_config(
         {
-            "algorithms": {
-                "cvt": {
-                    "type": "cvt_map_elites",
-                    "emitter_batch_size": args.batch,
-                    "sigma": args.sigma,
-                    "archive": {"cells": args.cells, "qd_score_offset": -1e6},
-                }
-            },
+            "algorithms": {"cvt": algorithm},
             "domains": {
                 "d": {
                     "type": "plugin",
