@@ -73,9 +73,19 @@ def test_resume_from_delta_checkpoints_after_sigkill(tmp_path, small_config):
     """Kept checkpoints 3 (full), 6 and 9 (deltas of 3 and 6, the default
     checkpoint_full_every of 10): a campaign stopped at 6 and killed in the window
     after it resumes from the delta chain (the tell reads the archive through it, the
-    shards their parents) and gives the archives of the same runs told in memory."""
+    shards their parents; CMA-MAE's learning archive is a delta too) and gives the
+    archives of the same runs told in memory."""
     config = merged(small_config, {"generations": 9, "shards": 2})
-    config["algorithms"] = {name: config["algorithms"][name] for name in ("me", "cmame")}
+    config["algorithms"] = {
+        "me": config["algorithms"]["me"],
+        "cmamae": {
+            "type": "cma_mae",
+            "emitters": 2,
+            "batch_size": 8,
+            "sigma": 0.5,
+            "archive": {"dims": [10, 10], "learning_rate": 0.1, "threshold_min": 0.0},
+        },
+    }
     write_config(tmp_path, config)
     folders = {
         name: run_folder(tmp_path, config, name, "sphere", 0) for name in config["algorithms"]
@@ -98,6 +108,7 @@ def test_resume_from_delta_checkpoints_after_sigkill(tmp_path, small_config):
             with h5py.File(folder / f"checkpoints/gen_{generation:06d}.h5", "r") as handle:
                 assert handle.attrs["delta_base"] == base
                 assert "archive_delta" in handle and "archive" not in handle
+                assert handle["optimizer"].attrs.get("learning_delta", False) == (name == "cmamae")
 
 
 def plugin_config(small_config, control_file, **domain):
