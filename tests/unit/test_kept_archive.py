@@ -4,14 +4,19 @@ chain, and a broken chain named."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import h5py
+import numpy as np
 import pytest
 from conftest import shard_results, write_final
 
 from evocamp.base.errors import CorruptFileError
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive
-from evocamp.files.checkpoint import open_batch, read_state, write_state
+from evocamp.files.checkpoint import StoredElites, open_batch, read_state, write_state
 from evocamp.loop.engine import initialise, tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.state_cache import keep_whole
@@ -121,6 +126,20 @@ def test_a_broken_chain_is_named(tmp_path):
         f"{digest}), {base}, which is missing: restore that file, or delete this "
         "checkpoint and the later ones of the run and rerun to recompute them"
     )
+    with h5py.File(delta, "r") as handle:  # a parent the delta does not hold: its base's
+        unchanged = np.setdiff1d(handle["archive_cells/index"], handle["archive_delta/index"])
+    with pytest.raises(CorruptFileError) as through_parents:
+        StoredElites(delta)[unchanged[:1]]
+    assert str(through_parents.value) == str(caught.value)
+    shown = subprocess.run(
+        [sys.executable, "-m", "evocamp", "reevaluate-shard", "--state", str(delta)]
+        + ["--shard", "0", "--shards", "1", "--output", str(tmp_path / "r.h5"), "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EVOCAMP_WARM_START": "0"},
+    )
+    assert shown.returncode != 0
+    assert f"evocamp: error: {caught.value}" in shown.stderr.splitlines()
     folder.checkpoint(2).rename(base)  # another kept checkpoint in its place
     with h5py.File(base, "r") as handle:
         other = handle.attrs["archive_digest"]
