@@ -85,6 +85,32 @@ def _learning_keys(optimizer, rows: dict) -> list[str]:
     return sorted(key for key in rows if key.startswith("archive/") and key != LIST_KEY)
 
 
+def _rows_to_store(
+    handle: h5py.File, rows: dict, indices: dict, *, learning: list[str], base: DeltaBase | None
+) -> tuple[dict, dict]:
+    """The rows to store and their cells, by key: all of them, but for the learning
+    archive's ``learning`` keys only those changed since ``base`` when it has a table
+    of its learning archive (``/optimizer`` then gets ``learning_delta``, and
+    ``rows/archive.emptied`` the cells emptied); writes the learning archive's table."""
+    rows, indices = dict(rows), dict(indices)
+    if not learning:
+        return rows, indices
+    cells = indices[learning[0]]
+    digests = write_learning_table(
+        handle, {key.split("/", 1)[1]: rows[key] for key in learning}, cells
+    )
+    if base is None or base.learning is None:
+        return rows, indices
+    changed = changed_cells(cells, digests, base=base.learning)
+    for key in learning:
+        rows[key], indices[key] = rows[key][changed], cells[changed]
+    write_dataset(
+        handle["optimizer/rows"], "archive.emptied", np.setdiff1d(base.learning[0], cells)
+    )
+    handle["optimizer"].attrs["learning_delta"] = True
+    return rows, indices
+
+
 def shared_batch(batch: dict) -> dict[str, np.ndarray]:
     """The batch's arrays as the compact pickle refers to them (``next_batch``: a plain
     batch's solutions, as in version 2; ``next_batch/<name>``: a compact batch's arrays,
@@ -124,24 +150,15 @@ def write_optimizer_group(
             rows[id(array)] = (f"{name}/{field}", indices)
     compact = compact_pickle.dump((optimizer, archive), rows=rows, shared=shared_batch(next_batch))
     indices = dict(rows.values())
-    learning = _learning_keys(optimizer, compact.rows) if cells else []
-    stored_rows, stored_indices = dict(compact.rows), dict(indices)
     group = handle.create_group("optimizer")
     group.attrs["family"] = family
     group.attrs["class"] = f"{type(optimizer).__module__}:{type(optimizer).__qualname__}"
     write_dataset(group, "pickle", np.frombuffer(compact.blob, dtype=np.uint8))
     stored = group.create_group("rows")
-    if learning:
-        cell_rows = {key.split("/", 1)[1]: compact.rows[key] for key in learning}
-        digests = write_learning_table(handle, cell_rows, indices[learning[0]])
-        if base is not None and base.learning is not None:
-            cells_now = indices[learning[0]]
-            changed = changed_cells(cells_now, digests, base=base.learning)
-            for key in learning:
-                stored_rows[key] = compact.rows[key][changed]
-                stored_indices[key] = cells_now[changed]
-            write_dataset(stored, "archive.emptied", np.setdiff1d(base.learning[0], cells_now))
-            group.attrs["learning_delta"] = True
+    learning = _learning_keys(optimizer, compact.rows) if cells else []
+    stored_rows, stored_indices = _rows_to_store(
+        handle, compact.rows, indices, learning=learning, base=base
+    )
     for key in sorted(compact.rows):
         store, field = key.split("/", 1)
         if store == "result" and field != "occupied_list":
