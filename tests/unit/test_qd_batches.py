@@ -72,7 +72,7 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     """A shard's slice is made from the elites of its own parents' cells (ElitesAt
     holds no other), checked against the digests the batch stores; the pickled
     optimizer between ask and tell holds no copy of the batch, and a restored one
-    tells exactly as the original."""
+    tells exactly as the original, regenerating only the rows its archive can take."""
     spec = spec_of({"type": "map_elites", "emitter_batch_size": 64}, dim=400)
     optimizer = build_optimizer(spec)
     for _ in range(3):
@@ -101,13 +101,17 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     assert not any(row.tobytes() in blob for row in whole)
     restored = pickle.loads(blob)
     assert restored.scheduler._cur_solutions is None
-    results = results_of(whole)
-    optimizer.tell(*results)
-    restored.tell(*results)
-    assert restored.scheduler._cur_solutions.tobytes() == whole.tobytes()
+    objective, measures = results_of(whole)
+    objective[[3, 4, 40]] = 1.0  # better than any elite: these rows are inserted
+    optimizer.tell(objective, measures)
+    restored.tell(objective, measures)
+    told = restored.scheduler._cur_solutions  # only the rows the archive could take
+    made = ~np.isnan(told).all(axis=1)
+    assert np.flatnonzero(made).tolist() == [3, 4, 40]
+    assert told[made].tobytes() == whole[made].tobytes()
     mine, theirs = optimizer.archive.data(), restored.archive.data()
     assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
-    assert np.array_equal(restored.inserted, optimizer.inserted)
+    assert len(optimizer.inserted) and np.array_equal(restored.inserted, optimizer.inserted)
 
 
 def test_other_qd_types_keep_plain_batches():
@@ -122,8 +126,9 @@ def test_other_qd_types_keep_plain_batches():
 def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch):
     """Shard mode: light states hold no solutions, only the elites their generation
     inserted; a shard reads its parents from them and the window's whole state (no
-    node-local cache needed), and makes exactly the in-memory run's shard results. A
-    light state without them is named; after one (written by an earlier version) the
+    node-local cache needed), and makes exactly the in-memory run's shard results; on
+    the tell's node from the parents it cached for that light state only. A light
+    state without them is named; after one (written by an earlier version) the
     next state is written whole."""
     from conftest import shard_results
 
@@ -166,6 +171,12 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
         previous = output
     with h5py.File(previous, "r+") as handle:
         del handle["inserted"]
+    # The tell cached its batch's parents on this node: a shard here reads them there.
+    evaluate_step(state=previous, shard=2, shards=3, output=tmp_path / "cached.h5")
+    made, expected = read_shard(tmp_path / "cached.h5"), shard_results(memory, 3)[2]
+    assert made.objective.tobytes() == expected.objective.tobytes()
+    with h5py.File(previous, "r+") as handle:
+        handle.attrs["light_token"] = "0" * 16  # not the state the cache entry was made for
     with pytest.raises(CorruptFileError) as caught:
         evaluate_step(state=previous, shard=0, shards=3, output=tmp_path / "x.h5")
     assert str(caught.value).startswith(

@@ -542,16 +542,51 @@ def _normal_rows(generator, scale: float, *, rows: int, dim: int) -> np.ndarray:
     return out
 
 
-def _row_states(words, scale: float, *, rows: int, dim: int) -> np.ndarray:
-    """The packed generator state before each of ``rows`` rows of noise drawn from the
-    state ``words``, and after the last: ``(rows + 1, 6)``."""
-    generator = _unpacked_rng(words)
-    states = np.empty((rows + 1, 6), dtype=np.uint64)
-    for row in range(rows):
-        states[row] = _packed_rng(generator)
-        generator.normal(scale=scale, size=(1, dim))
-    states[rows] = _packed_rng(generator)
-    return states
+class _RecordingGenerator:
+    """Stands in for an emitter's generator during pyribs' ``ask``: returns the same
+    draws, the first ``normal`` drawn row by row (draws are sequential: the same
+    values), noting the generator's packed state before each row and after the last
+    (:attr:`states`, a :class:`QDBatch`'s ``row_state``) and every array drawn
+    (:attr:`draws`). Any other use of the generator is noted (:attr:`other`)."""
+
+    def __init__(self, generator) -> None:
+        self.generator = generator
+        self.states: np.ndarray | None = None
+        self.draws: list[np.ndarray] = []
+        self.other = False
+
+    def normal(self, loc=0.0, scale=1.0, size=None) -> np.ndarray:
+        """``generator.normal(loc, scale, size)``, the first call's rows recorded."""
+        if self.states is not None or np.ndim(scale) or loc != 0.0 or len(size or ()) != 2:
+            drawn = self.generator.normal(loc, scale, size)
+        else:
+            rows, dim = size
+            self.states = np.empty((rows + 1, 6), dtype=np.uint64)
+            drawn = np.empty((rows, dim))
+            for row in range(rows):
+                self.states[row] = _packed_rng(self.generator)
+                drawn[row : row + 1] = self.generator.normal(scale=scale, size=(1, dim))
+            self.states[rows] = _packed_rng(self.generator)
+        self.draws.append(drawn)
+        return drawn
+
+    def __getattr__(self, name: str):
+        self.other = True
+        return getattr(self.generator, name)
+
+
+@contextlib.contextmanager
+def _recording(emitters):
+    """While pyribs asks ``emitters``: each one's generator is a
+    :class:`_RecordingGenerator` (yielded, in order), its own again afterwards."""
+    recorders = [_RecordingGenerator(emitter._rng) for emitter in emitters]
+    for emitter, recorder in zip(emitters, recorders, strict=True):
+        emitter._rng = recorder
+    try:
+        yield recorders
+    finally:
+        for emitter, recorder in zip(emitters, recorders, strict=True):
+            emitter._rng = recorder.generator
 
 
 def _digests(solutions: np.ndarray) -> np.ndarray:
@@ -654,38 +689,63 @@ class QDBatch(CompactBatch):
             found = _checked_parents(
                 batch, cells, np.asarray(batch[ELITES][cells], dtype=np.float64)
             )
-        x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
-
-        def parents_at(wanted: np.ndarray) -> np.ndarray:
-            if (wanted >= 0).all():
-                return found[np.searchsorted(cells, wanted)]
-            out = np.repeat(x0[None], len(wanted), axis=0)
-            known = wanted >= 0
-            if known.any():
-                out[known] = found[np.searchsorted(cells, wanted[known])]
-            return out
-
-        parents = np.asarray(batch["parents"][()], dtype=np.int64)
-        kinds = np.asarray(batch["emitter_kind"][()])
-        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
         states = batch["row_state"]
-        low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
-        pieces = []
-        for emitter, first, state, count, low, high in _overlaps(
-            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
-        ):
-            elites = parents_at(parents[first + low : first + high])
+        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+
+        def drawn(emitter: int, state: int, count: int, low: int, high: int, dim: int):
             generator = _unpacked_rng(states[state + low])
-            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=elites.shape[1])
+            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=dim)
             if kinds[emitter] == GAUSSIAN_KIND:
-                made = elites + noise
-            else:
-                generator = _unpacked_rng(states[state + count])
-                line = generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
-                towards = parents_at(parents[first + count + low : first + count + high])
-                made = elites + noise + line * (towards - elites)
-            pieces.append(np.clip(made, low_bound, high_bound))
-        return np.concatenate(pieces)
+                return noise, None
+            generator = _unpacked_rng(states[state + count])
+            return noise, generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
+
+        return _offspring(batch, start, stop, cells=cells, found=found, noise=drawn)
+
+
+def _offspring(batch, start: int, stop: int, *, cells, found, noise) -> np.ndarray:
+    """Offspring ``start..stop-1`` of a compact batch as pyribs makes them: each its
+    parent plus its noise (an iso-line emitter's: plus its line noise times the second
+    parent minus the first), clipped to the bounds.
+
+    ``found`` holds the solutions of the parents' ``cells`` (sorted); ``noise(emitter,
+    first row state, emitter's rows, local low, local high, dim)`` returns the rows'
+    noise and, for an iso-line emitter, their line noise (else ``None``), arrays this
+    function may overwrite.
+    """
+    x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
+
+    def parents_at(wanted: np.ndarray) -> np.ndarray:
+        if (wanted >= 0).all():
+            return found[np.searchsorted(cells, wanted)]
+        out = np.repeat(x0[None], len(wanted), axis=0)
+        known = wanted >= 0
+        if known.any():
+            out[known] = found[np.searchsorted(cells, wanted[known])]
+        return out
+
+    parents = np.asarray(batch["parents"][()], dtype=np.int64)
+    kinds = np.asarray(batch["emitter_kind"][()])
+    low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
+    bounded = bool(np.isfinite(low_bound).any() or np.isfinite(high_bound).any())
+    pieces = []
+    for emitter, first, state, count, low, high in _overlaps(
+        np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+    ):
+        elites = parents_at(parents[first + low : first + high])
+        rows, line = noise(emitter, state, count, low, high, elites.shape[1])
+        # elites + rows [+ line * (towards - elites)], left to right as pyribs adds
+        # (IEEE addition commutes: the same bits).
+        made = rows
+        made += elites
+        if line is not None:
+            towards = parents_at(parents[first + count + low : first + count + high])
+            made += line * (towards - elites)
+        if bounded:  # clipping to infinite bounds changes nothing
+            np.clip(made, low_bound, high_bound, out=made)
+        pieces.append(made)
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 class ArchiveElites:
@@ -758,16 +818,25 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     """pyribs' own ``scheduler.ask()``, and the same batch in compact form (``None``
     when regenerating it does not give the same bytes).
 
-    The emitters' generator states are read before the ask; the parents' cells by
+    The emitters draw their noise through :class:`_RecordingGenerator`, which notes
+    the generator's state before each offspring row; the parents' cells come from
     drawing the archive's sampling again from a copy of its generator (every emitter
     samples once, in order, as :meth:`ribs.archives.ArchiveBase.sample_elites` does).
+    The compact batch is checked against pyribs' batch with the noise drawn (a
+    shard draws the same from the row states).
     """
     archive = scheduler.archive
     emitters = scheduler.emitters
     sampler = copy.deepcopy(archive._rng)
     empty = archive.empty
-    before = [_packed_rng(emitter._rng) for emitter in emitters]
-    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    with _recording(emitters) as recorders:
+        solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    expected = [1 if kind == GAUSSIAN_KIND else 2 for kind in kinds]
+    if any(
+        r.other or r.states is None or len(r.draws) != n
+        for r, n in zip(recorders, expected, strict=True)
+    ):
+        return solutions, None
     rows = [emitter.batch_size for emitter in emitters]
     parents = []
     for count, kind in zip(rows, kinds, strict=True):
@@ -790,25 +859,58 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
         "emitter_rows": np.asarray(rows, dtype=np.int64),
         "emitter_kind": np.asarray(kinds, dtype=np.int8),
         "sigma": sigma,
-        "row_state": np.concatenate(
-            [
-                _row_states(words, scale, rows=count, dim=solutions.shape[1])
-                for words, (scale, _), count in zip(before, sigma, rows, strict=True)
-            ]
-        ),
+        "row_state": np.concatenate([recorder.states for recorder in recorders]),
         "parents": np.concatenate(parents),
         "bounds": _stored_bounds(emitters[0]),
     }
+    cells = found = None
     if empty:
         batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
     else:
-        batch["parent_cells"] = np.unique(batch["parents"])
-        batch["parent_digest"] = _digests(ArchiveElites(archive)[batch["parent_cells"]])
+        cells = batch["parent_cells"] = np.unique(batch["parents"])
+        found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
+        batch["parent_digest"] = _digests(found)
+
+    def recorded(emitter: int, state: int, count: int, low: int, high: int, dim: int):
+        draws = recorders[emitter].draws
+        return draws[0][low:high], (draws[1][low:high] if len(draws) > 1 else None)
+
     same_draws = sampler.bit_generator.state == archive._rng.bit_generator.state
-    made = QDBatch.solutions({**batch, ELITES: ArchiveElites(archive)}, 0, len(solutions))
-    if not same_draws or made.shape != solutions.shape or made.tobytes() != solutions.tobytes():
+    made = _offspring(batch, 0, len(solutions), cells=cells, found=found, noise=recorded)
+    if not same_draws or made.shape != solutions.shape or not _same_bytes(made, solutions):
         return solutions, None
     return solutions, batch
+
+
+def _same_bytes(first: np.ndarray, second: np.ndarray) -> bool:
+    """Whether two float64 arrays of one shape hold the same bytes (NaN and -0.0
+    included)."""
+    return np.array_equal(first.view(np.uint64), second.view(np.uint64))
+
+
+def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
+    """The rows of a batch a grid or CVT archive's ``add`` can insert: those whose
+    objective exceeds their cell's threshold (``threshold_min`` for an empty cell), as
+    pyribs' add decides; it stores no other row's solution."""
+    indices = archive.index_of(measures)
+    occupied, data = archive._store.retrieve(indices, fields=["threshold"])
+    threshold = np.where(occupied, data["threshold"], archive.threshold_min)
+    return np.asarray(objective, dtype=archive.dtypes["objective"]) > threshold
+
+
+def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
+    """A compact batch's solutions as a tell needs them: the rows the archive can
+    insert (:func:`_insertable`) regenerated, the others NaN (pyribs' Gaussian and
+    iso-line emitters learn nothing from their solutions)."""
+    batch = {**batch, ELITES: ArchiveElites(archive)}
+    rows = np.flatnonzero(_insertable(archive, objective, measures))
+    solutions = np.full((QDBatch.size(batch), archive.solution_dim), np.nan)
+    if len(rows):
+        breaks = np.flatnonzero(np.diff(rows) > 1) + 1
+        for run in np.split(rows, breaks):
+            first, last = int(run[0]), int(run[-1]) + 1
+            solutions[first:last] = QDBatch.solutions(batch, first, last)
+    return solutions
 
 
 def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
@@ -879,17 +981,21 @@ class QDOptimizer:
         check_numba_disabled()
         started = time.perf_counter()
         scheduler = self.scheduler
-        if self.pending is not None and scheduler._cur_solutions is None:
-            # Restored from a checkpoint, which holds the batch in compact form only.
-            pending = {**self.pending, ELITES: ArchiveElites(scheduler.archive)}
-            scheduler._cur_solutions = QDBatch.solutions(pending, 0, QDBatch.size(pending))
-        if failed is None:
-            scheduler.tell(objective, measures, **extra)
-        else:
+        if failed is not None:
             failed = np.asarray(failed, dtype=bool)
             measures = np.where(failed[:, None], 0.0, np.asarray(measures, dtype=np.float64))
             objective = np.array(objective, dtype=np.float64)
             objective[failed] = _below(objective[~failed])
+        restored = self.pending is not None and scheduler._cur_solutions is None
+        if restored:
+            # Restored from a checkpoint, which holds the batch in compact form only:
+            # only the rows the archive can take are regenerated.
+            scheduler._cur_solutions = _told_solutions(
+                scheduler.archive, self.pending, objective, measures
+            )
+        if failed is None:
+            scheduler.tell(objective, measures, **extra)
+        else:
             with _failed_rows_left_out(scheduler, failed):
                 scheduler.tell(objective, measures, **extra)
         self.pending = None
@@ -898,6 +1004,8 @@ class QDOptimizer:
             self.inserted = inserted_cells(
                 scheduler.archive, np.asarray(objective), np.asarray(measures)
             )
+            if restored and np.isnan(ArchiveElites(scheduler.archive)[self.inserted]).any():
+                raise RuntimeError("a row left out of a restored compact batch was inserted")
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 
