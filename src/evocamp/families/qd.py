@@ -502,6 +502,8 @@ GAUSSIAN_KIND, ISO_LINE_KIND = 0, 1
 #: Offspring rows whose noise is drawn at once when a batch is regenerated (memory).
 _DRAW_VALUES = 1 << 20
 _MASK64 = (1 << 64) - 1
+#: Noise values that cost about as much to draw as a call to regenerate rows.
+_ROW_CALL_VALUES = 20_000
 
 
 def _packed_rng(generator) -> np.ndarray:
@@ -683,6 +685,7 @@ class QDBatch(CompactBatch):
         """Offspring ``start..stop-1``, regenerated from their parents and noise."""
         if "solutions" in batch:
             return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
+        batch = _small_arrays_read(batch)
         cells = QDBatch.elites_read(batch, start, stop)
         found = None
         if len(cells):
@@ -702,6 +705,29 @@ class QDBatch(CompactBatch):
             return noise, generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
 
         return _offspring(batch, start, stop, cells=cells, found=found, noise=drawn)
+
+
+#: The arrays of a compact QD batch read whole (all but ``row_state``, of which a
+#: shard reads its own rows).
+_SMALL_ARRAYS = (
+    "emitter_rows",
+    "emitter_kind",
+    "sigma",
+    "parents",
+    "parent_cells",
+    "parent_digest",
+    "bounds",
+    "x0",
+)
+
+
+def _small_arrays_read(batch) -> dict:
+    """A compact batch (h5py datasets, read where indexed) with its small arrays read
+    once (:data:`_SMALL_ARRAYS`)."""
+    return {
+        **batch,
+        **{name: np.asarray(batch[name][()]) for name in _SMALL_ARRAYS if name in batch},
+    }
 
 
 def _offspring(batch, start: int, stop: int, *, cells, found, noise) -> np.ndarray:
@@ -900,13 +926,15 @@ def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndar
 
 def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
     """A compact batch's solutions as a tell needs them: the rows the archive can
-    insert (:func:`_insertable`) regenerated, the others NaN (pyribs' Gaussian and
+    insert (:func:`_insertable`) regenerated, in runs of rows (a gap of rows whose
+    noise costs less than a call is drawn too), the others NaN (pyribs' Gaussian and
     iso-line emitters learn nothing from their solutions)."""
     batch = {**batch, ELITES: ArchiveElites(archive)}
     rows = np.flatnonzero(_insertable(archive, objective, measures))
     solutions = np.full((QDBatch.size(batch), archive.solution_dim), np.nan)
     if len(rows):
-        breaks = np.flatnonzero(np.diff(rows) > 1) + 1
+        gap = max(1, _ROW_CALL_VALUES // max(archive.solution_dim, 1))
+        breaks = np.flatnonzero(np.diff(rows) > gap) + 1
         for run in np.split(rows, breaks):
             first, last = int(run[0]), int(run[-1]) + 1
             solutions[first:last] = QDBatch.solutions(batch, first, last)

@@ -12,7 +12,9 @@ a random token, the state it was told from and its shard files. The full state g
 to a node-local cache with the same token (a pickle of the whole state, in a private
 folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
 another folder, ``0`` turns it off), where the next tell job finds it; each run keeps
-one cached state.
+one cached state. With a compact QD batch the tell also caches the next batch's parents
+there (:func:`with_cached_elites`: the shards on its node read them instead of the
+window's states).
 
 When the cache does not hold a light state's full state (another node, a reboot, a
 cleared cache), it is rebuilt from the last full state before it (the window's kept
