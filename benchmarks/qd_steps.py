@@ -5,7 +5,8 @@
 Runs the step functions the ``init``, ``evaluate`` and ``tell`` jobs run (no Snakemake,
 no process start) in this process, for ``--generations`` generations of one
 CVT-MAP-Elites run (``--cells`` cells, one Gaussian emitter of ``--batch`` on the
-``--solution-dim``-d sphere) in ``--shards`` shards, its working files in
+``--solution-dim``-d sphere; ``--type cvt_cma_me --es sep_cma_es``: one separable
+CMA-ES emitter instead) in ``--shards`` shards, its working files in
 ``--folder`` (every ``--checkpoint-every``-th state whole, the others light, as a
 campaign writes them). Prints the median seconds of an evaluate and a tell step (wall
 and this process's CPU seconds: the CPU seconds depend less on other jobs' load), the
@@ -83,6 +84,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--type", default="cvt_map_elites", help="a CVT QD type")
+    parser.add_argument("--es", help="the evolution strategy of a CMA type (sep_cma_es)")
     parser.add_argument(
         "--block", action="store_true", help="--folder's parent is a mount: count its writes"
     )
@@ -94,9 +97,10 @@ def main() -> None:
         {
             "algorithms": {
                 "cvt": {
-                    "type": "cvt_map_elites",
+                    "type": args.type,
                     "emitter_batch_size": args.batch,
                     "archive": {"cells": args.cells},
+                    **({"es": args.es, "emitters": 1} if args.es else {}),
                 }
             },
             "domains": {"s": {"type": "sphere", "solution_dim": args.solution_dim}},
@@ -139,6 +143,8 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "type": args.type,
+                "es": args.es,
                 "solution_dim": args.solution_dim,
                 "batch": args.batch,
                 "evaluate_s": statistics.median(evaluate),

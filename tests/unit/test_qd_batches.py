@@ -199,3 +199,42 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     )
     with h5py.File(tmp_path / "after.h5", "r") as handle:
         assert "optimizer" in handle, "written whole after a light state without /inserted"
+
+
+@pytest.mark.parametrize("kind", ["cma_me", "cvt_cma_me"])
+def test_separable_cma_es_batches_are_compact_without_bounds(kind):
+    """CMA-ME with pyribs' separable CMA-ES and no bounds: batches are compact (the ES's
+    mean, scale and row states), every slice of 1, 3 and 7 shards is pyribs' own ask()
+    byte for byte, and an optimizer pickled between ask and tell holds no row of the
+    batch (nor does its ES) and tells and asks on exactly as the original. With bounds
+    (pyribs redraws rows out of them) batches stay plain."""
+    algorithm = {"type": kind, "emitters": 2, "emitter_batch_size": 7, "es": "sep_cma_es"}
+    if kind.startswith("cvt"):
+        algorithm["archive"] = {"cells": 20, "cvt_samples": 2000}
+    optimizer = build_optimizer(spec_of(algorithm, dim=30))
+    for generation in range(4):
+        expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
+        batch = optimizer.ask()
+        assert isinstance(batch, dict) and batch["es_mean"].shape == (2, 30), generation
+        for shards in (1, 3, 7):
+            for shard in range(shards):
+                start, stop = shard_bounds(14, shards, shard)
+                made = regenerated(optimizer, batch, start, stop)
+                assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
+        blob = pickle.dumps(optimizer)
+        assert not any(row.tobytes() in blob for row in expected)
+        restored = pickle.loads(blob)
+        results = results_of(expected)
+        optimizer.tell(*results)
+        restored.tell(*results)
+        mine, theirs = optimizer.archive.data(), restored.archive.data()
+        assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
+        pairs = zip(optimizer.scheduler.emitters, restored.scheduler.emitters, strict=True)
+        for one, other in pairs:
+            assert one._opt.mean.tobytes() == other._opt.mean.tobytes()
+            assert one._opt.cov.cov.tobytes() == other._opt.cov.cov.tobytes()
+        assert restored.ask()["row_state"].tobytes() == optimizer.ask()["row_state"].tobytes()
+        optimizer.tell(*results)  # the next generation asks after a tell
+        restored.tell(*results)
+    bounded = build_optimizer(spec_of(algorithm, dim=30, bounds=[-1.0, 1.0]))
+    assert compact_emitters(bounded.scheduler) is None

@@ -497,8 +497,12 @@ def _below(values: np.ndarray) -> float:
 # --- compact batches: Gaussian and iso-line offspring as parents' cells and seeds ----
 
 #: ``emitter_kind`` of a compact QD batch: a Gaussian emitter's offspring are a parent
-#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one.
-GAUSSIAN_KIND, ISO_LINE_KIND = 0, 1
+#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one;
+#: a separable CMA-ES emitter's (``es: sep_cma_es``, no bounds) are its mean plus its
+#: noise scaled per parameter.
+GAUSSIAN_KIND, ISO_LINE_KIND, SEP_CMA_ES_KIND = 0, 1, 2
+#: Parents an emitter of each kind samples per offspring.
+_PARENTS_PER_ROW = {GAUSSIAN_KIND: 1, ISO_LINE_KIND: 2, SEP_CMA_ES_KIND: 0}
 #: Offspring rows whose noise is drawn at once when a batch is regenerated (memory).
 _DRAW_VALUES = 1 << 20
 _MASK64 = (1 << 64) - 1
@@ -581,14 +585,15 @@ class _RecordingGenerator:
 def _recording(emitters):
     """While pyribs asks ``emitters``: each one's generator is a
     :class:`_RecordingGenerator` (yielded, in order), its own again afterwards."""
-    recorders = [_RecordingGenerator(emitter._rng) for emitter in emitters]
-    for emitter, recorder in zip(emitters, recorders, strict=True):
-        emitter._rng = recorder
+    owners = [_generator_owner(emitter) for emitter in emitters]
+    recorders = [_RecordingGenerator(owner._rng) for owner in owners]
+    for owner, recorder in zip(owners, recorders, strict=True):
+        owner._rng = recorder
     try:
         yield recorders
     finally:
-        for emitter, recorder in zip(emitters, recorders, strict=True):
-            emitter._rng = recorder.generator
+        for owner, recorder in zip(owners, recorders, strict=True):
+            owner._rng = recorder.generator
 
 
 def _digests(solutions: np.ndarray) -> np.ndarray:
@@ -635,7 +640,7 @@ def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
         if low < high:
             yield emitter, parent, state, count, low - first, high - first
         first += count
-        parent += count if kind == GAUSSIAN_KIND else 2 * count
+        parent += _PARENTS_PER_ROW[kind] * count
         state += count + 1
 
 
@@ -699,7 +704,7 @@ class QDBatch(CompactBatch):
         def drawn(emitter: int, state: int, count: int, low: int, high: int, dim: int):
             generator = _unpacked_rng(states[state + low])
             noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=dim)
-            if kinds[emitter] == GAUSSIAN_KIND:
+            if kinds[emitter] != ISO_LINE_KIND:
                 return noise, None
             generator = _unpacked_rng(states[state + count])
             return noise, generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
@@ -718,6 +723,8 @@ _SMALL_ARRAYS = (
     "parent_digest",
     "bounds",
     "x0",
+    "es_mean",
+    "es_scale",
 )
 
 
@@ -733,7 +740,9 @@ def _small_arrays_read(batch) -> dict:
 def _offspring(batch, start: int, stop: int, *, cells, found, noise) -> np.ndarray:
     """Offspring ``start..stop-1`` of a compact batch as pyribs makes them: each its
     parent plus its noise (an iso-line emitter's: plus its line noise times the second
-    parent minus the first), clipped to the bounds.
+    parent minus the first), clipped to the bounds; a separable CMA-ES emitter's its
+    noise times its scale (``es_scale``: the square roots of its diagonal covariance)
+    plus its mean (``es_mean``), one row of each per such emitter.
 
     ``found`` holds the solutions of the parents' ``cells`` (sorted); ``noise(emitter,
     first row state, emitter's rows, local low, local high, dim)`` returns the rows'
@@ -755,10 +764,20 @@ def _offspring(batch, start: int, stop: int, *, cells, found, noise) -> np.ndarr
     kinds = np.asarray(batch["emitter_kind"][()])
     low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
     bounded = bool(np.isfinite(low_bound).any() or np.isfinite(high_bound).any())
+    es_index = np.cumsum(kinds == SEP_CMA_ES_KIND) - 1
     pieces = []
     for emitter, first, state, count, low, high in _overlaps(
         np.asarray(batch["emitter_rows"][()]), kinds, start, stop
     ):
+        if kinds[emitter] == SEP_CMA_ES_KIND:
+            # pyribs: scale * noise + mean (IEEE products and sums commute).
+            mean = np.asarray(batch["es_mean"][es_index[emitter]], dtype=np.float64)
+            scale = np.asarray(batch["es_scale"][es_index[emitter]], dtype=np.float64)
+            made, _ = noise(emitter, state, count, low, high, len(mean))
+            made *= scale
+            made += mean
+            pieces.append(made)
+            continue
         elites = parents_at(parents[first + low : first + high])
         rows, line = noise(emitter, state, count, low, high, elites.shape[1])
         # elites + rows [+ line * (towards - elites)], left to right as pyribs adds
@@ -784,10 +803,36 @@ class ArchiveElites:
         return self.archive._store.retrieve(np.asarray(cells), fields=["solution"])[1]["solution"]
 
 
+def _sep_cma_es_kind(emitter) -> int | None:
+    """:data:`SEP_CMA_ES_KIND` for an evolution-strategy emitter whose batches can be
+    compact: pyribs' separable CMA-ES in float64 without bounds (with bounds it redraws
+    the rows out of them, so a row would depend on the others), else ``None``."""
+    from ribs.emitters.opt import SeparableCMAEvolutionStrategy
+
+    opt = emitter._opt
+    if (
+        type(opt) is SeparableCMAEvolutionStrategy
+        and (np.asarray(emitter.lower_bounds) == -np.inf).all()
+        and (np.asarray(emitter.upper_bounds) == np.inf).all()
+        and np.dtype(opt.dtype) == np.float64
+        and isinstance(opt._rng.bit_generator, np.random.PCG64)
+    ):
+        return SEP_CMA_ES_KIND
+    return None
+
+
+def _generator_owner(emitter):
+    """What holds the generator an emitter's ``ask`` draws from (an evolution-strategy
+    emitter's: its ES)."""
+    return getattr(emitter, "_opt", emitter)
+
+
 def _compact_kind(emitter, archive) -> int | None:
     """The ``emitter_kind`` of an emitter whose batches can be compact, else ``None``."""
     from ribs import emitters
 
+    if type(emitter) is emitters.EvolutionStrategyEmitter:
+        return _sep_cma_es_kind(emitter)
     kind = {emitters.GaussianEmitter: GAUSSIAN_KIND, emitters.IsoLineEmitter: ISO_LINE_KIND}
     sigmas = (
         (emitter.sigma,)
@@ -809,7 +854,8 @@ def compact_emitters(scheduler) -> list[int] | None:
     """The ``emitter_kind`` of every emitter when the scheduler's batches can be compact:
     a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
     from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
-    the same bounds and ``x0``; else ``None``."""
+    and whose evolution-strategy emitters use a separable CMA-ES without bounds
+    (:func:`_sep_cma_es_kind`), all with the same bounds and ``x0``; else ``None``."""
     from ribs import archives, schedulers
 
     archive = scheduler.archive
@@ -857,7 +903,7 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     empty = archive.empty
     with _recording(emitters) as recorders:
         solutions = np.asarray(scheduler.ask(), dtype=np.float64)
-    expected = [1 if kind == GAUSSIAN_KIND else 2 for kind in kinds]
+    expected = [2 if kind == ISO_LINE_KIND else 1 for kind in kinds]
     if any(
         r.other or r.states is None or len(r.draws) != n
         for r, n in zip(recorders, expected, strict=True)
@@ -866,21 +912,13 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     rows = [emitter.batch_size for emitter in emitters]
     parents = []
     for count, kind in zip(rows, kinds, strict=True):
-        drawn = count if kind == GAUSSIAN_KIND else 2 * count
-        if empty:
+        drawn = _PARENTS_PER_ROW[kind] * count
+        if empty or not drawn:
             parents.append(np.full(drawn, -1, dtype=np.int64))
         else:
             chosen = sampler.choice(len(archive._store), size=drawn, replace=True)
             parents.append(np.asarray(archive._store.occupied_list[chosen], dtype=np.int64))
-    sigma = np.array(
-        [
-            (float(e.sigma), 0.0)
-            if k == GAUSSIAN_KIND
-            else (float(e.iso_sigma), float(e.line_sigma))
-            for e, k in zip(emitters, kinds, strict=True)
-        ],
-        dtype=np.float64,
-    )
+    sigma = np.array([_sigmas(e, k) for e, k in zip(emitters, kinds, strict=True)])
     batch = {
         "emitter_rows": np.asarray(rows, dtype=np.int64),
         "emitter_kind": np.asarray(kinds, dtype=np.int8),
@@ -889,10 +927,14 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
         "parents": np.concatenate(parents),
         "bounds": _stored_bounds(emitters[0]),
     }
+    strategies = [e._opt for e, k in zip(emitters, kinds, strict=True) if k == SEP_CMA_ES_KIND]
+    if strategies:
+        batch["es_mean"] = np.stack([np.asarray(es.mean, dtype=np.float64) for es in strategies])
+        batch["es_scale"] = np.stack([np.sqrt(es.cov.eigenvalues) for es in strategies])
     cells = found = None
     if empty:
         batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
-    else:
+    elif len(batch["parents"]):
         cells = batch["parent_cells"] = np.unique(batch["parents"])
         found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
         batch["parent_digest"] = _digests(found)
@@ -906,6 +948,16 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     if not same_draws or made.shape != solutions.shape or not _same_bytes(made, solutions):
         return solutions, None
     return solutions, batch
+
+
+def _sigmas(emitter, kind: int) -> tuple[float, float]:
+    """A row of a compact batch's ``sigma``: a Gaussian emitter's sigma, an iso-line
+    emitter's iso and line sigma, a separable CMA-ES's sigma (its step size now)."""
+    if kind == ISO_LINE_KIND:
+        return float(emitter.iso_sigma), float(emitter.line_sigma)
+    if kind == SEP_CMA_ES_KIND:
+        return float(emitter._opt.sigma), 0.0
+    return float(emitter.sigma), 0.0
 
 
 def _same_bytes(first: np.ndarray, second: np.ndarray) -> bool:
@@ -926,11 +978,13 @@ def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndar
 
 def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
     """A compact batch's solutions as a tell needs them: the rows the archive can
-    insert (:func:`_insertable`) regenerated, in runs of rows (a gap of rows whose
-    noise costs less than a call is drawn too), the others NaN (pyribs' Gaussian and
-    iso-line emitters learn nothing from their solutions)."""
+    insert (:func:`_insertable`) and every separable CMA-ES's rows (its tell ranks
+    them all) regenerated, in runs of rows (a gap of rows whose noise costs less than
+    a call is drawn too), the others NaN (pyribs' Gaussian and iso-line emitters learn
+    nothing from their solutions)."""
     batch = {**batch, ELITES: ArchiveElites(archive)}
-    rows = np.flatnonzero(_insertable(archive, objective, measures))
+    strategy_rows = np.repeat(batch["emitter_kind"] == SEP_CMA_ES_KIND, batch["emitter_rows"])
+    rows = np.flatnonzero(_insertable(archive, objective, measures) | strategy_rows)
     solutions = np.full((QDBatch.size(batch), archive.solution_dim), np.nan)
     if len(rows):
         gap = max(1, _ROW_CALL_VALUES // max(archive.solution_dim, 1))
@@ -939,6 +993,30 @@ def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
             first, last = int(run[0]), int(run[-1]) + 1
             solutions[first:last] = QDBatch.solutions(batch, first, last)
     return solutions
+
+
+def _without_batch(emitter):
+    """An emitter as pickled between ask and tell of a compact batch: an evolution
+    strategy's copy of the batch left out (:func:`_give_strategies_their_rows`)."""
+    opt = getattr(emitter, "_opt", None)
+    if getattr(opt, "_solutions", None) is None:
+        return emitter
+    shell = copy.copy(emitter)
+    shell._opt = copy.copy(opt)
+    shell._opt._solutions = None
+    return shell
+
+
+def _give_strategies_their_rows(scheduler, batch: dict) -> None:
+    """Give each separable CMA-ES emitter of a restored scheduler its rows of the
+    batch (:attr:`scheduler._cur_solutions`), which its tell ranks."""
+    first = 0
+    for emitter, count, kind in zip(
+        scheduler.emitters, batch["emitter_rows"], batch["emitter_kind"], strict=True
+    ):
+        if kind == SEP_CMA_ES_KIND:
+            emitter._opt._solutions = scheduler._cur_solutions[first : first + count].copy()
+        first += int(count)
 
 
 def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
@@ -1021,6 +1099,7 @@ class QDOptimizer:
             scheduler._cur_solutions = _told_solutions(
                 scheduler.archive, self.pending, objective, measures
             )
+            _give_strategies_their_rows(scheduler, self.pending)
         if failed is None:
             scheduler.tell(objective, measures, **extra)
         else:
@@ -1039,11 +1118,13 @@ class QDOptimizer:
 
     def __getstate__(self) -> dict:
         """Pickled without the solutions of a compact batch (``tell`` regenerates
-        them): a checkpoint holds the batch in compact form only."""
+        them; a separable CMA-ES keeps its own copy, left out too): a checkpoint holds
+        the batch in compact form only."""
         state = dict(self.__dict__)
         if self.pending is not None:
             shell = copy.copy(self.scheduler)
             shell._cur_solutions = None
+            shell._emitters = [_without_batch(emitter) for emitter in shell._emitters]
             state["scheduler"] = shell
         return state
 
