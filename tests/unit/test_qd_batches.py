@@ -238,3 +238,59 @@ def test_separable_cma_es_batches_are_compact_without_bounds(kind):
         restored.tell(*results)
     bounded = build_optimizer(spec_of(algorithm, dim=30, bounds=[-1.0, 1.0]))
     assert compact_emitters(bounded.scheduler) is None
+
+
+def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch):
+    """Shard mode with CVT-CMA-ME (separable CMA-ES, no bounds) and no node-local cache:
+    every tell rebuilds its state from the window's kept checkpoint and shard files,
+    whose batches are compact; every shard's results and the kept checkpoint's archive
+    are the in-memory run's, and no state holds the batch's solutions."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.checkpoint import write_state
+    from evocamp.files.shard import read_shard
+    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.state_cache import forget_run, read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {"type": "cvt_cma_me", "es": "sep_cma_es", "emitters": 2, "batch_size": 6}
+    config = validate_config(
+        {
+            "algorithms": {"a": {**algorithm, "archive": {"cells": 30, "cvt_samples": 2000}}},
+            "domains": {"d": {"type": "sphere", "solution_dim": 40}},
+            "shards": 3,
+            "checkpoint_every": 3,
+            "generations": 20,
+        }
+    )
+    spec = run_spec(config, algorithm="a", domain="d", seed=2)
+    work = tmp_path / "work"
+    previous = work / "state_000000.h5"
+    write_state(previous, initialise(spec))
+    memory = initialise(spec)
+    for generation in range(1, 6):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=3, output=path)
+            made = read_shard(path)
+            assert made.objective.tobytes() == expected[shard].objective.tobytes()
+        output = work / f"state_{generation:06d}.h5"
+        forget_run(work)  # the tell rebuilds its state from the files
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        with h5py.File(output, "r") as handle:
+            assert "solutions" not in handle["next_batch"] and "es_mean" in handle["next_batch"]
+            blob = handle["optimizer/pickle"][()].tobytes() if "optimizer" in handle else b""
+        solutions = np.asarray(memory.optimizer.scheduler._cur_solutions)
+        assert not any(row.tobytes() in blob for row in solutions)
+        previous = output
+    with h5py.File(work / "state_000003.h5", "r") as handle:
+        assert "optimizer" in handle  # the kept checkpoint the rebuilds start from
+    forget_run(work)
+    rebuilt = read_full_state(previous)
+    assert len(memory.archive) > 1
+    mine, theirs = rebuilt.archive.data(), memory.archive.data()
+    assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
+    assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
