@@ -855,19 +855,22 @@ def compact_emitters(scheduler) -> list[int] | None:
     a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
     from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
     and whose evolution-strategy emitters use a separable CMA-ES without bounds
-    (:func:`_sep_cma_es_kind`), all with the same bounds and ``x0``; else ``None``."""
+    (:func:`_sep_cma_es_kind`; these read no parents, so a separate result archive,
+    CMA-MAE's, is fine when all are), all with the same bounds and ``x0``; else
+    ``None``."""
     from ribs import archives, schedulers
 
     archive = scheduler.archive
     if (
         type(scheduler) is not schedulers.Scheduler
         or type(archive) not in (archives.GridArchive, archives.CVTArchive)
-        or scheduler.result_archive is not archive
         or archive.dtypes["solution"] != np.float64
         or not scheduler.emitters
     ):
         return None
     kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
+    if scheduler.result_archive is not archive and not _reads_no_parents(kinds):
+        return None
     first = scheduler.emitters[0]
     same = all(
         np.array_equal(e.lower_bounds, first.lower_bounds)
@@ -876,6 +879,12 @@ def compact_emitters(scheduler) -> list[int] | None:
         for e in scheduler.emitters
     )
     return kinds if same and None not in kinds else None
+
+
+def _reads_no_parents(kinds: list) -> bool:
+    """Whether emitters of these kinds read no parents from the archive (all separable
+    CMA-ES)."""
+    return all(kind == SEP_CMA_ES_KIND for kind in kinds)
 
 
 def _stored_bounds(emitter) -> np.ndarray:
@@ -1107,7 +1116,8 @@ class QDOptimizer:
                 scheduler.tell(objective, measures, **extra)
         self.pending = None
         self.inserted = None
-        if compact_emitters(scheduler) is not None:
+        kinds = compact_emitters(scheduler)
+        if kinds is not None and not _reads_no_parents(kinds):
             self.inserted = inserted_cells(
                 scheduler.archive, np.asarray(objective), np.asarray(measures)
             )
