@@ -39,6 +39,28 @@ def results_of(solutions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return objective, measures
 
 
+def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: int):
+    """A run of ``algorithm`` on the ``dim``-d sphere (3 shards, 20 generations, kept
+    every ``every``): its working folder with the generation-0 state written, and the
+    same state in memory."""
+    from evocamp.files.checkpoint import write_state
+    from evocamp.loop.engine import initialise
+
+    config = validate_config(
+        {
+            "algorithms": {"a": algorithm},
+            "domains": {"d": {"type": "sphere", "solution_dim": dim}},
+            "shards": 3,
+            "checkpoint_every": every,
+            "generations": 20,
+        }
+    )
+    spec = run_spec(config, algorithm="a", domain="d", seed=seed)
+    work = tmp_path / "work"
+    write_state(work / "state_000000.h5", initialise(spec))
+    return work, initialise(spec)
+
+
 def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
     return QDBatch.solutions({**batch, ELITES: ArchiveElites(optimizer.archive)}, start, stop)
 
@@ -133,26 +155,14 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     from conftest import shard_results
 
     from evocamp.executors.steps import evaluate_step, tell_step
-    from evocamp.files.checkpoint import write_state
     from evocamp.files.shard import read_shard, write_shard
-    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.engine import tell
     from evocamp.loop.state_cache import forget_run, read_full_state
 
     monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
-    config = validate_config(
-        {
-            "algorithms": {"a": {"type": "map_elites_line", "emitters": 2, "batch_size": 6}},
-            "domains": {"d": {"type": "sphere", "solution_dim": 6}},
-            "shards": 3,
-            "checkpoint_every": 10,
-            "generations": 20,
-        }
-    )
-    spec = run_spec(config, algorithm="a", domain="d", seed=1)
-    work = tmp_path / "work"
+    algorithm = {"type": "map_elites_line", "emitters": 2, "batch_size": 6}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=1)
     previous = work / "state_000000.h5"
-    write_state(previous, initialise(spec))
-    memory = initialise(spec)
     for generation in range(1, 6):
         expected = shard_results(memory, 3)
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
@@ -254,27 +264,15 @@ def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkey
     from conftest import shard_results
 
     from evocamp.executors.steps import evaluate_step, tell_step
-    from evocamp.files.checkpoint import write_state
     from evocamp.files.shard import read_shard
-    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.engine import tell
     from evocamp.loop.state_cache import forget_run, read_full_state
 
     monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
     algorithm = {"type": "cvt_cma_me", "es": "sep_cma_es", "emitters": 2, "batch_size": 6}
-    config = validate_config(
-        {
-            "algorithms": {"a": {**algorithm, "archive": {"cells": 30, "cvt_samples": 2000}}},
-            "domains": {"d": {"type": "sphere", "solution_dim": 40}},
-            "shards": 3,
-            "checkpoint_every": 3,
-            "generations": 20,
-        }
-    )
-    spec = run_spec(config, algorithm="a", domain="d", seed=2)
-    work = tmp_path / "work"
+    algorithm["archive"] = {"cells": 30, "cvt_samples": 2000}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=40, every=3, seed=2)
     previous = work / "state_000000.h5"
-    write_state(previous, initialise(spec))
-    memory = initialise(spec)
     for generation in range(1, 6):
         expected = shard_results(memory, 3)
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
