@@ -5,9 +5,11 @@
 Runs the step functions the ``init``, ``evaluate`` and ``tell`` jobs run (no Snakemake,
 no process start) in this process, for ``--generations`` generations of one
 CVT-MAP-Elites run (``--cells`` cells, one Gaussian emitter of ``--batch`` on the
-``--solution-dim``-d sphere) in ``--shards`` shards, its working files in
+``--solution-dim``-d sphere; ``--type cvt_cma_me --es sep_cma_es``: one separable
+CMA-ES emitter instead) in ``--shards`` shards, its working files in
 ``--folder`` (every ``--checkpoint-every``-th state whole, the others light, as a
-campaign writes them). Prints the median seconds of an evaluate and a tell step, the
+campaign writes them). Prints the median seconds of an evaluate and a tell step (wall
+and this process's CPU seconds: the CPU seconds depend less on other jobs' load), the
 mean bytes of a light state, the bytes of a whole state (a kept checkpoint), and the
 bytes a shard reads (its state files' sizes are an upper bound; the HDF5 reads of its
 parents' rows are counted with ``/proc/self/io`` ``rchar``) and, with ``--block``
@@ -82,6 +84,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--type", default="cvt_map_elites", help="a CVT QD type")
+    parser.add_argument("--es", help="the evolution strategy of a CMA type (sep_cma_es)")
     parser.add_argument(
         "--block", action="store_true", help="--folder's parent is a mount: count its writes"
     )
@@ -93,9 +97,10 @@ def main() -> None:
         {
             "algorithms": {
                 "cvt": {
-                    "type": "cvt_map_elites",
+                    "type": args.type,
                     "emitter_batch_size": args.batch,
                     "archive": {"cells": args.cells},
+                    **({"es": args.es, "emitters": 1} if args.es else {}),
                 }
             },
             "domains": {"s": {"type": "sphere", "solution_dim": args.solution_dim}},
@@ -112,22 +117,25 @@ def main() -> None:
     device = block_device(args.folder.parent) if args.block else None
     written = bytes_written(device) if device else 0
     evaluate, tell, light, whole, shard_read = [], [], [], [], []
+    evaluate_cpu, tell_cpu = [], []
     for generation in range(1, args.generations + 1):
         shard_folder = args.folder / f"gen_{generation:06d}"
         shard_folder.mkdir()
         files = []
         for shard in range(args.shards):
             files.append(shard_folder / f"shard_{shard:04d}.h5")
-            before, began = read_bytes(), time.perf_counter()
+            before, began, cpu = read_bytes(), time.perf_counter(), time.process_time()
             evaluate_step(state=state, shard=shard, shards=args.shards, output=files[-1])
             evaluate.append(time.perf_counter() - began)
+            evaluate_cpu.append(time.process_time() - cpu)
             shard_read.append(read_bytes() - before)
         output = args.folder / f"state_{generation:06d}.h5"
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         tell_step(
             state=state, shard_files=[str(p) for p in files], output=output, total=args.generations
         )
         tell.append(time.perf_counter() - began)
+        tell_cpu.append(time.process_time() - cpu)
         size = output.stat().st_size
         (whole if generation % args.checkpoint_every == 0 else light).append(size)
         state = output
@@ -135,10 +143,14 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "type": args.type,
+                "es": args.es,
                 "solution_dim": args.solution_dim,
                 "batch": args.batch,
                 "evaluate_s": statistics.median(evaluate),
                 "tell_s": statistics.median(tell),
+                "evaluate_cpu_s": statistics.median(evaluate_cpu),
+                "tell_cpu_s": statistics.median(tell_cpu),
                 "light_state_MB": statistics.mean(light) / 1e6 if light else None,
                 "whole_state_MB": max(whole) / 1e6 if whole else None,
                 "shard_read_MB": statistics.mean(shard_read) / 1e6,

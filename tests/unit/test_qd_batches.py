@@ -39,6 +39,28 @@ def results_of(solutions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return objective, measures
 
 
+def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: int):
+    """A run of ``algorithm`` on the ``dim``-d sphere (3 shards, 20 generations, kept
+    every ``every``): its working folder with the generation-0 state written, and the
+    same state in memory."""
+    from evocamp.files.checkpoint import write_state
+    from evocamp.loop.engine import initialise
+
+    config = validate_config(
+        {
+            "algorithms": {"a": algorithm},
+            "domains": {"d": {"type": "sphere", "solution_dim": dim}},
+            "shards": 3,
+            "checkpoint_every": every,
+            "generations": 20,
+        }
+    )
+    spec = run_spec(config, algorithm="a", domain="d", seed=seed)
+    work = tmp_path / "work"
+    write_state(work / "state_000000.h5", initialise(spec))
+    return work, initialise(spec)
+
+
 def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
     return QDBatch.solutions({**batch, ELITES: ArchiveElites(optimizer.archive)}, start, stop)
 
@@ -72,7 +94,7 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     """A shard's slice is made from the elites of its own parents' cells (ElitesAt
     holds no other), checked against the digests the batch stores; the pickled
     optimizer between ask and tell holds no copy of the batch, and a restored one
-    tells exactly as the original."""
+    tells exactly as the original, regenerating only the rows its archive can take."""
     spec = spec_of({"type": "map_elites", "emitter_batch_size": 64}, dim=400)
     optimizer = build_optimizer(spec)
     for _ in range(3):
@@ -101,13 +123,17 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     assert not any(row.tobytes() in blob for row in whole)
     restored = pickle.loads(blob)
     assert restored.scheduler._cur_solutions is None
-    results = results_of(whole)
-    optimizer.tell(*results)
-    restored.tell(*results)
-    assert restored.scheduler._cur_solutions.tobytes() == whole.tobytes()
+    objective, measures = results_of(whole)
+    objective[[3, 4, 40]] = 1.0  # better than any elite: these rows are inserted
+    optimizer.tell(objective, measures)
+    restored.tell(objective, measures)
+    told = restored.scheduler._cur_solutions  # only the rows the archive could take
+    made = ~np.isnan(told).all(axis=1)
+    assert made[[3, 4, 40]].all() and not made[:3].any() and not made[41:].any()
+    assert told[made].tobytes() == whole[made].tobytes()
     mine, theirs = optimizer.archive.data(), restored.archive.data()
     assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
-    assert np.array_equal(restored.inserted, optimizer.inserted)
+    assert len(optimizer.inserted) and np.array_equal(restored.inserted, optimizer.inserted)
 
 
 def test_other_qd_types_keep_plain_batches():
@@ -122,32 +148,21 @@ def test_other_qd_types_keep_plain_batches():
 def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch):
     """Shard mode: light states hold no solutions, only the elites their generation
     inserted; a shard reads its parents from them and the window's whole state (no
-    node-local cache needed), and makes exactly the in-memory run's shard results. A
-    light state without them is named; after one (written by an earlier version) the
+    node-local cache needed), and makes exactly the in-memory run's shard results; on
+    the tell's node from the parents it cached for that light state only. A light
+    state without them is named; after one (written by an earlier version) the
     next state is written whole."""
     from conftest import shard_results
 
     from evocamp.executors.steps import evaluate_step, tell_step
-    from evocamp.files.checkpoint import write_state
     from evocamp.files.shard import read_shard, write_shard
-    from evocamp.loop.engine import initialise, tell
+    from evocamp.loop.engine import tell
     from evocamp.loop.state_cache import forget_run, read_full_state
 
     monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
-    config = validate_config(
-        {
-            "algorithms": {"a": {"type": "map_elites_line", "emitters": 2, "batch_size": 6}},
-            "domains": {"d": {"type": "sphere", "solution_dim": 6}},
-            "shards": 3,
-            "checkpoint_every": 10,
-            "generations": 20,
-        }
-    )
-    spec = run_spec(config, algorithm="a", domain="d", seed=1)
-    work = tmp_path / "work"
+    algorithm = {"type": "map_elites_line", "emitters": 2, "batch_size": 6}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=1)
     previous = work / "state_000000.h5"
-    write_state(previous, initialise(spec))
-    memory = initialise(spec)
     for generation in range(1, 6):
         expected = shard_results(memory, 3)
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
@@ -166,6 +181,12 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
         previous = output
     with h5py.File(previous, "r+") as handle:
         del handle["inserted"]
+    # The tell cached its batch's parents on this node: a shard here reads them there.
+    evaluate_step(state=previous, shard=2, shards=3, output=tmp_path / "cached.h5")
+    made, expected = read_shard(tmp_path / "cached.h5"), shard_results(memory, 3)[2]
+    assert made.objective.tobytes() == expected.objective.tobytes()
+    with h5py.File(previous, "r+") as handle:
+        handle.attrs["light_token"] = "0" * 16  # not the state the cache entry was made for
     with pytest.raises(CorruptFileError) as caught:
         evaluate_step(state=previous, shard=0, shards=3, output=tmp_path / "x.h5")
     assert str(caught.value).startswith(
@@ -188,3 +209,92 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     )
     with h5py.File(tmp_path / "after.h5", "r") as handle:
         assert "optimizer" in handle, "written whole after a light state without /inserted"
+
+
+@pytest.mark.parametrize("kind", ["cma_me", "cvt_cma_me", "cma_mae", "cvt_cma_mae"])
+def test_separable_cma_es_batches_are_compact_without_bounds(kind):
+    """CMA-ME and CMA-MAE (whose result archive is not the one the emitters learn on:
+    no matter, they read no parents) with pyribs' separable CMA-ES and no bounds:
+    batches are compact (the ES's
+    mean, scale and row states), every slice of 1, 3 and 7 shards is pyribs' own ask()
+    byte for byte, and an optimizer pickled between ask and tell holds no copy of the
+    batch (nor does its ES) and tells and asks on exactly as the original. With bounds
+    (pyribs redraws rows out of them) batches stay plain."""
+    algorithm = {"type": kind, "emitters": 2, "emitter_batch_size": 7, "es": "sep_cma_es"}
+    if kind.startswith("cvt"):
+        algorithm["archive"] = {"cells": 20, "cvt_samples": 2000}
+    optimizer = build_optimizer(spec_of(algorithm, dim=30))
+    for generation in range(4):
+        expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
+        batch = optimizer.ask()
+        assert isinstance(batch, dict) and batch["es_mean"].shape == (2, 30), generation
+        for shards in (1, 3, 7):
+            for shard in range(shards):
+                start, stop = shard_bounds(14, shards, shard)
+                made = regenerated(optimizer, batch, start, stop)
+                assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
+        restored = pickle.loads(pickle.dumps(optimizer))
+        # (Not the bytes of each row in the pickle: an archive's unoccupied cells hold
+        # whatever memory numpy reused, sometimes a freed copy of the batch.)
+        assert restored.scheduler._cur_solutions is None
+        assert all(e._opt._solutions is None for e in restored.scheduler.emitters)
+        assert optimizer.scheduler._cur_solutions is not None  # the original is untouched
+        objective, measures = results_of(expected)
+        results = objective + 100.0, measures  # above CMA-MAE's threshold_min (0)
+        optimizer.tell(*results)
+        restored.tell(*results)
+        mine, theirs = optimizer.archive.data(), restored.archive.data()
+        assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
+        pairs = zip(optimizer.scheduler.emitters, restored.scheduler.emitters, strict=True)
+        for one, other in pairs:
+            assert one._opt.mean.tobytes() == other._opt.mean.tobytes()
+            assert one._opt.cov.cov.tobytes() == other._opt.cov.cov.tobytes()
+        assert restored.ask()["row_state"].tobytes() == optimizer.ask()["row_state"].tobytes()
+        optimizer.tell(*results)  # the next generation asks after a tell
+        restored.tell(*results)
+    bounded = build_optimizer(spec_of(algorithm, dim=30, bounds=[-1.0, 1.0]))
+    assert compact_emitters(bounded.scheduler) is None
+
+
+def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch):
+    """Shard mode with CVT-CMA-ME (separable CMA-ES, no bounds) and no node-local cache:
+    every tell rebuilds its state from the window's kept checkpoint and shard files,
+    whose batches are compact; every shard's results and the kept checkpoint's archive
+    are the in-memory run's, and no state holds the batch's solutions."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.shard import read_shard
+    from evocamp.loop.engine import tell
+    from evocamp.loop.state_cache import forget_run, read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {"type": "cvt_cma_me", "es": "sep_cma_es", "emitters": 2, "batch_size": 6}
+    algorithm["archive"] = {"cells": 30, "cvt_samples": 2000}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=40, every=3, seed=2)
+    previous = work / "state_000000.h5"
+    for generation in range(1, 6):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=3, output=path)
+            made = read_shard(path)
+            assert made.objective.tobytes() == expected[shard].objective.tobytes()
+        output = work / f"state_{generation:06d}.h5"
+        forget_run(work)  # the tell rebuilds its state from the files
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        with h5py.File(output, "r") as handle:
+            assert "solutions" not in handle["next_batch"] and "es_mean" in handle["next_batch"]
+            blob = handle["optimizer/pickle"][()].tobytes() if "optimizer" in handle else b""
+        solutions = np.asarray(memory.optimizer.scheduler._cur_solutions)
+        assert not any(row.tobytes() in blob for row in solutions)
+        previous = output
+    with h5py.File(work / "state_000003.h5", "r") as handle:
+        assert "optimizer" in handle  # the kept checkpoint the rebuilds start from
+    forget_run(work)
+    rebuilt = read_full_state(previous)
+    assert len(memory.archive) > 1
+    mine, theirs = rebuilt.archive.data(), memory.archive.data()
+    assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
+    assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()

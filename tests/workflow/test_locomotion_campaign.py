@@ -1,9 +1,10 @@
 """A MuJoCo locomotion campaign (walker2d_uni, 30-step rollouts of a small MLP) with the
 real Snakemake: bitwise the same archives with 3 shards in shard mode and 2 shards in
-Dask mode."""
+Dask mode (CVT-CMA-ME with separable CMA-ES: compact batches)."""
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
 from conftest import archive_digests, merged, run_folder, run_snakemake, write_config
 
@@ -21,6 +22,13 @@ CONFIG = {
             "archive": {"cells": 16, "cvt_samples": 2000},
         },
         "oes": {"type": "openai_es", "popsize": 6, "sigma": 0.1, "archive": {"dims": [4, 4]}},
+        # config/qd_rl.yaml's CMA-ME: separable CMA-ES, compact batches (no bounds).
+        "cma": {
+            "type": "cvt_cma_me",
+            "es": "sep_cma_es",
+            "emitter_batch_size": 6,
+            "archive": {"cells": 16, "cvt_samples": 2000},
+        },
     },
     "domains": {
         "walker": {"type": "walker2d_uni", "params": {"hidden": [4], "episode_length": 30}}
@@ -33,7 +41,11 @@ def test_walker2d_uni_archives_are_the_same_in_shard_and_dask_modes(tmp_path):
     write_config(shards, CONFIG)
     run_snakemake(shards, "runs", timeout=900)
     reference = archive_digests(shards)
-    assert len(reference) == 2
+    assert len(reference) == 3
+    with h5py.File(
+        run_folder(shards, CONFIG, "cma", "walker", 0) / "checkpoints" / "gen_000002.h5"
+    ) as f:
+        assert "es_mean" in f["next_batch"] and "solutions" not in f["next_batch"]
     metrics = np.genfromtxt(
         run_folder(shards, CONFIG, "me", "walker", 0) / "metrics.csv", delimiter=",", names=True
     )

@@ -33,7 +33,13 @@ from evocamp.loop.evaluation import combine_shards, evaluate_shard
 from evocamp.loop.fold import note_numerics
 from evocamp.loop.progress import generation_line
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate_shard
-from evocamp.loop.state_cache import forget_run, keep_whole, read_full_state, write_told_state
+from evocamp.loop.state_cache import (
+    forget_run,
+    keep_whole,
+    read_full_state,
+    with_cached_elites,
+    write_told_state,
+)
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
@@ -64,8 +70,10 @@ def init_step(*, spec: dict, output: str | Path) -> None:
 
 
 def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
-    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice)."""
+    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice;
+    a compact batch's parents from the node-local cache when it holds them)."""
     with open_batch(state) as (spec, generation, batch, seeds, numerics):
+        batch = with_cached_elites(batch, state=state, generation=generation - 1)
         result = evaluate_shard(
             spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
         )

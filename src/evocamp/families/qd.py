@@ -497,11 +497,17 @@ def _below(values: np.ndarray) -> float:
 # --- compact batches: Gaussian and iso-line offspring as parents' cells and seeds ----
 
 #: ``emitter_kind`` of a compact QD batch: a Gaussian emitter's offspring are a parent
-#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one.
-GAUSSIAN_KIND, ISO_LINE_KIND = 0, 1
+#: plus noise; an iso-line emitter's are an elite, noise and a line towards a second one;
+#: a separable CMA-ES emitter's (``es: sep_cma_es``, no bounds) are its mean plus its
+#: noise scaled per parameter.
+GAUSSIAN_KIND, ISO_LINE_KIND, SEP_CMA_ES_KIND = 0, 1, 2
+#: Parents an emitter of each kind samples per offspring.
+_PARENTS_PER_ROW = {GAUSSIAN_KIND: 1, ISO_LINE_KIND: 2, SEP_CMA_ES_KIND: 0}
 #: Offspring rows whose noise is drawn at once when a batch is regenerated (memory).
 _DRAW_VALUES = 1 << 20
 _MASK64 = (1 << 64) - 1
+#: Noise values that cost about as much to draw as a call to regenerate rows.
+_ROW_CALL_VALUES = 20_000
 
 
 def _packed_rng(generator) -> np.ndarray:
@@ -542,16 +548,52 @@ def _normal_rows(generator, scale: float, *, rows: int, dim: int) -> np.ndarray:
     return out
 
 
-def _row_states(words, scale: float, *, rows: int, dim: int) -> np.ndarray:
-    """The packed generator state before each of ``rows`` rows of noise drawn from the
-    state ``words``, and after the last: ``(rows + 1, 6)``."""
-    generator = _unpacked_rng(words)
-    states = np.empty((rows + 1, 6), dtype=np.uint64)
-    for row in range(rows):
-        states[row] = _packed_rng(generator)
-        generator.normal(scale=scale, size=(1, dim))
-    states[rows] = _packed_rng(generator)
-    return states
+class _RecordingGenerator:
+    """Stands in for an emitter's generator during pyribs' ``ask``: returns the same
+    draws, the first ``normal`` drawn row by row (draws are sequential: the same
+    values), noting the generator's packed state before each row and after the last
+    (:attr:`states`, a :class:`QDBatch`'s ``row_state``) and every array drawn
+    (:attr:`draws`). Any other use of the generator is noted (:attr:`other`)."""
+
+    def __init__(self, generator) -> None:
+        self.generator = generator
+        self.states: np.ndarray | None = None
+        self.draws: list[np.ndarray] = []
+        self.other = False
+
+    def normal(self, loc=0.0, scale=1.0, size=None) -> np.ndarray:
+        """``generator.normal(loc, scale, size)``, the first call's rows recorded."""
+        if self.states is not None or np.ndim(scale) or loc != 0.0 or len(size or ()) != 2:
+            drawn = self.generator.normal(loc, scale, size)
+        else:
+            rows, dim = size
+            self.states = np.empty((rows + 1, 6), dtype=np.uint64)
+            drawn = np.empty((rows, dim))
+            for row in range(rows):
+                self.states[row] = _packed_rng(self.generator)
+                drawn[row : row + 1] = self.generator.normal(scale=scale, size=(1, dim))
+            self.states[rows] = _packed_rng(self.generator)
+        self.draws.append(drawn)
+        return drawn
+
+    def __getattr__(self, name: str):
+        self.other = True
+        return getattr(self.generator, name)
+
+
+@contextlib.contextmanager
+def _recording(emitters):
+    """While pyribs asks ``emitters``: each one's generator is a
+    :class:`_RecordingGenerator` (yielded, in order), its own again afterwards."""
+    owners = [_generator_owner(emitter) for emitter in emitters]
+    recorders = [_RecordingGenerator(owner._rng) for owner in owners]
+    for owner, recorder in zip(owners, recorders, strict=True):
+        owner._rng = recorder
+    try:
+        yield recorders
+    finally:
+        for owner, recorder in zip(owners, recorders, strict=True):
+            owner._rng = recorder.generator
 
 
 def _digests(solutions: np.ndarray) -> np.ndarray:
@@ -598,7 +640,7 @@ def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int):
         if low < high:
             yield emitter, parent, state, count, low - first, high - first
         first += count
-        parent += count if kind == GAUSSIAN_KIND else 2 * count
+        parent += _PARENTS_PER_ROW[kind] * count
         state += count + 1
 
 
@@ -648,44 +690,107 @@ class QDBatch(CompactBatch):
         """Offspring ``start..stop-1``, regenerated from their parents and noise."""
         if "solutions" in batch:
             return np.asarray(batch["solutions"][start:stop], dtype=np.float64)
+        batch = _small_arrays_read(batch)
         cells = QDBatch.elites_read(batch, start, stop)
         found = None
         if len(cells):
             found = _checked_parents(
                 batch, cells, np.asarray(batch[ELITES][cells], dtype=np.float64)
             )
-        x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
-
-        def parents_at(wanted: np.ndarray) -> np.ndarray:
-            if (wanted >= 0).all():
-                return found[np.searchsorted(cells, wanted)]
-            out = np.repeat(x0[None], len(wanted), axis=0)
-            known = wanted >= 0
-            if known.any():
-                out[known] = found[np.searchsorted(cells, wanted[known])]
-            return out
-
-        parents = np.asarray(batch["parents"][()], dtype=np.int64)
-        kinds = np.asarray(batch["emitter_kind"][()])
-        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
         states = batch["row_state"]
-        low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
-        pieces = []
-        for emitter, first, state, count, low, high in _overlaps(
-            np.asarray(batch["emitter_rows"][()]), kinds, start, stop
-        ):
-            elites = parents_at(parents[first + low : first + high])
+        sigma = np.asarray(batch["sigma"][()], dtype=np.float64)
+        kinds = np.asarray(batch["emitter_kind"][()])
+
+        def drawn(emitter: int, state: int, count: int, low: int, high: int, dim: int):
             generator = _unpacked_rng(states[state + low])
-            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=elites.shape[1])
-            if kinds[emitter] == GAUSSIAN_KIND:
-                made = elites + noise
-            else:
-                generator = _unpacked_rng(states[state + count])
-                line = generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
-                towards = parents_at(parents[first + count + low : first + count + high])
-                made = elites + noise + line * (towards - elites)
-            pieces.append(np.clip(made, low_bound, high_bound))
-        return np.concatenate(pieces)
+            noise = _normal_rows(generator, sigma[emitter, 0], rows=high - low, dim=dim)
+            if kinds[emitter] != ISO_LINE_KIND:
+                return noise, None
+            generator = _unpacked_rng(states[state + count])
+            return noise, generator.normal(scale=sigma[emitter, 1], size=(count, 1))[low:high]
+
+        return _offspring(batch, start, stop, cells=cells, found=found, noise=drawn)
+
+
+#: The arrays of a compact QD batch read whole (all but ``row_state``, of which a
+#: shard reads its own rows).
+_SMALL_ARRAYS = (
+    "emitter_rows",
+    "emitter_kind",
+    "sigma",
+    "parents",
+    "parent_cells",
+    "parent_digest",
+    "bounds",
+    "x0",
+    "es_mean",
+    "es_scale",
+)
+
+
+def _small_arrays_read(batch) -> dict:
+    """A compact batch (h5py datasets, read where indexed) with its small arrays read
+    once (:data:`_SMALL_ARRAYS`)."""
+    return {
+        **batch,
+        **{name: np.asarray(batch[name][()]) for name in _SMALL_ARRAYS if name in batch},
+    }
+
+
+def _offspring(batch, start: int, stop: int, *, cells, found, noise) -> np.ndarray:
+    """Offspring ``start..stop-1`` of a compact batch as pyribs makes them: each its
+    parent plus its noise (an iso-line emitter's: plus its line noise times the second
+    parent minus the first), clipped to the bounds; a separable CMA-ES emitter's its
+    noise times its scale (``es_scale``: the square roots of its diagonal covariance)
+    plus its mean (``es_mean``), one row of each per such emitter.
+
+    ``found`` holds the solutions of the parents' ``cells`` (sorted); ``noise(emitter,
+    first row state, emitter's rows, local low, local high, dim)`` returns the rows'
+    noise and, for an iso-line emitter, their line noise (else ``None``), arrays this
+    function may overwrite.
+    """
+    x0 = np.asarray(batch["x0"][()], dtype=np.float64) if "x0" in batch else None
+
+    def parents_at(wanted: np.ndarray) -> np.ndarray:
+        if (wanted >= 0).all():
+            return found[np.searchsorted(cells, wanted)]
+        out = np.repeat(x0[None], len(wanted), axis=0)
+        known = wanted >= 0
+        if known.any():
+            out[known] = found[np.searchsorted(cells, wanted[known])]
+        return out
+
+    parents = np.asarray(batch["parents"][()], dtype=np.int64)
+    kinds = np.asarray(batch["emitter_kind"][()])
+    low_bound, high_bound = np.asarray(batch["bounds"][()], dtype=np.float64)
+    bounded = bool(np.isfinite(low_bound).any() or np.isfinite(high_bound).any())
+    es_index = np.cumsum(kinds == SEP_CMA_ES_KIND) - 1
+    pieces = []
+    for emitter, first, state, count, low, high in _overlaps(
+        np.asarray(batch["emitter_rows"][()]), kinds, start, stop
+    ):
+        if kinds[emitter] == SEP_CMA_ES_KIND:
+            # pyribs: scale * noise + mean (IEEE products and sums commute).
+            mean = np.asarray(batch["es_mean"][es_index[emitter]], dtype=np.float64)
+            scale = np.asarray(batch["es_scale"][es_index[emitter]], dtype=np.float64)
+            made, _ = noise(emitter, state, count, low, high, len(mean))
+            made *= scale
+            made += mean
+            pieces.append(made)
+            continue
+        elites = parents_at(parents[first + low : first + high])
+        rows, line = noise(emitter, state, count, low, high, elites.shape[1])
+        # elites + rows [+ line * (towards - elites)], left to right as pyribs adds
+        # (IEEE addition commutes: the same bits).
+        made = rows
+        made += elites
+        if line is not None:
+            towards = parents_at(parents[first + count + low : first + count + high])
+            made += line * (towards - elites)
+        if bounded:  # clipping to infinite bounds changes nothing
+            np.clip(made, low_bound, high_bound, out=made)
+        pieces.append(made)
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 class ArchiveElites:
@@ -698,10 +803,36 @@ class ArchiveElites:
         return self.archive._store.retrieve(np.asarray(cells), fields=["solution"])[1]["solution"]
 
 
+def _sep_cma_es_kind(emitter) -> int | None:
+    """:data:`SEP_CMA_ES_KIND` for an evolution-strategy emitter whose batches can be
+    compact: pyribs' separable CMA-ES in float64 without bounds (with bounds it redraws
+    the rows out of them, so a row would depend on the others), else ``None``."""
+    from ribs.emitters.opt import SeparableCMAEvolutionStrategy
+
+    opt = emitter._opt
+    if (
+        type(opt) is SeparableCMAEvolutionStrategy
+        and (np.asarray(emitter.lower_bounds) == -np.inf).all()
+        and (np.asarray(emitter.upper_bounds) == np.inf).all()
+        and np.dtype(opt.dtype) == np.float64
+        and isinstance(opt._rng.bit_generator, np.random.PCG64)
+    ):
+        return SEP_CMA_ES_KIND
+    return None
+
+
+def _generator_owner(emitter):
+    """What holds the generator an emitter's ``ask`` draws from (an evolution-strategy
+    emitter's: its ES)."""
+    return getattr(emitter, "_opt", emitter)
+
+
 def _compact_kind(emitter, archive) -> int | None:
     """The ``emitter_kind`` of an emitter whose batches can be compact, else ``None``."""
     from ribs import emitters
 
+    if type(emitter) is emitters.EvolutionStrategyEmitter:
+        return _sep_cma_es_kind(emitter)
     kind = {emitters.GaussianEmitter: GAUSSIAN_KIND, emitters.IsoLineEmitter: ISO_LINE_KIND}
     sigmas = (
         (emitter.sigma,)
@@ -723,19 +854,23 @@ def compact_emitters(scheduler) -> list[int] | None:
     """The ``emitter_kind`` of every emitter when the scheduler's batches can be compact:
     a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
     from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
-    the same bounds and ``x0``; else ``None``."""
+    and whose evolution-strategy emitters use a separable CMA-ES without bounds
+    (:func:`_sep_cma_es_kind`; these read no parents, so a separate result archive,
+    CMA-MAE's, is fine when all are), all with the same bounds and ``x0``; else
+    ``None``."""
     from ribs import archives, schedulers
 
     archive = scheduler.archive
     if (
         type(scheduler) is not schedulers.Scheduler
         or type(archive) not in (archives.GridArchive, archives.CVTArchive)
-        or scheduler.result_archive is not archive
         or archive.dtypes["solution"] != np.float64
         or not scheduler.emitters
     ):
         return None
     kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
+    if scheduler.result_archive is not archive and not _reads_no_parents(kinds):
+        return None
     first = scheduler.emitters[0]
     same = all(
         np.array_equal(e.lower_bounds, first.lower_bounds)
@@ -744,6 +879,12 @@ def compact_emitters(scheduler) -> list[int] | None:
         for e in scheduler.emitters
     )
     return kinds if same and None not in kinds else None
+
+
+def _reads_no_parents(kinds: list) -> bool:
+    """Whether emitters of these kinds read no parents from the archive (all separable
+    CMA-ES)."""
+    return all(kind == SEP_CMA_ES_KIND for kind in kinds)
 
 
 def _stored_bounds(emitter) -> np.ndarray:
@@ -758,57 +899,133 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     """pyribs' own ``scheduler.ask()``, and the same batch in compact form (``None``
     when regenerating it does not give the same bytes).
 
-    The emitters' generator states are read before the ask; the parents' cells by
+    The emitters draw their noise through :class:`_RecordingGenerator`, which notes
+    the generator's state before each offspring row; the parents' cells come from
     drawing the archive's sampling again from a copy of its generator (every emitter
     samples once, in order, as :meth:`ribs.archives.ArchiveBase.sample_elites` does).
+    The compact batch is checked against pyribs' batch with the noise drawn (a
+    shard draws the same from the row states).
     """
     archive = scheduler.archive
     emitters = scheduler.emitters
     sampler = copy.deepcopy(archive._rng)
     empty = archive.empty
-    before = [_packed_rng(emitter._rng) for emitter in emitters]
-    solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    with _recording(emitters) as recorders:
+        solutions = np.asarray(scheduler.ask(), dtype=np.float64)
+    expected = [2 if kind == ISO_LINE_KIND else 1 for kind in kinds]
+    if any(
+        r.other or r.states is None or len(r.draws) != n
+        for r, n in zip(recorders, expected, strict=True)
+    ):
+        return solutions, None
     rows = [emitter.batch_size for emitter in emitters]
     parents = []
     for count, kind in zip(rows, kinds, strict=True):
-        drawn = count if kind == GAUSSIAN_KIND else 2 * count
-        if empty:
+        drawn = _PARENTS_PER_ROW[kind] * count
+        if empty or not drawn:
             parents.append(np.full(drawn, -1, dtype=np.int64))
         else:
             chosen = sampler.choice(len(archive._store), size=drawn, replace=True)
             parents.append(np.asarray(archive._store.occupied_list[chosen], dtype=np.int64))
-    sigma = np.array(
-        [
-            (float(e.sigma), 0.0)
-            if k == GAUSSIAN_KIND
-            else (float(e.iso_sigma), float(e.line_sigma))
-            for e, k in zip(emitters, kinds, strict=True)
-        ],
-        dtype=np.float64,
-    )
+    sigma = np.array([_sigmas(e, k) for e, k in zip(emitters, kinds, strict=True)])
     batch = {
         "emitter_rows": np.asarray(rows, dtype=np.int64),
         "emitter_kind": np.asarray(kinds, dtype=np.int8),
         "sigma": sigma,
-        "row_state": np.concatenate(
-            [
-                _row_states(words, scale, rows=count, dim=solutions.shape[1])
-                for words, (scale, _), count in zip(before, sigma, rows, strict=True)
-            ]
-        ),
+        "row_state": np.concatenate([recorder.states for recorder in recorders]),
         "parents": np.concatenate(parents),
         "bounds": _stored_bounds(emitters[0]),
     }
+    strategies = [e._opt for e, k in zip(emitters, kinds, strict=True) if k == SEP_CMA_ES_KIND]
+    if strategies:
+        batch["es_mean"] = np.stack([np.asarray(es.mean, dtype=np.float64) for es in strategies])
+        batch["es_scale"] = np.stack([np.sqrt(es.cov.eigenvalues) for es in strategies])
+    cells = found = None
     if empty:
         batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
-    else:
-        batch["parent_cells"] = np.unique(batch["parents"])
-        batch["parent_digest"] = _digests(ArchiveElites(archive)[batch["parent_cells"]])
+    elif len(batch["parents"]):
+        cells = batch["parent_cells"] = np.unique(batch["parents"])
+        found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
+        batch["parent_digest"] = _digests(found)
+
+    def recorded(emitter: int, state: int, count: int, low: int, high: int, dim: int):
+        draws = recorders[emitter].draws
+        return draws[0][low:high], (draws[1][low:high] if len(draws) > 1 else None)
+
     same_draws = sampler.bit_generator.state == archive._rng.bit_generator.state
-    made = QDBatch.solutions({**batch, ELITES: ArchiveElites(archive)}, 0, len(solutions))
-    if not same_draws or made.shape != solutions.shape or made.tobytes() != solutions.tobytes():
+    made = _offspring(batch, 0, len(solutions), cells=cells, found=found, noise=recorded)
+    if not same_draws or made.shape != solutions.shape or not _same_bytes(made, solutions):
         return solutions, None
     return solutions, batch
+
+
+def _sigmas(emitter, kind: int) -> tuple[float, float]:
+    """A row of a compact batch's ``sigma``: a Gaussian emitter's sigma, an iso-line
+    emitter's iso and line sigma, a separable CMA-ES's sigma (its step size now)."""
+    if kind == ISO_LINE_KIND:
+        return float(emitter.iso_sigma), float(emitter.line_sigma)
+    if kind == SEP_CMA_ES_KIND:
+        return float(emitter._opt.sigma), 0.0
+    return float(emitter.sigma), 0.0
+
+
+def _same_bytes(first: np.ndarray, second: np.ndarray) -> bool:
+    """Whether two float64 arrays of one shape hold the same bytes (NaN and -0.0
+    included)."""
+    return np.array_equal(first.view(np.uint64), second.view(np.uint64))
+
+
+def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
+    """The rows of a batch a grid or CVT archive's ``add`` can insert: those whose
+    objective exceeds their cell's threshold (``threshold_min`` for an empty cell), as
+    pyribs' add decides; it stores no other row's solution."""
+    indices = archive.index_of(measures)
+    occupied, data = archive._store.retrieve(indices, fields=["threshold"])
+    threshold = np.where(occupied, data["threshold"], archive.threshold_min)
+    return np.asarray(objective, dtype=archive.dtypes["objective"]) > threshold
+
+
+def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
+    """A compact batch's solutions as a tell needs them: the rows the archive can
+    insert (:func:`_insertable`) and every separable CMA-ES's rows (its tell ranks
+    them all) regenerated, in runs of rows (a gap of rows whose noise costs less than
+    a call is drawn too), the others NaN (pyribs' Gaussian and iso-line emitters learn
+    nothing from their solutions)."""
+    batch = {**batch, ELITES: ArchiveElites(archive)}
+    strategy_rows = np.repeat(batch["emitter_kind"] == SEP_CMA_ES_KIND, batch["emitter_rows"])
+    rows = np.flatnonzero(_insertable(archive, objective, measures) | strategy_rows)
+    solutions = np.full((QDBatch.size(batch), archive.solution_dim), np.nan)
+    if len(rows):
+        gap = max(1, _ROW_CALL_VALUES // max(archive.solution_dim, 1))
+        breaks = np.flatnonzero(np.diff(rows) > gap) + 1
+        for run in np.split(rows, breaks):
+            first, last = int(run[0]), int(run[-1]) + 1
+            solutions[first:last] = QDBatch.solutions(batch, first, last)
+    return solutions
+
+
+def _without_batch(emitter):
+    """An emitter as pickled between ask and tell of a compact batch: an evolution
+    strategy's copy of the batch left out (:func:`_give_strategies_their_rows`)."""
+    opt = getattr(emitter, "_opt", None)
+    if getattr(opt, "_solutions", None) is None:
+        return emitter
+    shell = copy.copy(emitter)
+    shell._opt = copy.copy(opt)
+    shell._opt._solutions = None
+    return shell
+
+
+def _give_strategies_their_rows(scheduler, batch: dict) -> None:
+    """Give each separable CMA-ES emitter of a restored scheduler its rows of the
+    batch (:attr:`scheduler._cur_solutions`), which its tell ranks."""
+    first = 0
+    for emitter, count, kind in zip(
+        scheduler.emitters, batch["emitter_rows"], batch["emitter_kind"], strict=True
+    ):
+        if kind == SEP_CMA_ES_KIND:
+            emitter._opt._solutions = scheduler._cur_solutions[first : first + count].copy()
+        first += int(count)
 
 
 def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
@@ -879,35 +1096,45 @@ class QDOptimizer:
         check_numba_disabled()
         started = time.perf_counter()
         scheduler = self.scheduler
-        if self.pending is not None and scheduler._cur_solutions is None:
-            # Restored from a checkpoint, which holds the batch in compact form only.
-            pending = {**self.pending, ELITES: ArchiveElites(scheduler.archive)}
-            scheduler._cur_solutions = QDBatch.solutions(pending, 0, QDBatch.size(pending))
-        if failed is None:
-            scheduler.tell(objective, measures, **extra)
-        else:
+        if failed is not None:
             failed = np.asarray(failed, dtype=bool)
             measures = np.where(failed[:, None], 0.0, np.asarray(measures, dtype=np.float64))
             objective = np.array(objective, dtype=np.float64)
             objective[failed] = _below(objective[~failed])
+        restored = self.pending is not None and scheduler._cur_solutions is None
+        if restored:
+            # Restored from a checkpoint, which holds the batch in compact form only:
+            # only the rows the archive can take are regenerated.
+            scheduler._cur_solutions = _told_solutions(
+                scheduler.archive, self.pending, objective, measures
+            )
+            _give_strategies_their_rows(scheduler, self.pending)
+        if failed is None:
+            scheduler.tell(objective, measures, **extra)
+        else:
             with _failed_rows_left_out(scheduler, failed):
                 scheduler.tell(objective, measures, **extra)
         self.pending = None
         self.inserted = None
-        if compact_emitters(scheduler) is not None:
+        kinds = compact_emitters(scheduler)
+        if kinds is not None and not _reads_no_parents(kinds):
             self.inserted = inserted_cells(
                 scheduler.archive, np.asarray(objective), np.asarray(measures)
             )
+            if restored and np.isnan(ArchiveElites(scheduler.archive)[self.inserted]).any():
+                raise RuntimeError("a row left out of a restored compact batch was inserted")
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 
     def __getstate__(self) -> dict:
         """Pickled without the solutions of a compact batch (``tell`` regenerates
-        them): a checkpoint holds the batch in compact form only."""
+        them; a separable CMA-ES keeps its own copy, left out too): a checkpoint holds
+        the batch in compact form only."""
         state = dict(self.__dict__)
         if self.pending is not None:
             shell = copy.copy(self.scheduler)
             shell._cur_solutions = None
+            shell._emitters = [_without_batch(emitter) for emitter in shell._emitters]
             state["scheduler"] = shell
         return state
 

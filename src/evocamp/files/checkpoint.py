@@ -116,11 +116,12 @@ class StoredElites:
     delta chain, :func:`~evocamp.files.kept_archive.elite_rows`); a light one holds in
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
-    for are read.
+    for are read. ``token`` is a light state's ``light_token`` (``None`` for a whole one).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, token: str | None = None) -> None:
         self.path = Path(path)
+        self.token = token
 
     def __getitem__(self, cells) -> np.ndarray:
         cells = np.asarray(cells, dtype=np.int64)
@@ -158,12 +159,15 @@ class StoredElites:
         )
 
 
-def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
-    """A batch read from the state file ``path``, with the elites its parents are
-    (:class:`StoredElites`) when its format names parents by their cells."""
+def with_stored_elites(
+    batch: dict, *, spec: dict, path: str | Path, token: str | None = None
+) -> dict:
+    """A batch read from the state file ``path`` (``token``: its ``light_token``), with
+    the elites its parents are (:class:`StoredElites`) when its format names parents
+    by their cells."""
     if not batch_format(spec).reads_elites:
         return batch
-    return {**batch, ELITES: StoredElites(path)}
+    return {**batch, ELITES: StoredElites(path, token=token)}
 
 
 def is_light(handle: h5py.File) -> bool:
@@ -254,7 +258,10 @@ def open_batch(path: str | Path):
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"]) + 1
-        batch = with_stored_elites(stored_batch(handle, lazy=True), spec=spec, path=path)
+        token = handle.attrs.get("light_token")
+        batch = with_stored_elites(
+            stored_batch(handle, lazy=True), spec=spec, path=path, token=token
+        )
         yield spec, generation, batch, next_seeds(handle), stored_numerics(handle)
 
 

@@ -12,7 +12,9 @@ a random token, the state it was told from and its shard files. The full state g
 to a node-local cache with the same token (a pickle of the whole state, in a private
 folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
 another folder, ``0`` turns it off), where the next tell job finds it; each run keeps
-one cached state.
+one cached state. With a compact QD batch the tell also caches the next batch's parents
+there (:func:`with_cached_elites`: the shards on its node read them instead of the
+window's states).
 
 When the cache does not hold a light state's full state (another node, a reboot, a
 cleared cache), it is rebuilt from the last full state before it (the window's kept
@@ -40,12 +42,20 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
+from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, optimizer_class
-from evocamp.files.checkpoint import holds_elites, light_attrs, read_state, write_state
+from evocamp.files.checkpoint import (
+    StoredElites,
+    holds_elites,
+    light_attrs,
+    read_state,
+    write_state,
+)
 from evocamp.files.kept_archive import holds_cells
 from evocamp.files.shard import read_shard
-from evocamp.loop.engine import tell
+from evocamp.loop.engine import held_batch, tell
 from evocamp.model.layout import ends_window
+from evocamp.model.protocol import ELITES
 from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
 
@@ -150,16 +160,18 @@ def write_told_state(
         return f"full state -> {output}"
     token = secrets.token_hex(8)
     cached = _cache_file(cache, state.generation)
+    elites = _elites_file(cache, state.generation)
     try:
         cache.mkdir(exist_ok=True)
         with replaced_atomically(cached) as temporary, open(temporary, "wb") as stream:
             pickle.dump((token, state), stream, protocol=pickle.HIGHEST_PROTOCOL)
+        _cache_parents(elites, state, token=token)
     except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
         write_state(output, state, full_every=full_every)
         forget_run(output.parent)
         return f"full state -> {output} (cache {cache}: {error})"
     for other in cache.iterdir():
-        if other != cached:
+        if other not in (cached, elites):
             other.unlink(missing_ok=True)
     write_state(
         output,
@@ -251,6 +263,41 @@ def _light_attrs(path: Path, *, wanted_by) -> dict | None:
 
 def _cache_file(cache: Path, generation: int) -> Path:
     return cache / f"state_{generation:06d}.pickle"
+
+
+def _elites_file(cache: Path, generation: int) -> Path:
+    return cache / f"elites_{generation:06d}.pickle"
+
+
+def _cache_parents(path: Path, state: RunState, *, token: str) -> None:
+    """Cache the elites the next batch's offspring are made from (a compact QD batch's
+    parents, :class:`~evocamp.base.sharding.ElitesAt`) for the shards on this node,
+    with the light state's token; nothing when the batch names no parents."""
+    held = held_batch(state).get(ELITES)
+    if not isinstance(held, ElitesAt):
+        return
+    with replaced_atomically(path) as temporary, open(temporary, "wb") as stream:
+        pickle.dump((token, held), stream, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def with_cached_elites(batch: dict, *, state: str | Path, generation: int) -> dict:
+    """A shard's batch read from the light state ``state`` (of ``generation``), its
+    parents' elites from
+    the node-local cache when the tell that wrote ``state`` ran on this node (one small
+    read instead of the window's states); else as it was (:class:`StoredElites`).
+    The shard checks every parent against the batch's digests either way."""
+    stored = batch.get(ELITES)
+    if not isinstance(stored, StoredElites) or stored.token is None:
+        return batch
+    cache = run_cache(Path(state).parent)
+    if cache is None:
+        return batch
+    try:
+        with open(_elites_file(cache, generation), "rb") as stream:
+            token, elites = pickle.load(stream)
+    except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
+        return batch
+    return {**batch, ELITES: elites} if token == stored.token else batch
 
 
 def _cached_state(path: Path, attrs: dict) -> RunState | None:
