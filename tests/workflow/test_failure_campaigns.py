@@ -3,10 +3,15 @@ SIGSEGV, a real hang past evaluation.timeout and a real raise, in shard and Dask
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import operator
 import signal
+import threading
+from collections.abc import Iterator
 
+import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
@@ -213,3 +218,56 @@ def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, sm
         f"evaluating it died {allowed + 1} times (distributed.scheduler.allowed-failures: "
         f"{allowed}; the last was"
     ) in failed.stderr
+
+
+@contextlib.contextmanager
+def workers_killed_as_they_start(count: int) -> Iterator[list[int]]:
+    """SIGKILL the first ``count`` Dask worker processes of this process's LocalClusters
+    (the children of its multiprocessing fork server) as soon as they exist, polling
+    every 5 ms in a thread; yields the list of pids killed so far."""
+    import psutil
+
+    killed, stop, me = [], threading.Event(), psutil.Process()
+
+    def kill() -> None:
+        while len(killed) < count and not stop.is_set():
+            for child in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if child.ppid() != me.pid and "forkserver" in " ".join(child.cmdline()):
+                        child.kill()
+                        killed.append(child.pid)
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    try:
+        yield killed
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_dask_worker_killed_while_the_cluster_starts_is_started_again():
+    """A worker killed while a segment's LocalCluster starts (benchmarks/chaos.py found
+    it: distributed's `RuntimeError: Nanny failed to start.` ended the segment) makes
+    the cluster start again, as often as a task whose worker died is run again; when
+    every start loses its worker, one line says so."""
+    from evocamp.base.errors import EvaluationError
+    from evocamp.executors.dask_mode import dask_client
+
+    with (
+        workers_killed_as_they_start(1) as killed,
+        dask_client(scheduler_file=None, workers=1, allowed_failures=1, where="run a") as client,
+    ):
+        assert client.submit(operator.add, 1, 2).result() == 3
+    assert len(killed) == 1
+    with workers_killed_as_they_start(10) as killed, pytest.raises(EvaluationError) as caught:
+        with dask_client(scheduler_file=None, workers=1, allowed_failures=1, where="run b"):
+            pass
+    assert len(killed) == 2
+    assert str(caught.value) == (
+        "run b: the Dask LocalCluster of 1 worker(s) failed to start 2 times (the last: "
+        "Nanny failed to start. Nanny failed to start worker process): a worker process "
+        "died while starting (killed? out of memory? its own error, if any, is in this "
+        "log above)"
+    )

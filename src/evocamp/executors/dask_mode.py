@@ -148,6 +148,7 @@ def dask_client(
     workers: int,
     preload: tuple[str, ...] = (),
     allowed_failures: int | None = None,
+    where: str,
 ):
     """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
     of ``workers`` single-threaded worker processes (closed afterwards).
@@ -163,10 +164,13 @@ def dask_client(
 
     ``allowed_failures``: times a task is started again after the worker running it
     died (``distributed.scheduler.allowed-failures``; ``None``: Dask's default, 3); a
-    LocalCluster's only (an existing cluster's scheduler has its own setting).
+    LocalCluster's only (an existing cluster's scheduler has its own setting). A
+    LocalCluster whose worker process dies while it starts is started again as often
+    (:func:`local_cluster`); ``where`` (e.g. ``run me/sphere/seed0, generation 3``)
+    begins the message when it never starts.
     """
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
     from distributed.utils import get_mp_context
 
     if scheduler_file:
@@ -186,12 +190,51 @@ def dask_client(
         settings["distributed.scheduler.allowed-failures"] = allowed_failures
     with (
         dask.config.set(settings),
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        local_cluster(
+            workers=workers,
+            attempts=(DASK_ALLOWED_FAILURES if allowed_failures is None else allowed_failures) + 1,
+            where=where,
         ) as cluster,
         Client(cluster) as client,
     ):
         yield client
+
+
+#: Dask's default ``distributed.scheduler.allowed-failures``.
+DASK_ALLOWED_FAILURES = 3
+
+
+def local_cluster(*, workers: int, attempts: int, where: str):
+    """A LocalCluster of ``workers`` single-threaded worker processes, started again
+    (at most ``attempts`` times in all) when a worker process dies while it starts.
+
+    A worker killed while the cluster starts (by the out-of-memory killer, or by hand)
+    fails the whole start (distributed's ``RuntimeError: Nanny failed to start.``); a
+    moment later the cluster would have started a new one and Dask would have run its
+    tasks again, so the start is retried as often as a task would be.
+
+    Raises
+    ------
+    EvaluationError
+        One line beginning with ``where`` when every attempt failed, with the last
+        cause (a worker's own error, e.g. a failed import, is in the log above it).
+    """
+    from distributed import LocalCluster
+
+    for _ in range(attempts):
+        try:
+            return LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+        except RuntimeError as error:
+            if not str(error).endswith("failed to start."):
+                raise
+            cause = f"{error} {error.__cause__ or ''}".strip()
+    raise EvaluationError(
+        f"{where}: the Dask LocalCluster of {workers} worker(s) failed to start "
+        f"{attempts} times (the last: {cause}): a worker process died while starting "
+        "(killed? out of memory? its own error, if any, is in this log above)"
+    )
 
 
 def cluster_workers(client) -> int:
@@ -304,6 +347,7 @@ def run_segment(
         workers=workers,
         preload=preload,
         allowed_failures=lost_worker_retries(state.spec),
+        where=where(state.spec, state.generation + 1),
     ) as client:
         state = run_generations(
             state,
