@@ -120,11 +120,12 @@ def campaign_processes(workdir: Path) -> dict[int, Process]:
 
 
 def job_processes(workdir: Path) -> dict[int, str]:
-    """The processes running a job's step, by pid, with a label: ``<step> (warm)`` or
-    ``<step> (cold)``. A step's process is the first writing to its job's log (its
-    supervised evaluation children write there too: they are left alone, since a
-    kill of one is a crash of the evaluation, retried or discarded by the failure
-    policy, not a lost job)."""
+    """The processes running a job's step, by pid, with a label: ``<step> job`` (the
+    ``python -m evocamp <step>`` the job's shell started: the step itself, or the
+    client of a warm-start child running it) or ``<step> warm child``. A step's
+    process is the first writing to its job's log (its supervised evaluation children
+    write there too: they are left alone, since a kill of one is a crash of the
+    evaluation, retried or discarded by the failure policy, not a lost job)."""
     found = campaign_processes(workdir)
     results = str(workdir / "results")
     jobs = {}
@@ -133,7 +134,7 @@ def job_processes(workdir: Path) -> dict[int, str]:
         if not process.log.startswith(results) or (parent and parent.log == process.log):
             continue
         step = Path(process.log).stem.rstrip("_0123456789")
-        jobs[pid] = f"{step} ({'warm' if 'warmstart' in process.cmdline else 'cold'})"
+        jobs[pid] = f"{step} {'warm child' if 'warmstart' in process.cmdline else 'job'}"
     return jobs
 
 
@@ -314,6 +315,11 @@ def main() -> None:
             print(f"{name}: {outcomes[name].seconds:.1f} s", file=sys.stderr, flush=True)
         print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         print(report(outcomes, statuses))
+        hangs = statuses["shards"].get("timed_out", 0)
+        print(
+            f"hangs: {hangs} x {args.retries + 1} attempts x {args.timeout:g} s = "
+            f"{hangs * (args.retries + 1) * args.timeout:g} s of shard time"
+        )
 
 
 def report(outcomes: dict[str, Outcome], statuses: dict[str, dict]) -> str:
