@@ -26,8 +26,10 @@ generation's row once; every evaluation (run, generation, solution index) is kep
 with the same status, message and values in every faulty campaign (nothing lost or
 counted twice); archives and the metrics columns but the timings are bitwise those of
 the undisturbed shard campaign; the failed and timed-out counts are the same. Prints
-per campaign: wall seconds, Snakemake invocations, kills (by what was killed),
-failures by kind, and the seconds the faults and the kills cost.
+per campaign: wall seconds, shard seconds (the shard jobs' step times, Dask mode: the
+Dask tasks', from the job logs), Snakemake invocations, kills (by what was killed),
+failures by kind, and what the faults (``shards`` against ``clean``) and the kills
+(against the undisturbed campaign of their mode) cost in wall and shard seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +57,8 @@ HERE = Path(__file__).resolve().parent
 CAMPAIGN = "chaos"
 #: Failure rates of the chaotic domain (shares of the evaluations).
 FAULTS = {"raises": 0.01, "hangs": 0.002, "segfaults": 0.002}
+#: Seconds (at most, uniform) the killer waits after a victim appeared.
+SETTLE = 0.5
 #: What a cmdline of a Dask worker (and of its fork server) contains.
 FORKSERVER = "multiprocessing.forkserver"
 
@@ -175,16 +180,24 @@ class Killer:
             if self.stop.wait(rng.expovariate(1 / self.interval)):
                 return
             while not self.stop.is_set():
+                if not self.victims(self.workdir):
+                    self.stop.wait(0.02)
+                    continue
+                # A moment later: killed at once, a victim would always be a process
+                # that just started (none was running when the interval ended).
+                if self.stop.wait(rng.uniform(0, SETTLE)):
+                    return
                 found = self.victims(self.workdir)
-                if found:
-                    pid = rng.choice(sorted(found))
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
-                    self.made[found[pid]] += 1
+                if found and self._kill(rng.choice(sorted(found)), found):
                     break
-                self.stop.wait(0.02)
+
+    def _kill(self, pid: int, found: dict[int, str]) -> bool:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        self.made[found[pid]] += 1
+        return True
 
 
 @dataclass
@@ -194,6 +207,7 @@ class Outcome:
     seconds: float
     invocations: int
     kills: Counter
+    shard_seconds: float
 
 
 def finish(name: str, workdir: Path, *, killer: Killer | None, invocations: int) -> Outcome:
@@ -215,7 +229,8 @@ def finish(name: str, workdir: Path, *, killer: Killer | None, invocations: int)
     if killer:
         killer.stop.set()
         killer.thread.join()
-    return Outcome(name, workdir, seconds, invocation, killer.made if killer else Counter())
+    kills = killer.made if killer else Counter()
+    return Outcome(name, workdir, seconds, invocation, kills, shard_seconds(workdir))
 
 
 def metrics_generations(workdir: Path) -> dict[str, list[int]]:
@@ -244,6 +259,23 @@ def failure_counts(workdir: Path) -> dict[str, tuple[int, int, int]]:
             int(rows["failed_total"][-1]),
         )
     return counts
+
+
+#: A shard job's step time (shard mode) and a Dask task's (Dask mode) in the job logs.
+SHARD_TIMES = re.compile(
+    r"^\[evaluate took ([\d.]+) s|^\[tcp://[^\]]+\] generation \d+ shard \d+: .* in ([\d.]+) s$",
+    re.MULTILINE,
+)
+
+
+def shard_seconds(workdir: Path) -> float:
+    """Seconds the shard jobs (or Dask tasks) that made the results took, from the
+    campaign's job logs (a killed job's log is replaced by its rerun's)."""
+    total = 0.0
+    for path in (workdir / "results" / CAMPAIGN / "logs").rglob("*.log"):
+        for job, task in SHARD_TIMES.findall(path.read_text(errors="replace")):
+            total += float(job or task)
+    return total
 
 
 def evaluations(workdir: Path):
@@ -323,17 +355,19 @@ def main() -> None:
 
 
 def report(outcomes: dict[str, Outcome], statuses: dict[str, dict]) -> str:
-    """The table: one row per campaign."""
+    """The table: one row per campaign, its costs against the campaign it differs from
+    by the faults (``shards`` against ``clean``) or by the kills."""
     base = {"shards": "clean", "shards, killed": "shards", "dask, killed": "dask"}
     rows = []
     for name, outcome in outcomes.items():
-        status = statuses[name]
-        cost = outcome.seconds - outcomes[base[name]].seconds if name in base else ""
+        status, other = statuses[name], outcomes.get(base.get(name))
         rows.append(
             [
                 name,
                 f"{outcome.seconds:.1f}",
-                f"{cost:+.1f} (vs {base[name]})" if name in base else "",
+                f"{outcome.seconds - other.seconds:+.1f} (vs {other.name})" if other else "",
+                f"{outcome.shard_seconds:.1f}",
+                f"{outcome.shard_seconds - other.shard_seconds:+.1f}" if other else "",
                 outcome.invocations,
                 ", ".join(f"{n} {label}" for label, n in sorted(outcome.kills.items())) or "none",
                 status.get("failed", 0),
@@ -345,7 +379,9 @@ def report(outcomes: dict[str, Outcome], statuses: dict[str, dict]) -> str:
     header = [
         "campaign",
         "wall s",
-        "cost s",
+        "wall cost s",
+        "shard s",
+        "shard cost s",
         "invocations",
         "kills",
         "raised",
