@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from conftest import (
     PLUGINS,
@@ -19,6 +20,7 @@ from conftest import (
     merged,
     run_folder,
     run_snakemake,
+    shard_results,
     write_config,
 )
 
@@ -220,22 +222,34 @@ def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, sm
     ) in failed.stderr
 
 
+def dask_workers() -> list:
+    """The Dask worker processes of this process's LocalClusters (psutil processes):
+    the children of its multiprocessing fork server."""
+    import psutil
+
+    me, workers = psutil.Process(), []
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.ppid() != me.pid and "forkserver" in " ".join(child.cmdline()):
+                workers.append(child)
+    return workers
+
+
 @contextlib.contextmanager
 def workers_killed_as_they_start(count: int) -> Iterator[list[int]]:
     """SIGKILL the first ``count`` Dask worker processes of this process's LocalClusters
-    (the children of its multiprocessing fork server) as soon as they exist, polling
-    every 5 ms in a thread; yields the list of pids killed so far."""
+    as soon as they exist, polling every 5 ms in a thread; yields the list of pids
+    killed so far."""
     import psutil
 
-    killed, stop, me = [], threading.Event(), psutil.Process()
+    killed, stop = [], threading.Event()
 
     def kill() -> None:
         while len(killed) < count and not stop.is_set():
-            for child in me.children(recursive=True):
+            for worker in dask_workers():
                 with contextlib.suppress(psutil.Error):
-                    if child.ppid() != me.pid and "forkserver" in " ".join(child.cmdline()):
-                        child.kill()
-                        killed.append(child.pid)
+                    worker.kill()
+                    killed.append(worker.pid)
             stop.wait(0.005)
 
     thread = threading.Thread(target=kill, daemon=True)
@@ -271,3 +285,31 @@ def test_a_dask_worker_killed_while_the_cluster_starts_is_started_again():
         "died while starting (killed? out of memory? its own error, if any, is in this "
         "log above)"
     )
+
+
+@pytest.mark.parametrize("entry", [{"type": "map_elites"}, {"type": "openai_es", "popsize": 8}])
+def test_a_generation_sent_as_a_dask_worker_dies_runs_on_the_others(entry):
+    """A worker killed just before a generation's tasks are sent (benchmarks/chaos.py
+    found both: a client.run on every worker, and an ES batch broadcast to every worker,
+    failed with CommClosedError while the scheduler still listed the dead worker): the
+    generation runs, and its archive is bitwise that of the shard step run here."""
+    from evocamp.config import run_spec, validate_config
+    from evocamp.executors.dask_mode import dask_client, run_generations
+    from evocamp.loop.engine import initialise, tell
+
+    config = validate_config(
+        {
+            "algorithms": {"a": {**entry, "archive": {"dims": [4, 4]}}},
+            "domains": {"s": {"type": "sphere", "solution_dim": 4}},
+        }
+    )
+    state = initialise(run_spec(config, algorithm="a", domain="s", seed=0))
+    expected = tell(state, shard_results(state, 2)).archive.data()
+    with dask_client(scheduler_file=None, workers=2, where="run a") as client:
+        dask_workers()[0].kill()
+        told = run_generations(state, until=1, shards=2, client=client, workers=2, total=1)
+    assert told.generation == 1
+    archive = told.archive.data()
+    assert archive.keys() == expected.keys()
+    for name, values in expected.items():
+        np.testing.assert_array_equal(archive[name], values, err_msg=name)

@@ -48,7 +48,13 @@ def evaluate_on_worker(
 ) -> ShardResult:
     """Dask task: evaluate one shard (:func:`evocamp.loop.evaluation.evaluate_shard`) of
     the batch it was sent, and log it with the worker's address as prefix (positional
-    arguments: ``client.map`` iterates them)."""
+    arguments: ``client.map`` iterates them).
+
+    The task sets up the worker's log handler itself (once per process), not a
+    ``client.run`` on every worker: a broadcast fails when one worker has just died,
+    and a worker its nanny started again would log nothing.
+    """
+    _configure_worker_logging()
     began = time.perf_counter()
     result = evaluate_shard(
         spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
@@ -133,8 +139,39 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> li
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
-    (shared,) = client.scatter([batch], broadcast=True)
+    shared = broadcast(client, batch, where=where(state.spec, state.generation + 1))
     return [shared] * len(bounds)
+
+
+#: Attempts of a broadcast to every worker, and seconds between them.
+BROADCAST_ATTEMPTS, BROADCAST_PAUSE = 5, 0.5
+
+
+def broadcast(client, value, *, where: str):
+    """``value`` scattered to every worker of ``client``'s cluster (its future).
+
+    A worker that has just died (its nanny starts a new one) is still on the
+    scheduler's list for a moment, and a broadcast to it fails (``CommClosedError``,
+    or a ``KeyError`` naming its address): the broadcast is tried again
+    :data:`BROADCAST_ATTEMPTS` times, :data:`BROADCAST_PAUSE` seconds apart.
+
+    Raises
+    ------
+    EvaluationError
+        One line beginning with ``where`` when every attempt failed.
+    """
+    for attempt in range(1, BROADCAST_ATTEMPTS + 1):
+        try:
+            (shared,) = client.scatter([value], broadcast=True)
+            return shared
+        except (OSError, KeyError) as error:  # distributed's CommClosedError is an OSError
+            if attempt == BROADCAST_ATTEMPTS:
+                raise EvaluationError(
+                    f"{where}: the batch could not be sent to every Dask worker in "
+                    f"{BROADCAST_ATTEMPTS} attempts (the last: {type(error).__name__}: "
+                    f"{error}); workers died as it was sent"
+                ) from None
+            time.sleep(BROADCAST_PAUSE)
 
 
 #: Modules a LocalCluster's fork server imports once for all its workers.
@@ -284,7 +321,6 @@ def run_generations(
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
-    client.run(_configure_worker_logging)
     kept = (evaluation_settings or EvaluationSettings()).for_run(
         state.spec, batch_size=len(state.next_seeds), total=total
     )
