@@ -3,12 +3,13 @@
     python benchmarks/chaos.py [--generations 16] [--seconds 0.01] [--kills 6]
         [--interval 3] [--timeout 1] [--retries 2] [--workdir DIR]
 
-One campaign, MAP-Elites and CMA-ME on a 10-d plugin sphere (``benchmarks/chaotic.py``)
-whose evaluations take ``--seconds`` each and, as a function of their evaluation seed,
-raise (1%), hang for an hour (0.2%) or read address 0, a real ``SIGSEGV`` (0.2%), run
-with ``evaluation: {on_failure: retry, retries: 2, after_retries: discard, timeout:
-1}`` five ways, each to the end with the same Snakemake command (rerun after a failed
-invocation, as a user would, up to ``--invocations`` times):
+One campaign, MAP-Elites and OpenAI-ES (64 solutions a generation each, 4 shards) on
+a 10-d plugin sphere (``benchmarks/chaotic.py``) whose evaluations take ``--seconds``
+each and, as a function of their evaluation seed, raise (1%), hang for an hour (0.2%)
+or read address 0, a real ``SIGSEGV`` (0.2%), run with ``evaluation: {on_failure:
+retry, retries: 2, after_retries: discard, timeout: 1}`` five ways, each to the end
+with the same Snakemake command (rerun after a failed invocation, as a user would, up
+to ``--invocations`` times):
 
 - ``clean``: shard mode, the same campaign on a domain that never fails (what the
   faults cost);
@@ -57,6 +58,8 @@ HERE = Path(__file__).resolve().parent
 CAMPAIGN = "chaos"
 #: Failure rates of the chaotic domain (shares of the evaluations).
 FAULTS = {"raises": 0.01, "hangs": 0.002, "segfaults": 0.002}
+#: Solutions per generation of each algorithm.
+BATCH = 64
 #: Seconds (at most, uniform) the killer waits after a victim appeared.
 SETTLE = 0.5
 #: What a cmdline of a Dask worker (and of its fork server) contains.
@@ -66,7 +69,12 @@ FORKSERVER = "multiprocessing.forkserver"
 def campaign(args, *, mode: str, faults: bool) -> dict:
     """The chaos campaign in ``mode`` (``shards`` or ``dask``); ``faults`` False: its
     domain never fails."""
-    qd = {"emitters": 4, "emitter_batch_size": 16, "sigma": 0.5, "archive": {"dims": [20, 20]}}
+    qd = {
+        "emitters": 4,
+        "emitter_batch_size": BATCH // 4,
+        "sigma": 0.5,
+        "archive": {"dims": [20, 20]},
+    }
     return {
         "campaign": CAMPAIGN,
         "master_seed": args.seed,
@@ -85,7 +93,14 @@ def campaign(args, *, mode: str, faults: bool) -> dict:
         },
         "algorithms": {
             "me": {"type": "map_elites", **qd},
-            "cmame": {"type": "cma_me", **qd},
+            # A compact batch (centre and noise seeds), sent to every Dask worker.
+            "oes": {
+                "type": "openai_es",
+                "popsize": BATCH,
+                "sigma": 0.5,
+                "learning_rate": 0.05,
+                "archive": {"dims": [20, 20]},
+            },
         },
         "domains": {
             "sphere": {
@@ -296,7 +311,7 @@ def check(outcome: Outcome, reference: Outcome | None, *, args) -> dict:
     frame = evaluations(outcome.workdir)
     keys = ["algorithm", "domain", "seed", "generation", "index"]
     assert not frame.duplicated(keys).any(), f"{outcome.name}: an evaluation kept twice"
-    batch = 2 * 4 * 16 * args.generations
+    batch = 2 * BATCH * args.generations
     assert len(frame) == batch, f"{outcome.name}: {len(frame)} evaluations kept, not {batch}"
     if reference is not None:
         assert frame.equals(evaluations(reference.workdir)), f"{outcome.name}: evaluations differ"
