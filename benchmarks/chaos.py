@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,7 +180,7 @@ class Killer:
     ``interval`` seconds on average (exponential), in a thread."""
 
     workdir: Path
-    victims: object
+    victims: Callable[[Path], dict[int, str]]
     kills: int
     interval: float
     seed: int
