@@ -538,8 +538,13 @@ def plugin_problems(config: dict) -> list[str]:
             if discards(config) and not accepts_failed(cls):
                 problems.append(
                     f"key 'algorithms.{name}.class': {algorithm['class']}.tell takes no "
-                    "'failed' keyword, which evaluation.on_failure discard needs (failed "
-                    "solutions come as NaN rows: docs/plugins.md)"
+                    "'failed' keyword, which discarding failed solutions needs "
+                    "(evaluation.on_failure): they come as NaN rows that only the "
+                    "optimizer knows how to leave out. Add it, def tell(self, objective, "
+                    "measures, *, failed=None, **extra), failed being None or a boolean "
+                    "mask of the rows that failed, and leave those rows out "
+                    "(docs/plugins.md, 'The protocol'); or use on_failure stop, or retry "
+                    "with after_retries: stop"
                 )
         except OptimizerError as error:
             problems.append(str(error))

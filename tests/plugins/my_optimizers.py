@@ -20,10 +20,13 @@ class OnePlusLambda:
             self.offspring = np.clip(self.offspring, *self.bounds)
         return self.offspring
 
-    def tell(self, objective, measures, **extra):
-        """Results of the whole batch, in the order ask() returned it."""
+    def tell(self, objective, measures, *, failed=None, **extra):
+        """Results of the whole batch, in the order ask() returned it; failed (only when
+        evaluations may be discarded, evaluation.on_failure): the rows that failed."""
+        if failed is not None:  # their values are NaN: never the best
+            objective = np.where(failed, -np.inf, objective)
         best = int(np.argmax(objective))
-        if objective[best] >= self.parent_objective:
+        if np.isfinite(objective[best]) and objective[best] >= self.parent_objective:
             self.parent, self.parent_objective = self.offspring[best], objective[best]
 
     def stats(self):  # optional: metrics columns (sigma)

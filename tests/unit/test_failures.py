@@ -171,6 +171,13 @@ FAMILY_ENTRIES = {
         "refine_generations": 2,
     },
     "random_search": {"type": "random_search", "batch_size": 12},
+    # docs/plugins.md's example optimizer, as written.
+    "plugin": {
+        "type": "plugin",
+        "class": "my_optimizers:OnePlusLambda",
+        "python_path": str(PLUGINS),
+        "params": {"lam": 12},
+    },
 }
 
 
@@ -340,25 +347,33 @@ def test_failure_messages_survive_files_merges_and_selection(tmp_path):
 
 
 def test_discard_needs_a_plugin_optimizer_that_takes_failed():
-    """A plugin optimizer whose tell has no 'failed' keyword (the README's example takes
-    only **extra) is refused under discard, with one line naming it; stop keeps it."""
+    """A plugin optimizer whose tell has no 'failed' keyword (it takes only **extra:
+    the NaN rows would reach it unmarked) is refused under discard, with one line
+    saying what to add; stop keeps it, and docs/plugins.md's example, which names it,
+    runs under discard."""
     from evocamp.base.errors import ConfigError
 
     config = {
         "algorithms": {
             "mine": {
                 "type": "plugin",
-                "class": "my_optimizers:OnePlusLambda",
+                "class": "evocamp_test_optimizers:RandomSearch",
                 "python_path": str(PLUGINS),
-                "params": {"lam": 4, "sigma": 0.3},
             }
         },
         "domains": {"s": {"type": "sphere"}},
     }
     validate_config(config)
+    discarding = {"on_failure": "retry", "after_retries": "discard"}
     with pytest.raises(ConfigError) as raised:
-        validate_config({**config, "evaluation": {"on_failure": "discard"}})
-    assert (
-        "key 'algorithms.mine.class': my_optimizers:OnePlusLambda.tell takes no 'failed' "
-        "keyword, which evaluation.on_failure discard needs"
-    ) in str(raised.value)
+        validate_config({**config, "evaluation": discarding})
+    assert str(raised.value).splitlines()[-1].strip(" -") == (
+        "key 'algorithms.mine.class': evocamp_test_optimizers:RandomSearch.tell takes no "
+        "'failed' keyword, which discarding failed solutions needs (evaluation.on_failure): "
+        "they come as NaN rows that only the optimizer knows how to leave out. Add it, def "
+        "tell(self, objective, measures, *, failed=None, **extra), failed being None or a "
+        "boolean mask of the rows that failed, and leave those rows out (docs/plugins.md, "
+        "'The protocol'); or use on_failure stop, or retry with after_retries: stop"
+    )
+    config["algorithms"]["mine"]["class"] = "my_optimizers:OnePlusLambda"
+    validate_config({**config, "evaluation": discarding})

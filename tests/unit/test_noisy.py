@@ -123,7 +123,14 @@ def test_the_final_reevaluation_gives_the_corrected_metrics_of_the_elites_means(
     assert result.corrected["corrected_qd_score"] < state.archive.stats.qd_score  # lucky draws
 
 
-def test_a_failing_reevaluation_names_the_elite(small_config):
+@pytest.mark.parametrize(
+    ("chunk_size", "elites"),
+    [
+        (1, "elite in cell 2"),
+        (2, "elites in cells 0, 2"),  # one call: both elites
+    ],
+)
+def test_a_failing_reevaluation_names_the_elite_by_its_cell(small_config, chunk_size, elites):
     config = merged(small_config, {"evaluation": {"reevaluate": 2}})
     config["algorithms"] = {"me": {"type": "map_elites", "emitters": 1, "archive": {"dims": [4]}}}
     config["domains"] = {
@@ -133,6 +140,7 @@ def test_a_failing_reevaluation_names_the_elite(small_config):
             "python_path": str(PLUGINS),
             "measure_ranges": [[-1, 1]],
             "solution_dim": 2,
+            "chunk_size": chunk_size,
         }
     }
     spec = run_spec(validate_config(config), algorithm="me", domain="pl", seed=0)
@@ -146,9 +154,10 @@ def test_a_failing_reevaluation_names_the_elite(small_config):
     with pytest.raises(EvaluationError) as caught:
         reevaluate(state, repeats=2)
     assert str(caught.value) == (
-        "final re-evaluation (evaluation.reevaluate; solution i: the final archive's i-th "
-        "elite by cell index): run me/pl/seed0, generation 0, solution 1: the evaluation "
-        "function raised ValueError: the first parameter is negative"
+        "run me/pl/seed0, final re-evaluation (evaluation.reevaluate) of generation 0's "
+        f"archive, {elites}: the evaluation function raised ValueError: the first "
+        "parameter is negative"
+        + (" (chunk_size 1 names the exact solution)" if chunk_size > 1 else "")
     )
 
 

@@ -3,10 +3,16 @@ SIGSEGV, a real hang past evaluation.timeout and a real raise, in shard and Dask
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import operator
 import signal
+import threading
+from collections.abc import Iterator
 
+import numpy as np
+import pytest
 from conftest import (
     PLUGINS,
     archive_digests,
@@ -14,6 +20,7 @@ from conftest import (
     merged,
     run_folder,
     run_snakemake,
+    shard_results,
     write_config,
 )
 
@@ -213,3 +220,96 @@ def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, sm
         f"evaluating it died {allowed + 1} times (distributed.scheduler.allowed-failures: "
         f"{allowed}; the last was"
     ) in failed.stderr
+
+
+def dask_workers() -> list:
+    """The Dask worker processes of this process's LocalClusters (psutil processes):
+    the children of its multiprocessing fork server."""
+    import psutil
+
+    me, workers = psutil.Process(), []
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.ppid() != me.pid and "forkserver" in " ".join(child.cmdline()):
+                workers.append(child)
+    return workers
+
+
+@contextlib.contextmanager
+def workers_killed_as_they_start(count: int) -> Iterator[list[int]]:
+    """SIGKILL the first ``count`` Dask worker processes of this process's LocalClusters
+    as soon as they exist, polling every 5 ms in a thread; yields the list of pids
+    killed so far."""
+    import psutil
+
+    killed, stop = [], threading.Event()
+
+    def kill() -> None:
+        while len(killed) < count and not stop.is_set():
+            for worker in dask_workers():
+                with contextlib.suppress(psutil.Error):
+                    worker.kill()
+                    killed.append(worker.pid)
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    try:
+        yield killed
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_dask_worker_killed_while_the_cluster_starts_is_started_again():
+    """A worker killed while a segment's LocalCluster starts (benchmarks/chaos.py found
+    it: distributed's `RuntimeError: Nanny failed to start.` ended the segment) makes
+    the cluster start again, as often as a task whose worker died is run again; when
+    every start loses its worker, one line says so."""
+    from evocamp.base.errors import EvaluationError
+    from evocamp.executors.dask_mode import dask_client
+
+    with (
+        workers_killed_as_they_start(1) as killed,
+        dask_client(scheduler_file=None, workers=1, allowed_failures=1, where="run a") as client,
+    ):
+        assert client.submit(operator.add, 1, 2).result() == 3
+    assert len(killed) == 1
+    with workers_killed_as_they_start(10) as killed, pytest.raises(EvaluationError) as caught:
+        with dask_client(scheduler_file=None, workers=1, allowed_failures=1, where="run b"):
+            pass
+    assert len(killed) == 2
+    assert str(caught.value) == (
+        "run b: the Dask LocalCluster of 1 worker(s) failed to start 2 times (the last: "
+        "Nanny failed to start. Nanny failed to start worker process): a worker process "
+        "died while starting (killed? out of memory? its own error, if any, is in this "
+        "log above)"
+    )
+
+
+@pytest.mark.parametrize("entry", [{"type": "map_elites"}, {"type": "openai_es", "popsize": 8}])
+def test_a_generation_sent_as_a_dask_worker_dies_runs_on_the_others(entry):
+    """A worker killed just before a generation's tasks are sent (benchmarks/chaos.py
+    found both: a client.run on every worker, and an ES batch broadcast to every worker,
+    failed with CommClosedError while the scheduler still listed the dead worker): the
+    generation runs, and its archive is bitwise that of the shard step run here."""
+    from evocamp.config import run_spec, validate_config
+    from evocamp.executors.dask_mode import dask_client, run_generations
+    from evocamp.loop.engine import initialise, tell
+
+    config = validate_config(
+        {
+            "algorithms": {"a": {**entry, "archive": {"dims": [4, 4]}}},
+            "domains": {"s": {"type": "sphere", "solution_dim": 4}},
+        }
+    )
+    state = initialise(run_spec(config, algorithm="a", domain="s", seed=0))
+    expected = tell(state, shard_results(state, 2)).archive.data()
+    with dask_client(scheduler_file=None, workers=2, where="run a") as client:
+        dask_workers()[0].kill()
+        told = run_generations(state, until=1, shards=2, client=client, workers=2, total=1)
+    assert told.generation == 1
+    archive = told.archive.data()
+    assert archive.keys() == expected.keys()
+    for name, values in expected.items():
+        np.testing.assert_array_equal(archive[name], values, err_msg=name)

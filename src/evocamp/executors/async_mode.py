@@ -143,6 +143,7 @@ def run_async_segment(
             workers=workers,
             preload=preload,
             allowed_failures=lost_worker_retries(state.spec),
+            where=f"run {run_label(state.spec)}",
         ) as client,
         CompletionLog(completions) as completion_log,
     ):

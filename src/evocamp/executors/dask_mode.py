@@ -48,7 +48,13 @@ def evaluate_on_worker(
 ) -> ShardResult:
     """Dask task: evaluate one shard (:func:`evocamp.loop.evaluation.evaluate_shard`) of
     the batch it was sent, and log it with the worker's address as prefix (positional
-    arguments: ``client.map`` iterates them)."""
+    arguments: ``client.map`` iterates them).
+
+    The task sets up the worker's log handler itself (once per process), not a
+    ``client.run`` on every worker: a broadcast fails when one worker has just died,
+    and a worker its nanny started again would log nothing.
+    """
+    _configure_worker_logging()
     began = time.perf_counter()
     result = evaluate_shard(
         spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
@@ -133,8 +139,39 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> li
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
-    (shared,) = client.scatter([batch], broadcast=True)
+    shared = broadcast(client, batch, where=where(state.spec, state.generation + 1))
     return [shared] * len(bounds)
+
+
+#: Attempts of a broadcast to every worker, and seconds between them.
+BROADCAST_ATTEMPTS, BROADCAST_PAUSE = 5, 0.5
+
+
+def broadcast(client, value, *, where: str):
+    """``value`` scattered to every worker of ``client``'s cluster (its future).
+
+    A worker that has just died (its nanny starts a new one) is still on the
+    scheduler's list for a moment, and a broadcast to it fails (``CommClosedError``,
+    or a ``KeyError`` naming its address): the broadcast is tried again
+    :data:`BROADCAST_ATTEMPTS` times, :data:`BROADCAST_PAUSE` seconds apart.
+
+    Raises
+    ------
+    EvaluationError
+        One line beginning with ``where`` when every attempt failed.
+    """
+    for attempt in range(1, BROADCAST_ATTEMPTS + 1):
+        try:
+            (shared,) = client.scatter([value], broadcast=True)
+            return shared
+        except (OSError, KeyError) as error:  # distributed's CommClosedError is an OSError
+            if attempt == BROADCAST_ATTEMPTS:
+                raise EvaluationError(
+                    f"{where}: the batch could not be sent to every Dask worker in "
+                    f"{BROADCAST_ATTEMPTS} attempts (the last: {type(error).__name__}: "
+                    f"{error}); workers died as it was sent"
+                ) from None
+            time.sleep(BROADCAST_PAUSE)
 
 
 #: Modules a LocalCluster's fork server imports once for all its workers.
@@ -148,6 +185,7 @@ def dask_client(
     workers: int,
     preload: tuple[str, ...] = (),
     allowed_failures: int | None = None,
+    where: str,
 ):
     """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
     of ``workers`` single-threaded worker processes (closed afterwards).
@@ -163,10 +201,13 @@ def dask_client(
 
     ``allowed_failures``: times a task is started again after the worker running it
     died (``distributed.scheduler.allowed-failures``; ``None``: Dask's default, 3); a
-    LocalCluster's only (an existing cluster's scheduler has its own setting).
+    LocalCluster's only (an existing cluster's scheduler has its own setting). A
+    LocalCluster whose worker process dies while it starts is started again as often
+    (:func:`local_cluster`); ``where`` (e.g. ``run me/sphere/seed0, generation 3``)
+    begins the message when it never starts.
     """
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
     from distributed.utils import get_mp_context
 
     if scheduler_file:
@@ -186,12 +227,51 @@ def dask_client(
         settings["distributed.scheduler.allowed-failures"] = allowed_failures
     with (
         dask.config.set(settings),
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        local_cluster(
+            workers=workers,
+            attempts=(DASK_ALLOWED_FAILURES if allowed_failures is None else allowed_failures) + 1,
+            where=where,
         ) as cluster,
         Client(cluster) as client,
     ):
         yield client
+
+
+#: Dask's default ``distributed.scheduler.allowed-failures``.
+DASK_ALLOWED_FAILURES = 3
+
+
+def local_cluster(*, workers: int, attempts: int, where: str):
+    """A LocalCluster of ``workers`` single-threaded worker processes, started again
+    (at most ``attempts`` times in all) when a worker process dies while it starts.
+
+    A worker killed while the cluster starts (by the out-of-memory killer, or by hand)
+    fails the whole start (distributed's ``RuntimeError: Nanny failed to start.``); a
+    moment later the cluster would have started a new one and Dask would have run its
+    tasks again, so the start is retried as often as a task would be.
+
+    Raises
+    ------
+    EvaluationError
+        One line beginning with ``where`` when every attempt failed, with the last
+        cause (a worker's own error, e.g. a failed import, is in the log above it).
+    """
+    from distributed import LocalCluster
+
+    for _ in range(attempts):
+        try:
+            return LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+        except RuntimeError as error:
+            if not str(error).endswith("failed to start."):
+                raise
+            cause = f"{error} {error.__cause__ or ''}".strip()
+    raise EvaluationError(
+        f"{where}: the Dask LocalCluster of {workers} worker(s) failed to start "
+        f"{attempts} times (the last: {cause}): a worker process died while starting "
+        "(killed? out of memory? its own error, if any, is in this log above)"
+    )
 
 
 def cluster_workers(client) -> int:
@@ -241,7 +321,6 @@ def run_generations(
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
-    client.run(_configure_worker_logging)
     kept = (evaluation_settings or EvaluationSettings()).for_run(
         state.spec, batch_size=len(state.next_seeds), total=total
     )
@@ -305,6 +384,7 @@ def run_segment(
         workers=workers,
         preload=preload,
         allowed_failures=lost_worker_retries(state.spec),
+        where=where(state.spec, state.generation + 1),
     ) as client:
         state = run_generations(
             state,

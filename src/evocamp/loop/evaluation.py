@@ -111,9 +111,13 @@ class _Call:
     #: Asynchronous runs: the evaluation id of the call's one solution, and its slot.
     evaluation: int | None = None
     slot: int | None = None
+    #: The final re-evaluation: the archive cell of each of the call's solutions.
+    cells: tuple[int, ...] | None = None
 
     def solution(self, offset: int) -> str:
         """Location of solution ``first + offset``."""
+        if self.cells is not None:
+            return where(self.spec, self.generation, cells=[self.cells[offset]])
         if self.evaluation is not None:
             return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
         return where(self.spec, self.generation, self.shard, self.first + offset)
@@ -127,6 +131,8 @@ class _Call:
         """Location of the whole call: its solution, or its range of solutions."""
         if self.first == self.last:
             return self.solution(0)
+        if self.cells is not None:
+            return where(self.spec, self.generation, cells=list(self.cells))
         whole = where(self.spec, self.generation, self.shard, None)
         return f"{whole}, solutions {self.first}..{self.last}"
 
@@ -188,6 +194,7 @@ def evaluate_slice(
     keep_solutions: bool = False,
     evaluation: int | None = None,
     slot: int | None = None,
+    cells: np.ndarray | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -207,6 +214,9 @@ def evaluate_slice(
     evaluation, slot : int, optional
         Asynchronous runs: the id of the slice's one evaluation and the slot that runs
         it (messages name them instead of generation, shard and index).
+    cells : numpy.ndarray, optional
+        The final re-evaluation: the archive cell of each solution of the slice
+        (messages name the elites by their cells instead of shard and index).
 
     Raises
     ------
@@ -222,7 +232,14 @@ def evaluate_slice(
     size = domain.get("chunk_size") or (1 if domain["type"] == "plugin" else count)
     calls = [
         _Call(
-            spec, generation, shard, start + lo, start + min(lo + size, count) - 1, evaluation, slot
+            spec,
+            generation,
+            shard,
+            start + lo,
+            start + min(lo + size, count) - 1,
+            evaluation,
+            slot,
+            None if cells is None else tuple(int(cell) for cell in cells[lo : lo + size]),
         )
         for lo in range(0, count, size)
     ]

@@ -38,8 +38,8 @@ def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
     Raises
     ------
     EvaluationError
-        When an evaluation fails (the message says that its ``solution <i>`` is the
-        i-th elite of the final archive by cell index).
+        When an evaluation fails (the message names the run, the final re-evaluation
+        and the elite's archive cell).
     """
     return combine_reevaluation(
         state, repeats=repeats, shards=[reevaluate_shard(state, repeats=repeats, shard=0, shards=1)]
@@ -57,17 +57,19 @@ def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) 
         As :func:`reevaluate`.
     """
     spec = state.spec
-    _, solutions, _ = _elites(state)
+    cells, solutions, _ = _elites(state)
     seeds = reevaluation_seeds(spec["master_seed"], spec_run_key(spec), len(solutions))
     start, stop = shard_bounds(len(solutions), shards, shard)
-    result = _evaluated(
-        _with_repeats(spec, repeats),
-        state.generation,
-        start,
-        solutions[start:stop],
-        seeds[start:stop],
-    )
-    if result is not None:
+    if stop > start:
+        result = evaluate_slice(
+            _with_repeats(spec, repeats),
+            generation=state.generation,
+            shard=None,
+            start=start,
+            solutions=solutions[start:stop],
+            seeds=seeds[start:stop],
+            cells=cells[start:stop],
+        )
         result.shard = shard
         return result
     dim = measure_dim(spec["domain_spec"])
@@ -132,25 +134,6 @@ def combine_reevaluation(
         extra=dict(result.extra) if result else {},
         corrected=corrected_metrics(state.archive, solutions, result),
     )
-
-
-def _evaluated(
-    spec: dict, generation: int, start: int, solutions: np.ndarray, seeds: np.ndarray
-) -> ShardResult | None:
-    """The elites' evaluations through the shard step (``None`` for no elites); a
-    failure's message says that its ``solution <i>`` is the i-th elite."""
-    if not len(solutions):
-        return None
-    try:
-        return evaluate_slice(
-            spec, generation=generation, shard=None, start=start, solutions=solutions, seeds=seeds
-        )
-    except EvaluationError as error:
-        raise EvaluationError(
-            f"final re-evaluation (evaluation.reevaluate; solution i: the final archive's "
-            f"i-th elite by cell index): {error}",
-            details=error.details,
-        ) from None
 
 
 def _with_repeats(spec: dict, repeats: int) -> dict:

@@ -87,12 +87,21 @@ def where(
     *,
     evaluation: int | None = None,
     slot: int | None = None,
+    cells: list[int] | None = None,
 ) -> str:
     """``run a/d/seed0, generation 5, shard 2, solution 11``: where something happened.
 
     Asynchronous runs number evaluations instead (``evaluation``) and run them in
-    slots, not shards: ``run a/d/seed0, evaluation 17, slot 2``.
+    slots, not shards: ``run a/d/seed0, evaluation 17, slot 2``. The final
+    re-evaluation names the elites of the archive of ``generation`` by their ``cells``
+    (``-1``: the best solution of a run without an archive): ``run a/d/seed0, final
+    re-evaluation (evaluation.reevaluate) of generation 5's archive, elite in cell 42``.
     """
+    if cells is not None:
+        return (
+            f"run {run_label(spec)}, final re-evaluation (evaluation.reevaluate) of "
+            f"generation {generation}'s {_elites_named(cells)}"
+        )
     if evaluation is not None:
         parts = [f"run {run_label(spec)}", f"evaluation {evaluation}"]
         if slot is not None:
@@ -104,6 +113,16 @@ def where(
     if index is not None:
         parts.append(f"solution {index}")
     return ", ".join(parts)
+
+
+def _elites_named(cells: list[int]) -> str:
+    """``best solution`` (cell -1), ``archive, elite in cell 42`` or ``archive, elites
+    in cells 3, 7``."""
+    if list(cells) == [-1]:
+        return "best solution"
+    if len(cells) == 1:
+        return f"archive, elite in cell {cells[0]}"
+    return "archive, elites in cells " + ", ".join(str(cell) for cell in cells)
 
 
 @dataclass(frozen=True)
