@@ -454,6 +454,12 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
+    if algorithm.get("initial_population") == "random" and not _initialises(domain_spec):
+        problems.append(
+            f"key '{key}.initial_population': random draws from the domain's own "
+            f"initialisation, but domain '{domain_name}' has none (the locomotion "
+            "domains have); leave the key out to start from x0"
+        )
     if entry.needs_bounds and "bounds" not in domain_spec:
         problems.append(
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
@@ -475,6 +481,12 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             domain_name=domain_name,
         )
     return problems
+
+
+def _initialises(domain_spec: dict) -> bool:
+    """Whether a domain draws initial solutions of its own (``initial_population``)."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry is not None and entry.initial_solutions is not None
 
 
 def batch_bytes(solutions: int, *, solution_dim: int, measure_dim: int) -> int:

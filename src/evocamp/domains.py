@@ -75,6 +75,11 @@ class DomainType:
     param_rules : callable or None
         Checks of the ``params`` values the schema cannot express: ``params -> [(name,
         problem), ...]``.
+    initial_solutions : callable or None
+        ``(rng, count, params) -> (count, solution_dim)``: ``count`` solutions drawn from
+        the domain's own initialisation (a policy's weights as QDax draws them), what QD
+        emitters start from with ``initial_population: random``; ``None``: the domain
+        has none.
     """
 
     name: str
@@ -91,6 +96,7 @@ class DomainType:
     objective_max: float | None = None
     extra: str | None = None
     param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
+    initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
 
     def score_offset(self, params: dict) -> float:
         """The QD score offset with the domain's (resolved) ``params``."""
@@ -514,6 +520,7 @@ def _locomotion_domain(name: str, summary: str) -> Callable:
         extra_fields=("episode_steps",),
         extra="mujoco",
         param_rules=locomotion.param_problems,
+        initial_solutions=task.initial_policies,
     )(evaluate)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.policies import mlp_layers, mlp_output, mlp_size
+from evocamp.policies import lecun_uniform, mlp_layers, mlp_output, mlp_size
 
 #: Default hidden layer widths of the policy (QDax's examples use (64, 64)).
 DEFAULT_HIDDEN = (64, 64)
@@ -85,6 +85,11 @@ class LocomotionTask:
     def solution_dim(self, params: dict) -> int:
         """Weights of the policy with the params' ``hidden`` layers."""
         return mlp_size(self.layer_sizes(params.get("hidden", DEFAULT_HIDDEN)))
+
+    def initial_policies(self, rng: np.random.Generator, count: int, params: dict) -> np.ndarray:
+        """``count`` policies as QDax initialises its populations: the MLP's weights
+        LeCun-uniform, biases 0 (:func:`evocamp.policies.lecun_uniform`)."""
+        return lecun_uniform(rng, self.layer_sizes(params.get("hidden", DEFAULT_HIDDEN)), count)
 
     def score_offset(self, params: dict) -> float:
         """QDax's QD score offset: minus the reward offset times the episode length."""
