@@ -143,6 +143,14 @@ def minimised_value(domain_spec: dict) -> str | None:
     return entry.minimised if entry else None
 
 
+def domain_group(domain_spec: dict) -> str | None:
+    """The optional dependency group a built-in domain needs (e.g. ``mujoco``), whose
+    numeric packages its runs record (:func:`evocamp.model.numerics.environment`);
+    ``None`` for the others and for plugins."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.extra if entry else None
+
+
 def _no_measures(dim: int, params: dict) -> list:
     return []
 

@@ -1,6 +1,6 @@
 """A MuJoCo locomotion campaign (walker2d_uni, 30-step rollouts of a small MLP) with the
 real Snakemake: bitwise the same archives with 3 shards in shard mode and 2 shards in
-Dask mode."""
+Dask mode, from x0 and from a random initial population."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ CONFIG = {
             "emitter_batch_size": 6,
             "archive": {"cells": 16, "cvt_samples": 2000},
         },
+        "me_random": {
+            "type": "cvt_map_elites_line",
+            "emitter_batch_size": 6,
+            "initial_population": "random",
+            "archive": {"cells": 16, "cvt_samples": 2000},
+        },
         "oes": {"type": "openai_es", "popsize": 6, "sigma": 0.1, "archive": {"dims": [4, 4]}},
     },
     "domains": {
@@ -33,7 +39,7 @@ def test_walker2d_uni_archives_are_the_same_in_shard_and_dask_modes(tmp_path):
     write_config(shards, CONFIG)
     run_snakemake(shards, "runs", timeout=900)
     reference = archive_digests(shards)
-    assert len(reference) == 2
+    assert len(reference) == 3
     metrics = np.genfromtxt(
         run_folder(shards, CONFIG, "me", "walker", 0) / "metrics.csv", delimiter=",", names=True
     )
