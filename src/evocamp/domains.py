@@ -545,9 +545,17 @@ hopper_uni = _locomotion_domain("hopper_uni", _uni("hopper_uni", "foot_geom"))
 walker2d_uni = _locomotion_domain("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom"))
 halfcheetah_uni = _locomotion_domain("halfcheetah_uni", _uni("halfcheetah_uni", "bfoot, ffoot"))
 ant_uni = _locomotion_domain("ant_uni", _uni("ant_uni", "the four *_ankle_geom"))
-ant_omni = _locomotion_domain(
-    "ant_omni",
-    "QDax's ant_omni on MuJoCo (gymnasium's Ant-v5) flown by an MLP policy: objective = "
-    "summed reward without its forward term, measures = final torso x, y clipped to "
-    "[-30, 30] (params: hidden, episode_length, random_starts)",
-)
+
+
+def _omni(name: str) -> str:
+    environment = locomotion.TASKS[name].environment
+    return (
+        f"QDax's {name} on MuJoCo (gymnasium's {environment}) flown by an MLP policy: "
+        "objective = summed reward without its forward term, measures = final torso x, y "
+        "clipped to [-30, 30] (params: hidden, episode_length, random_starts)"
+    )
+
+
+ant_omni = _locomotion_domain("ant_omni", _omni("ant_omni"))
+humanoid_uni = _locomotion_domain("humanoid_uni", _uni("humanoid_uni", "left_foot, right_foot"))
+humanoid_omni = _locomotion_domain("humanoid_omni", _omni("humanoid_omni"))
