@@ -837,7 +837,8 @@ def _forget_initial_solutions(scheduler) -> None:
     archive holds elites: pyribs reads them only while it is empty, which it never is
     again, and states would otherwise carry a batch of solutions from generation to
     generation (and the emitters' batches would not be compact)."""
-    for emitter in scheduler.emitters:
+    pool = getattr(scheduler, "emitter_pool", None)  # a bandit's: every emitter, active or not
+    for emitter in scheduler.emitters if pool is None else pool:
         if getattr(emitter, "initial_solutions", None) is not None and not emitter.archive.empty:
             emitter._initial_solutions = None
 
