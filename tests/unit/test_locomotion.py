@@ -266,7 +266,8 @@ def test_without_mujoco_the_check_says_what_to_install(small_config, monkeypatch
 
 def test_the_shipped_qd_rl_campaign_and_its_trial_are_valid():
     """config/qd_rl.yaml and the 2-core trial its comments give (top-level keys only, as
-    Snakemake's --config sets them): CVT archives of 1,024 cells, separable CMA-ES."""
+    Snakemake's --config sets them): CVT archives of 1,024 cells, separable CMA-ES, QD
+    emitters starting from random policies."""
     text = (REPO / "config" / "qd_rl.yaml").read_text()
     config = load_config_file(REPO / "config" / "qd_rl.yaml")
     assert config["seeds"] == 5 and set(config["domains"]) == {"walker2d_uni", "ant_omni"}
@@ -281,6 +282,8 @@ def test_the_shipped_qd_rl_campaign_and_its_trial_are_valid():
             assert algorithm["archive"]["cells"] == 1024
         if "cma" in algorithm["type"]:
             assert algorithm["es"] == "sep_cma_es"
+        if algorithm["type"] != "openai_es":  # QD emitters start from QDax's policies
+            assert algorithm["initial_population"] == "random"
     trial = re.search(r"--config (seeds=1 [^\n]*)", text).group(1).split()
     overrides = {key: yaml.safe_load(value) for key, value in (item.split("=") for item in trial)}
     validate_config({**config, **overrides})
