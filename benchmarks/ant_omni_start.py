@@ -7,7 +7,7 @@ population (``initial_population: random``, QDax's LeCun-uniform policies).
 The QD algorithms of ``config/qd_rl.yaml`` (CVT-MAP-Elites with iso-line variation and
 CMA-ME with separable CMA-ES, their settings as shipped: 160 solutions per generation,
 a CVT of 1,024 cells) on ``ant_omni`` with its default 64-64 MLP and ``--episode-length``
-steps, each with and without ``initial_population: random``. A run is evocamp's
+steps, each with ``initial_population: x0`` and ``random``. A run is evocamp's
 optimizer (``build_optimizer`` of the run spec the campaign would use) asked and told in
 one process, each batch evaluated by the domain function: what a campaign computes,
 without Snakemake. Prints coverage, QD score and the spread of the final torso positions
@@ -41,8 +41,7 @@ def run(job: tuple[str, bool, int, int, int]) -> dict:
     name, random, seed, generations, length = job
     shipped = yaml.safe_load((REPO / "config" / "qd_rl.yaml").read_text())
     algorithm = copy.deepcopy(shipped["algorithms"][name])
-    if random:
-        algorithm["initial_population"] = "random"
+    algorithm["initial_population"] = "random" if random else "x0"
     config = validate_config(
         {
             "master_seed": 0,
