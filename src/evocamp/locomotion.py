@@ -100,7 +100,8 @@ class LocomotionTask:
 
     def score_offset(self, params: dict) -> float:
         """QDax's QD score offset: minus the reward offset times the episode length."""
-        return -self.reward_offset * params.get("episode_length", DEFAULT_EPISODE_LENGTH)
+        length = params.get("episode_length", DEFAULT_EPISODE_LENGTH)
+        return 0.0 - self.reward_offset * length  # 0.0, not -0.0, for the humanoid's
 
 
 #: Every task by its domain type, as QDax names them (reward offsets from QDax).
