@@ -1,6 +1,7 @@
 """Speed of the MuJoCo locomotion domains, on one core.
 
     python benchmarks/locomotion_speed.py [--steps 5000] [--shard-sizes 1 8 64]
+        [--tasks hopper_uni ...]
 
 Per task (evocamp.locomotion.TASKS): environment steps per second of the bare
 simulator (gymnasium's environment, unwrapped, stepped with uniform random actions,
@@ -152,11 +153,13 @@ def shard_rate(size: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--shard-sizes", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--shard-sizes", type=int, nargs="*", default=[1, 8, 64])
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     args = parser.parse_args()
     print(machine())
     rows = []
-    for name, task in TASKS.items():
+    for name in args.tasks:
+        task = TASKS[name]
         bare = bare_steps_per_second(task, args.steps)
         rollout, episode = rollout_steps_per_second(task, args.steps)
         shares = step_shares(task, args.steps)
@@ -189,6 +192,8 @@ def main() -> None:
             rows,
         )
     )
+    if not args.shard_sizes:
+        return
     shard_rows = []
     for size in args.shard_sizes:
         rate, steps = shard_rate(size)

@@ -36,6 +36,7 @@ from evocamp.catalogue.algorithms import (
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN, DomainType
+from evocamp.families.qd import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
 
@@ -454,6 +455,13 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.archive.dims': {len(dims)} dims given but domain "
             f"'{domain_name}' has {measures} measures"
         )
+    draws = "initial_population" in entry.keys and random_start(algorithm)
+    if draws and not _initialises(domain_spec):
+        problems.append(
+            f"key '{key}.initial_population': random draws from the domain's own "
+            f"initialisation, but domain '{domain_name}' has none (the locomotion "
+            "domains have); leave the key out to start from x0"
+        )
     if entry.needs_bounds and "bounds" not in domain_spec:
         problems.append(
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
@@ -475,6 +483,12 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             domain_name=domain_name,
         )
     return problems
+
+
+def _initialises(domain_spec: dict) -> bool:
+    """Whether a domain draws initial solutions of its own (``initial_population``)."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry is not None and entry.initial_solutions is not None
 
 
 def batch_bytes(solutions: int, *, solution_dim: int, measure_dim: int) -> int:

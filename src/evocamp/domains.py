@@ -75,6 +75,11 @@ class DomainType:
     param_rules : callable or None
         Checks of the ``params`` values the schema cannot express: ``params -> [(name,
         problem), ...]``.
+    initial_solutions : callable or None
+        ``(rng, count, params) -> (count, solution_dim)``: ``count`` solutions drawn from
+        the domain's own initialisation (a policy's weights as QDax draws them), what QD
+        emitters start from with ``initial_population: random``; ``None``: the domain
+        has none.
     """
 
     name: str
@@ -91,6 +96,7 @@ class DomainType:
     objective_max: float | None = None
     extra: str | None = None
     param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
+    initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
 
     def score_offset(self, params: dict) -> float:
         """The QD score offset with the domain's (resolved) ``params``."""
@@ -135,6 +141,14 @@ def minimised_value(domain_spec: dict) -> str | None:
     best is reported as a minimum; ``None`` for other domains."""
     entry = DOMAINS.get(domain_spec["type"])
     return entry.minimised if entry else None
+
+
+def domain_group(domain_spec: dict) -> str | None:
+    """The optional dependency group a built-in domain needs (e.g. ``mujoco``), whose
+    numeric packages its runs record (:func:`evocamp.model.numerics.environment`);
+    ``None`` for the others and for plugins."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.extra if entry else None
 
 
 def _no_measures(dim: int, params: dict) -> list:
@@ -514,6 +528,7 @@ def _locomotion_domain(name: str, summary: str) -> Callable:
         extra_fields=("episode_steps",),
         extra="mujoco",
         param_rules=locomotion.param_problems,
+        initial_solutions=task.initial_policies,
     )(evaluate)
 
 
@@ -530,9 +545,17 @@ hopper_uni = _locomotion_domain("hopper_uni", _uni("hopper_uni", "foot_geom"))
 walker2d_uni = _locomotion_domain("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom"))
 halfcheetah_uni = _locomotion_domain("halfcheetah_uni", _uni("halfcheetah_uni", "bfoot, ffoot"))
 ant_uni = _locomotion_domain("ant_uni", _uni("ant_uni", "the four *_ankle_geom"))
-ant_omni = _locomotion_domain(
-    "ant_omni",
-    "QDax's ant_omni on MuJoCo (gymnasium's Ant-v5) flown by an MLP policy: objective = "
-    "summed reward without its forward term, measures = final torso x, y clipped to "
-    "[-30, 30] (params: hidden, episode_length, random_starts)",
-)
+
+
+def _omni(name: str) -> str:
+    environment = locomotion.TASKS[name].environment
+    return (
+        f"QDax's {name} on MuJoCo (gymnasium's {environment}) flown by an MLP policy: "
+        "objective = summed reward without its forward term, measures = final torso x, y "
+        "clipped to [-30, 30] (params: hidden, episode_length, random_starts)"
+    )
+
+
+ant_omni = _locomotion_domain("ant_omni", _omni("ant_omni"))
+humanoid_uni = _locomotion_domain("humanoid_uni", _uni("humanoid_uni", "left_foot, right_foot"))
+humanoid_omni = _locomotion_domain("humanoid_omni", _omni("humanoid_omni"))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.policies import mlp_layers, mlp_output, mlp_size
+from evocamp.policies import lecun_uniform, mlp_layers, mlp_output, mlp_size
 
 #: Default hidden layer widths of the policy (QDax's examples use (64, 64)).
 DEFAULT_HIDDEN = (64, 64)
@@ -34,6 +34,13 @@ OMNI_BOUND = 30.0
 #: Ant without contact forces in its observation and without contact cost, as Brax's
 #: ant (``use_contact_forces=False``) that QDax wraps.
 _ANT_SETTINGS = {"include_cfrc_ext_in_observation": False, "contact_cost_weight": 0.0}
+#: Humanoid without the external contact forces in its observation (270 values instead
+#: of 348) and without contact cost, as for the ant: Brax's humanoid, which QDax wraps,
+#: has no contact cost.
+_HUMANOID_SETTINGS = {"include_cfrc_ext_in_observation": False, "contact_cost_weight": 0.0}
+#: The humanoid's feet: the spheres at the ends of its shins (QDax counts the contacts
+#: of Brax's ``left_shin`` and ``right_shin`` links, whose capsules end in the feet).
+_HUMANOID_FEET = ("left_foot", "right_foot")
 #: The ant's four lower legs (Brax's ``$ Body 4``, ``7``, ``10``, ``13``).
 _ANT_FEET = ("left_ankle_geom", "right_ankle_geom", "third_ankle_geom", "fourth_ankle_geom")
 
@@ -86,9 +93,15 @@ class LocomotionTask:
         """Weights of the policy with the params' ``hidden`` layers."""
         return mlp_size(self.layer_sizes(params.get("hidden", DEFAULT_HIDDEN)))
 
+    def initial_policies(self, rng: np.random.Generator, count: int, params: dict) -> np.ndarray:
+        """``count`` policies as QDax initialises its populations: the MLP's weights
+        LeCun-uniform, biases 0 (:func:`evocamp.policies.lecun_uniform`)."""
+        return lecun_uniform(rng, self.layer_sizes(params.get("hidden", DEFAULT_HIDDEN)), count)
+
     def score_offset(self, params: dict) -> float:
         """QDax's QD score offset: minus the reward offset times the episode length."""
-        return -self.reward_offset * params.get("episode_length", DEFAULT_EPISODE_LENGTH)
+        length = params.get("episode_length", DEFAULT_EPISODE_LENGTH)
+        return 0.0 - self.reward_offset * length  # 0.0, not -0.0, for the humanoid's
 
 
 #: Every task by its domain type, as QDax names them (reward offsets from QDax).
@@ -100,6 +113,12 @@ TASKS = {
     "halfcheetah_uni": LocomotionTask("HalfCheetah-v5", 17, 6, 9.231, feet=("bfoot", "ffoot")),
     "ant_uni": LocomotionTask("Ant-v5", 27, 8, 3.24, feet=_ANT_FEET, settings=_ANT_SETTINGS),
     "ant_omni": LocomotionTask("Ant-v5", 27, 8, 3.0, omni=True, settings=_ANT_SETTINGS),
+    "humanoid_uni": LocomotionTask(
+        "Humanoid-v5", 270, 17, 0.0, feet=_HUMANOID_FEET, settings=_HUMANOID_SETTINGS
+    ),
+    "humanoid_omni": LocomotionTask(
+        "Humanoid-v5", 270, 17, 0.0, omni=True, settings=_HUMANOID_SETTINGS
+    ),
 }
 
 

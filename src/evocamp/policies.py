@@ -18,6 +18,36 @@ def mlp_size(sizes: Sequence[int]) -> int:
     return sum(n_in * n_out + n_out for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True))
 
 
+def lecun_uniform(rng: np.random.Generator, sizes: Sequence[int], count: int) -> np.ndarray:
+    """``count`` flat weight vectors drawn as QDax initialises its policies (flax's
+    ``Dense`` with ``kernel_init=lecun_uniform()``): every weight of a layer with
+    ``inputs`` inputs uniform in ``[-sqrt(3 / inputs), sqrt(3 / inputs)]``, biases 0.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The stream to draw from (one draw of ``count`` rows per layer, in layer order).
+    sizes : sequence of int
+        Layer widths, inputs first, outputs last.
+    count : int
+        Vectors to draw.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(count, mlp_size(sizes))`` float64, in the layout of :func:`mlp_layers`.
+    """
+    weights = np.zeros((count, mlp_size(sizes)))
+    start = 0
+    for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+        limit = np.sqrt(3.0 / n_in)
+        weights[:, start : start + n_in * n_out] = rng.uniform(
+            -limit, limit, size=(count, n_in * n_out)
+        )
+        start += n_in * n_out + n_out
+    return weights
+
+
 def mlp_layers(weights: np.ndarray, sizes: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
     """The ``(matrix, biases)`` of every layer: views of the flat ``weights``.
 

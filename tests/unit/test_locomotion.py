@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO, error_of, merged, shard_results
 
 from evocamp.config import load_config_file, resolved_domain, run_spec, validate_config
-from evocamp.domains import DOMAINS, ant_omni, walker2d_uni
+from evocamp.domains import DOMAINS, ant_omni, humanoid_omni, humanoid_uni, walker2d_uni
 from evocamp.loop.engine import initialise
 from evocamp.policies import mlp_size
 
@@ -110,6 +110,48 @@ def test_ant_omni_drops_the_forward_reward_and_measures_the_final_torso_position
     assert out["measures"][1].tolist() == final.tolist()
 
 
+def humanoid_rollout(weights: np.ndarray) -> tuple[float, float, np.ndarray, int, np.ndarray]:
+    """A linear policy's humanoid episode written out with gymnasium: summed reward, the
+    same without its forward term, feet contacts, steps, final torso (x, y)."""
+    env = gymnasium.make(
+        "Humanoid-v5",
+        max_episode_steps=STEPS,
+        reset_noise_scale=0.0,
+        include_cfrc_ext_in_observation=False,
+        contact_cost_weight=0.0,
+    )
+    act = policy(weights, [270, 17])
+    observation, _ = env.reset(seed=0)
+    total, sideways, contacts, steps, done = 0.0, 0.0, np.zeros(2), 0, False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(act(observation))
+        assert info["reward_contact"] == 0.0
+        total += reward
+        sideways += reward - info["reward_forward"]
+        contacts += floor_contacts(env, ["left_foot", "right_foot"])
+        steps += 1
+        done = terminated or truncated
+    return total, sideways, contacts, steps, env.unwrapped.data.qpos[:2].copy()
+
+
+def test_humanoid_uni_and_omni_are_qdax_s_measures_on_gymnasium_s_humanoid():
+    """Both humanoid tasks against one rollout written out with gymnasium (linear
+    policies, 50 steps at most): the summed reward and the feet's floor contacts; the
+    reward without its forward term and the final torso position."""
+    params = {"hidden": [], "episode_length": STEPS}
+    solutions = weights_for("humanoid_uni", params, 2, seed=3) * 0.2
+    assert solutions.shape[1] == 270 * 17 + 17
+    uni = humanoid_uni(solutions, np.zeros(2, dtype=np.uint64), **params)
+    omni = humanoid_omni(solutions, np.zeros(2, dtype=np.uint64), **params)
+    total, sideways, contacts, steps, final = humanoid_rollout(solutions[1])
+    assert uni["objective"][1] == total and omni["objective"][1] == sideways
+    assert uni["measures"][1].tolist() == (contacts / steps).tolist()
+    assert uni["measures"].max() > 0, "some foot touches the ground"
+    assert omni["measures"][1].tolist() == np.clip(final, -30, 30).tolist()
+    assert uni["episode_steps"].tolist() == omni["episode_steps"].tolist()
+    assert uni["episode_steps"][1] == steps
+
+
 def test_rollouts_depend_on_the_policy_alone_unless_random_starts():
     """Deterministic starts: the seeds and the other solutions of the call change no bit
     (one environment serves the whole call); random starts follow the evaluation seed."""
@@ -137,6 +179,8 @@ def test_rollouts_depend_on_the_policy_alone_unless_random_starts():
         ("halfcheetah_uni", 2, 9.231, 17, 6),
         ("ant_uni", 4, 3.24, 27, 8),
         ("ant_omni", 2, 3.0, 27, 8),
+        ("humanoid_uni", 2, 0.0, 270, 17),
+        ("humanoid_omni", 2, 0.0, 270, 17),
     ],
 )
 def test_entries_follow_qdax(name, measures, offset_per_step, observations, actions):
@@ -145,7 +189,7 @@ def test_entries_follow_qdax(name, measures, offset_per_step, observations, acti
     entry = DOMAINS[name]
     spec = resolved_domain({"type": name})
     assert spec["solution_dim"] == mlp_size([observations, 64, 64, actions])
-    expected = [[-30.0, 30.0]] * 2 if name == "ant_omni" else [[0.0, 1.0]] * measures
+    expected = [[-30.0, 30.0]] * 2 if name.endswith("omni") else [[0.0, 1.0]] * measures
     assert spec["measure_ranges"] == expected
     assert entry.score_offset(spec["params"]) == -offset_per_step * 1000
     config = validate_config(
@@ -156,7 +200,8 @@ def test_entries_follow_qdax(name, measures, offset_per_step, observations, acti
         }
     )
     spec = run_spec(config, algorithm="me", domain="d", seed=0)
-    assert spec["algorithm_spec"]["archive"]["qd_score_offset"] == -offset_per_step * 5
+    offset = spec["algorithm_spec"]["archive"].get("qd_score_offset", 0.0)  # 0: not stored
+    assert offset == -offset_per_step * 5
     out = entry.evaluate(
         np.zeros((1, spec["domain_spec"]["solution_dim"])),
         np.zeros(1),
@@ -221,7 +266,8 @@ def test_without_mujoco_the_check_says_what_to_install(small_config, monkeypatch
 
 def test_the_shipped_qd_rl_campaign_and_its_trial_are_valid():
     """config/qd_rl.yaml and the 2-core trial its comments give (top-level keys only, as
-    Snakemake's --config sets them): CVT archives of 1,024 cells, separable CMA-ES."""
+    Snakemake's --config sets them): CVT archives of 1,024 cells, separable CMA-ES, QD
+    emitters starting from random policies."""
     text = (REPO / "config" / "qd_rl.yaml").read_text()
     config = load_config_file(REPO / "config" / "qd_rl.yaml")
     assert config["seeds"] == 5 and set(config["domains"]) == {"walker2d_uni", "ant_omni"}
@@ -236,6 +282,8 @@ def test_the_shipped_qd_rl_campaign_and_its_trial_are_valid():
             assert algorithm["archive"]["cells"] == 1024
         if "cma" in algorithm["type"]:
             assert algorithm["es"] == "sep_cma_es"
+        if algorithm["type"] != "openai_es":  # QD emitters start from QDax's policies
+            assert algorithm["initial_population"] == "random"
     trial = re.search(r"--config (seeds=1 [^\n]*)", text).group(1).split()
     overrides = {key: yaml.safe_load(value) for key, value in (item.split("=") for item in trial)}
     validate_config({**config, **overrides})

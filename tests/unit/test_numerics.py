@@ -145,3 +145,39 @@ def test_a_step_under_the_run_s_environment_again_gives_no_second_warning(step):
     records, third = noted(records, step="tell", generation=2)
     assert first is not None and second is None and third is None
     assert records[1]["generations"] == [1, 2]
+
+
+def test_locomotion_runs_record_the_simulator_and_other_runs_do_not():
+    """mujoco decides the locomotion domains' numbers: their runs record its version
+    after the packages every run records (initialise, evaluate and tell alike); a
+    run of another domain records what it always did, mujoco installed or not."""
+    from conftest import shard_results
+
+    from evocamp.loop.engine import initialise, tell
+
+    config = validate_config(
+        {
+            "algorithms": {"me": {"type": "map_elites", "batch_size": 2}},
+            "domains": {
+                "ant": {"type": "ant_omni", "params": {"hidden": [2], "episode_length": 5}},
+                "sphere": {"type": "sphere", "solution_dim": 4},
+            },
+            "shards": 1,
+        }
+    )
+    common = ", ".join(f"{name} {metadata.version(name)}" for name in NUMERIC_PACKAGES)
+    with_simulator = f"{common}, mujoco {metadata.version('mujoco')}"
+    ant = initialise(run_spec(config, algorithm="me", domain="ant", seed=0))
+    (evaluated,) = shard_results(ant, 1)
+    assert [record["packages"] for record in ant.numerics] == [with_simulator]
+    assert evaluated.numerics["packages"] == with_simulator
+    told = tell(ant, [evaluated])
+    assert [(r["step"], r["packages"]) for r in told.numerics] == [
+        ("initialise", with_simulator),
+        ("evaluate", with_simulator),
+        ("tell", with_simulator),
+    ]
+    assert not is_mixed(told.numerics)
+    sphere = initialise(run_spec(config, algorithm="me", domain="sphere", seed=0))
+    assert [record["packages"] for record in sphere.numerics] == [common]
+    assert environment()["packages"] == common

@@ -83,6 +83,16 @@ def reevaluation_seeds(master_seed: int, key: tuple[int, ...], count: int) -> np
     return sequence.generate_state(count, dtype=np.uint64)
 
 
+def initial_population_rng(emitter_seed: int) -> np.random.Generator:
+    """The stream of one QD emitter's initial solutions (``initial_population: random``):
+    ``SeedSequence(emitter_seed, spawn_key=(name_key("initial_population"),))``, apart
+    from the streams pyribs derives from the emitter's seed (the seed itself and its
+    first spawned children), and fixed by the master seed as the emitter's seed is."""
+    return np.random.default_rng(
+        np.random.SeedSequence(emitter_seed, spawn_key=(name_key("initial_population"),))
+    )
+
+
 def domain_rng(master_seed: int, domain: str) -> np.random.Generator:
     """A generator shared by every run of a campaign on domain ``domain`` (e.g. the CQD
     score's target points, the same for every algorithm and seed)."""

@@ -52,11 +52,15 @@ def _qd(
     **more,
 ) -> AlgorithmType:
     """A QD type: ``defaults`` (:data:`_QD_DEFAULTS` unless given) plus ``ranker``, if
-    given; its archive (or result archive) is a grid unless it is a CVT."""
+    given; its archive (or result archive) is a grid unless it is a CVT; every type
+    whose emitters start from ``x0`` accepts ``initial_population``."""
     ranker = more.pop("ranker", None)
     defaults = dict(_QD_DEFAULTS if defaults is None else defaults)
     if ranker is not None:
         defaults["ranker"] = ranker
+    optional = more.pop("optional", ())
+    if all(kind is not qd.BAYESIAN_OPTIMIZATION for kind, _ in recipe.emitter_kinds):
+        optional = (*optional, "initial_population")  # emitters that start from x0
     return AlgorithmType(
         name=name,
         family="qd",
@@ -69,6 +73,7 @@ def _qd(
         needs_measures=True,
         grid_archive=recipe.grid_result,
         spec_names=(_EMITTER_BATCH_SIZE,),
+        optional=optional,
         **more,
     )
 

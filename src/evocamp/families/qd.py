@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
-from evocamp.base.seeding import domain_rng, optimizer_seeds
+from evocamp.base.seeding import domain_rng, initial_population_rng, optimizer_seeds
 from evocamp.domains import DOMAINS
 from evocamp.model.protocol import ELITES, CompactBatch
 from evocamp.model.runspec import measure_dim, spec_run_key, stored_fields
@@ -228,22 +228,40 @@ def _bounds(domain: dict):
     return [tuple(domain["bounds"])] * domain["solution_dim"]
 
 
-def _varying_args(spec: dict, *, seed: int) -> dict:
-    """Keyword arguments of the emitters that vary solutions from ``x0``."""
+def random_start(algorithm: dict) -> bool:
+    """Whether the emitters start from the domain's own initialisation
+    (``initial_population: random``) rather than from ``x0``."""
+    return algorithm.get("initial_population", "x0") == "random"
+
+
+def _varying_args(spec: dict, *, seed: int, population: bool) -> dict:
+    """Keyword arguments of the emitters that vary solutions from ``x0`` or, with
+    ``initial_population: random``, from solutions drawn from the domain's own
+    initialisation (:attr:`evocamp.domains.DomainType.initial_solutions`, from the
+    emitter's :func:`~evocamp.base.seeding.initial_population_rng`): a whole batch as
+    ``initial_solutions`` (``population``: Gaussian and iso-line emitters, whose first
+    batch they are) or one as ``x0`` (evolution strategies' starting mean)."""
     domain = spec["domain_spec"]
-    return {
-        "batch_size": spec["algorithm_spec"]["batch_size"],
-        "seed": seed,
-        "bounds": _bounds(domain),
-        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
-    }
+    args = {"batch_size": spec["algorithm_spec"]["batch_size"], "seed": seed}
+    args["bounds"] = _bounds(domain)
+    if not random_start(spec["algorithm_spec"]):
+        args["x0"] = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
+        return args
+    draw = DOMAINS[domain["type"]].initial_solutions
+    count = args["batch_size"] if population else 1
+    drawn = draw(initial_population_rng(seed), count, domain["params"])
+    if population:
+        args["initial_solutions"] = drawn
+    else:
+        args["x0"] = drawn[0]
+    return args
 
 
 def _gaussian_emitter(spec: dict, archive, *, options: dict, seed: int):
     from ribs import emitters
 
     sigma = spec["algorithm_spec"]["sigma"]
-    common = _varying_args(spec, seed=seed)
+    common = _varying_args(spec, seed=seed, population=True)
     return emitters.GaussianEmitter(archive, sigma=sigma, **common, **options)
 
 
@@ -255,7 +273,7 @@ def _iso_line_emitter(spec: dict, archive, *, options: dict, seed: int):
         archive,
         iso_sigma=algorithm["iso_sigma"],
         line_sigma=algorithm["line_sigma"],
-        **_varying_args(spec, seed=seed),
+        **_varying_args(spec, seed=seed, population=True),
         **options,
     )
 
@@ -268,7 +286,10 @@ def _evolution_strategy_emitter(spec: dict, archive, *, options: dict, seed: int
     if "es" in algorithm:  # pyribs' default (cma_es) unless given
         options["es"] = algorithm["es"]
     return emitters.EvolutionStrategyEmitter(
-        archive, sigma0=algorithm["sigma"], **_varying_args(spec, seed=seed), **options
+        archive,
+        sigma0=algorithm["sigma"],
+        **_varying_args(spec, seed=seed, population=False),
+        **options,
     )
 
 
@@ -842,7 +863,7 @@ def _compact_kind(emitter, archive) -> int | None:
     if (
         type(emitter) not in kind
         or emitter.archive is not archive
-        or emitter.initial_solutions is not None
+        or (emitter.initial_solutions is not None and emitter.archive.empty)
         or not all(np.ndim(value) == 0 for value in sigmas)
         or not isinstance(emitter._rng.bit_generator, np.random.PCG64)
     ):
@@ -856,8 +877,10 @@ def compact_emitters(scheduler) -> list[int] | None:
     from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
     and whose evolution-strategy emitters use a separable CMA-ES without bounds
     (:func:`_sep_cma_es_kind`; these read no parents, so a separate result archive,
-    CMA-MAE's, is fine when all are), all with the same bounds and ``x0``; else
-    ``None``."""
+    CMA-MAE's, is fine when all are), all with the same bounds, and the parents'
+    samplers with the same ``x0`` (an evolution strategy's batch is drawn around its
+    mean, whatever its ``x0`` was: ``initial_population: random`` starts each at its
+    own); else ``None``."""
     from ribs import archives, schedulers
 
     archive = scheduler.archive
@@ -872,12 +895,14 @@ def compact_emitters(scheduler) -> list[int] | None:
     if scheduler.result_archive is not archive and not _reads_no_parents(kinds):
         return None
     first = scheduler.emitters[0]
+    samplers = [
+        e for e, kind in zip(scheduler.emitters, kinds, strict=True) if kind != SEP_CMA_ES_KIND
+    ]
     same = all(
         np.array_equal(e.lower_bounds, first.lower_bounds)
         and np.array_equal(e.upper_bounds, first.upper_bounds)
-        and np.array_equal(e.x0, first.x0)
         for e in scheduler.emitters
-    )
+    ) and all(np.array_equal(e.x0, samplers[0].x0) for e in samplers)
     return kinds if same and None not in kinds else None
 
 
@@ -942,7 +967,11 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
         batch["es_scale"] = np.stack([np.sqrt(es.cov.eigenvalues) for es in strategies])
     cells = found = None
     if empty:
-        batch["x0"] = np.asarray(emitters[0].x0, dtype=np.float64)
+        sampler = next(
+            (e for e, k in zip(emitters, kinds, strict=True) if k != SEP_CMA_ES_KIND),
+            emitters[0],
+        )
+        batch["x0"] = np.asarray(sampler.x0, dtype=np.float64)
     elif len(batch["parents"]):
         cells = batch["parent_cells"] = np.unique(batch["parents"])
         found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
@@ -1026,6 +1055,27 @@ def _give_strategies_their_rows(scheduler, batch: dict) -> None:
         if kind == SEP_CMA_ES_KIND:
             emitter._opt._solutions = scheduler._cur_solutions[first : first + count].copy()
         first += int(count)
+
+
+def _forget_initial_solutions(scheduler) -> None:
+    """Drop the initial solutions (``initial_population: random``) of every emitter whose
+    archive holds elites: pyribs reads them only while it is empty, which it never is
+    again, and states would otherwise carry a batch of solutions from generation to
+    generation (and the emitters' batches would not be compact)."""
+    pool = getattr(scheduler, "emitter_pool", None)  # a bandit's: every emitter, active or not
+    for emitter in scheduler.emitters if pool is None else pool:
+        if getattr(emitter, "initial_solutions", None) is not None and not emitter.archive.empty:
+            emitter._initial_solutions = None
+
+
+def _first_proposal(emitter, turn: int) -> np.ndarray:
+    """Asynchronous mode: the one solution an emitter proposes on its ``turn``-th
+    proposal; while its archive is empty and it has initial solutions, the next of them
+    (``ask`` would give the first every time)."""
+    if getattr(emitter, "initial_solutions", None) is not None and emitter.archive.empty:
+        initial = emitter.initial_solutions
+        return np.asarray(emitter._clip(initial[turn % len(initial)][None]), float)
+    return np.asarray(emitter.ask()[:1], float)
 
 
 def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
@@ -1116,6 +1166,7 @@ class QDOptimizer:
                 scheduler.tell(objective, measures, **extra)
         self.pending = None
         self.inserted = None
+        _forget_initial_solutions(scheduler)
         kinds = compact_emitters(scheduler)
         if kinds is not None and not _reads_no_parents(kinds):
             self.inserted = inserted_cells(
@@ -1145,7 +1196,11 @@ class QDOptimizer:
         varied from elites of the archive as it is now."""
         emitters = self.scheduler.emitters
         return [
-            {"solutions": np.asarray(emitters[int(evaluation) % len(emitters)].ask()[:1], float)}
+            {
+                "solutions": _first_proposal(
+                    emitters[int(evaluation) % len(emitters)], int(evaluation) // len(emitters)
+                )
+            }
             for evaluation in evaluations
         ]
 
@@ -1153,6 +1208,7 @@ class QDOptimizer:
         """Asynchronous mode: add finished solutions to the archive at once."""
         check_numba_disabled()
         self.scheduler.archive.add(solutions, objective, measures, **extra)
+        _forget_initial_solutions(self.scheduler)
 
     @property
     def archive(self):

@@ -21,6 +21,7 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import batch_format, load_evaluator
+from evocamp.domains import domain_group
 from evocamp.files.shard import STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
@@ -456,7 +457,7 @@ def _shard_result(
         extra={name: merged[name] for name in stored_fields(spec)},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(),
+        numerics=environment(domain_group(spec["domain_spec"])),
         status=status if status.any() else None,
         messages=messages,
     )

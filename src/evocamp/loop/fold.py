@@ -29,11 +29,12 @@ import numpy as np
 
 from evocamp.base.errors import EvaluationError
 from evocamp.catalogue.factory import owns_archive
+from evocamp.domains import domain_group
 from evocamp.families.qd import add_to_passive_archive, cqd_score, cqd_settings
 from evocamp.files.shard import STATUS
 from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
-from evocamp.model.numerics import noted
+from evocamp.model.numerics import environment, noted
 from evocamp.model.protocol import call_method
 from evocamp.model.runspec import evaluation_repeats, where
 from evocamp.model.state import RunState
@@ -129,9 +130,9 @@ def fold_evaluations(state: RunState, evaluated: Evaluated, *, method: str = "te
             evaluated.measures,
             **told,
         )
-    for environment in evaluated.numerics:
+    for evaluated_under in evaluated.numerics:
         state.numerics = note_numerics(
-            spec, state.numerics, step="evaluate", generation=generation, current=environment
+            spec, state.numerics, step="evaluate", generation=generation, current=evaluated_under
         )
 
 
@@ -266,6 +267,8 @@ def note_numerics(
     """A run's numeric provenance records with one step noted
     (:func:`evocamp.model.numerics.noted`); a step under another kernel or package
     versions than the run's earlier steps gets one warning line in its log."""
+    if current is None:
+        current = environment(domain_group(spec["domain_spec"]))
     records, warning = noted(records, step=step, generation=generation, current=current)
     if warning is not None:
         print(
