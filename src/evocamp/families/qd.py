@@ -967,11 +967,11 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
         batch["es_scale"] = np.stack([np.sqrt(es.cov.eigenvalues) for es in strategies])
     cells = found = None
     if empty:
-        sampler = next(
+        first_sampler = next(
             (e for e, k in zip(emitters, kinds, strict=True) if k != SEP_CMA_ES_KIND),
             emitters[0],
         )
-        batch["x0"] = np.asarray(sampler.x0, dtype=np.float64)
+        batch["x0"] = np.asarray(first_sampler.x0, dtype=np.float64)
     elif len(batch["parents"]):
         cells = batch["parent_cells"] = np.unique(batch["parents"])
         found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
