@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,17 +207,12 @@ def learning_rows(path: str | Path, keys: list[str]) -> dict[str, tuple[np.ndarr
     delta: its chain read back to the last full rows, the deltas applied in order,
     every link checked as for :func:`read_archive_table`."""
     deltas = []
-    current, wanted = Path(path), None
-    while True:
-        _check_exists(current, wanted)
-        with open_for_reading(current, what="checkpoint") as handle:
-            _check_link(handle, current, wanted)
-            rows = handle["optimizer/rows"]
-            found = {key: (rows[key][()], rows[f"{key}.rows"][()]) for key in keys}
-            if not handle["optimizer"].attrs.get("learning_delta", False):
-                break
-            deltas.append((found, rows["archive.emptied"][()]))
-            current, wanted = _link(handle, current)
+    for _, handle in _chain(path):
+        rows = handle["optimizer/rows"]
+        found = {key: (rows[key][()], rows[f"{key}.rows"][()]) for key in keys}
+        if not handle["optimizer"].attrs.get("learning_delta", False):
+            break
+        deltas.append((found, rows["archive.emptied"][()]))
     for delta, emptied in reversed(deltas):
         for key, (values, cells) in delta.items():
             base_values, base_cells = found[key]
@@ -244,24 +240,19 @@ def read_archive_table(path: str | Path) -> dict | None:
         was written against, or the archive read back differs from the one written.
     """
     deltas = []
-    current, wanted = Path(path), None
-    while True:
-        _check_exists(current, wanted)
-        with open_for_reading(current, what="checkpoint") as handle:
-            _check_link(handle, current, wanted)
-            if "archive" in handle:
-                group = handle["archive"]
-                table = {name: group[name][()] for name in group}
-                table["attrs"] = dict(group.attrs)
-                break
-            if DELTA not in handle:
-                return None
-            group = handle[DELTA]
-            delta = {name: group[name][()] for name in group}
-            delta["attrs"] = dict(group.attrs)
-            deltas.append((current, delta))
-            current, wanted = _link(handle, current)
-    for _, delta in reversed(deltas):
+    for _, handle in _chain(path):
+        if "archive" in handle:
+            group = handle["archive"]
+            table = {name: group[name][()] for name in group}
+            table["attrs"] = dict(group.attrs)
+            break
+        if DELTA not in handle:
+            return None
+        group = handle[DELTA]
+        delta = {name: group[name][()] for name in group}
+        delta["attrs"] = dict(group.attrs)
+        deltas.append(delta)
+    for delta in reversed(deltas):
         table = _applied(table, delta)
     if deltas:
         _check_whole(path, table)
@@ -273,22 +264,17 @@ def elite_rows(path: str | Path, cells: np.ndarray) -> tuple[dict[int, np.ndarra
     holds, reading only their rows: from ``/archive``, or from each delta of its chain
     and then its last full archive. Also returns the last file read."""
     found: dict[int, np.ndarray] = {}
-    current, wanted = Path(path), None
     remaining = np.asarray(cells, dtype=np.int64)
-    while True:
-        _check_exists(current, wanted)
-        with open_for_reading(current, what="checkpoint") as handle:
-            _check_link(handle, current, wanted)
-            whole = "archive" in handle
-            group = handle["archive" if whole else DELTA]
-            found.update(rows_of(group, remaining))
-            remaining = np.setdiff1d(remaining, np.fromiter(found, dtype=np.int64))
-            if whole or not len(remaining):
-                return found, current
+    for current, handle in _chain(path):
+        whole = "archive" in handle
+        group = handle["archive" if whole else DELTA]
+        found.update(rows_of(group, remaining))
+        remaining = np.setdiff1d(remaining, np.fromiter(found, dtype=np.int64))
+        if not whole and len(remaining):
             remaining = np.setdiff1d(remaining, group["emptied"][()].astype(np.int64))
-            if not len(remaining):
-                return found, current
-            current, wanted = _link(handle, current)
+        if whole or not len(remaining):
+            return found, current
+    raise AssertionError("unreachable: a chain ends at a whole archive")
 
 
 def rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
@@ -304,6 +290,20 @@ def rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
         return {}
     rows = group["solution"][positions[held]]
     return dict(zip(cells[held].tolist(), rows, strict=True))
+
+
+def _chain(path: str | Path) -> Iterator[tuple[Path, h5py.File]]:
+    """The files of a delta chain, newest first, each open and checked (it exists and is
+    the file the delta after it was written against); the caller stops at the first
+    that holds what it needs (a full archive), or the chain is followed from each
+    delta to its base."""
+    current, wanted = Path(path), None
+    while True:
+        _check_exists(current, wanted)
+        with open_for_reading(current, what="checkpoint") as handle:
+            _check_link(handle, current, wanted)
+            yield current, handle
+            current, wanted = _link(handle, current)
 
 
 def _link(handle: h5py.File, path: Path) -> tuple[Path, tuple[Path, int, str]]:
