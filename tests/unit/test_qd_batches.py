@@ -90,6 +90,31 @@ def test_every_slice_is_what_pyribs_asks(kind, bounds):
     assert len(optimizer.archive) > 1
 
 
+@pytest.mark.parametrize(("dim", "stride"), [(5, 1), (700, 5), (5000, 1)])
+def test_slices_between_recorded_states_are_what_pyribs_asks(dim, stride, monkeypatch):
+    """States recorded every few rows (``row_stride``: 5 at 700 parameters, none
+    stored at 5,000, where every row has its state) or, as batches written before the
+    stride, every row (``_STRIDE_VALUES`` 1, the ``(5, 1)`` case): every slice of two
+    iso-line emitters of 13, for 1, 3 and 7 shards, is pyribs' ask byte for byte."""
+    from evocamp.families import qd
+
+    if dim == 5:
+        monkeypatch.setattr(qd, "_STRIDE_VALUES", 1)
+    algorithm = {"type": "map_elites_line", "emitters": 2, "emitter_batch_size": 13}
+    optimizer = build_optimizer(spec_of(algorithm, dim=dim))
+    for generation in range(3):
+        expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
+        batch = optimizer.ask()
+        assert int(batch.get("row_stride", 1)) == stride
+        assert len(batch["row_state"]) == 2 * (-(-13 // stride) + 1)
+        for shards in (1, 3, 7):
+            for shard in range(shards):
+                start, stop = shard_bounds(26, shards, shard)
+                made = regenerated(optimizer, batch, start, stop)
+                assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
+        optimizer.tell(*results_of(expected))
+
+
 def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     """A shard's slice is made from the elites of its own parents' cells (ElitesAt
     holds no other), checked against the digests the batch stores; the pickled
