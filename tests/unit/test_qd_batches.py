@@ -161,6 +161,33 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     assert len(optimizer.inserted) and np.array_equal(restored.inserted, optimizer.inserted)
 
 
+def test_batches_with_blake2b_digests_are_still_checked():
+    """A batch written before ``parent_sum`` (its parents' blake2b ``parent_digest``)
+    regenerates the same rows and still stops at a wrong parent; the check sum that
+    replaced it changes with any one parameter's lowest bit."""
+    from evocamp.families.qd import _digests, _sums
+
+    optimizer = build_optimizer(spec_of({"type": "map_elites", "emitter_batch_size": 16}, dim=50))
+    for _ in range(3):
+        batch = optimizer.ask()
+        optimizer.tell(*results_of(regenerated(optimizer, batch, 0, 16)))
+    batch = optimizer.ask()
+    whole = regenerated(optimizer, batch, 0, 16)
+    cells = batch.pop("parent_cells")
+    parents = ArchiveElites(optimizer.archive)[cells]
+    assert batch.pop("parent_sum").tobytes() == _sums(parents).tobytes()
+    old = {**batch, "parent_cells": cells, "parent_digest": _digests(parents)}
+    assert regenerated(optimizer, old, 0, 16).tobytes() == whole.tobytes()
+    changed = parents.copy()
+    changed[0, 49] = np.nextafter(changed[0, 49], np.inf)
+    with pytest.raises(CorruptFileError, match=f"the elite read for cell {cells[0]} is not"):
+        QDBatch.solutions({**old, ELITES: ElitesAt(cells, changed)}, 0, 16)
+    for row, column in ((0, 0), (len(cells) - 1, 49)):
+        flipped = parents.copy()
+        flipped.view(np.uint64)[row, column] ^= np.uint64(1)
+        assert (_sums(flipped) != _sums(parents)).tolist() == [i == row for i in range(len(cells))]
+
+
 def test_other_qd_types_keep_plain_batches():
     """Types whose emitters learn on another archive than the run's (novelty search) or
     adapt a distribution (CMA-ME) keep their batches plain."""

@@ -643,7 +643,8 @@ def _recording(emitters, *, stride: int):
 
 
 def _digests(solutions: np.ndarray) -> np.ndarray:
-    """A 64-bit digest of each solution's bytes (blake2b)."""
+    """A 64-bit digest of each solution's bytes (blake2b): the ``parent_digest`` of
+    compact batches written before :func:`_sums`."""
     return np.array(
         [
             int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little")
@@ -653,9 +654,27 @@ def _digests(solutions: np.ndarray) -> np.ndarray:
     )
 
 
+#: An odd 64-bit multiplier (2^64 over the golden ratio) for :func:`_sums`' weights.
+_GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _sums(solutions: np.ndarray) -> np.ndarray:
+    """A 64-bit check sum of each solution's bytes, in one numpy pass: the sum modulo
+    2^64 of its parameters' bit patterns (uint64) times odd weights (``(i + 1)``
+    times :data:`_GOLDEN64`, made odd). Odd weights are invertible modulo 2^64, so
+    a change confined to one parameter always changes the sum; other changes are
+    missed only when their weighted differences cancel, about one chance in 2^64
+    for unrelated solutions (a check against reading the wrong elite, not a
+    cryptographic hash: 15 times faster than blake2b here)."""
+    words = np.ascontiguousarray(solutions, dtype=np.float64).view(np.uint64)
+    weights = (np.arange(1, words.shape[1] + 1, dtype=np.uint64) * _GOLDEN64) | np.uint64(1)
+    return (words * weights).sum(axis=1, dtype=np.uint64)
+
+
 def _checked_parents(batch, cells: np.ndarray, found: np.ndarray) -> np.ndarray:
-    """``found`` (the solutions read for ``cells``) when each has the digest the batch
-    stored for its cell (``parent_digest`` of ``parent_cells``).
+    """``found`` (the solutions read for ``cells``) when each has the check sum the
+    batch stored for its cell (``parent_sum`` of ``parent_cells``; batches written
+    before it: the blake2b ``parent_digest``).
 
     Raises
     ------
@@ -664,10 +683,9 @@ def _checked_parents(batch, cells: np.ndarray, found: np.ndarray) -> np.ndarray:
         parents were read from are inconsistent): the message names the cell.
     """
     known = np.asarray(batch["parent_cells"][()], dtype=np.int64)
-    expected = np.asarray(batch["parent_digest"][()], dtype=np.uint64)[
-        np.searchsorted(known, cells)
-    ]
-    wrong = np.flatnonzero(_digests(found) != expected)
+    name, check = ("parent_sum", _sums) if "parent_sum" in batch else ("parent_digest", _digests)
+    expected = np.asarray(batch[name][()], dtype=np.uint64)[np.searchsorted(known, cells)]
+    wrong = np.flatnonzero(check(found) != expected)
     if len(wrong):
         raise CorruptFileError(
             f"the elite read for cell {int(cells[wrong[0]])} is not the parent this batch "
@@ -701,8 +719,8 @@ class QDBatch(CompactBatch):
     after the last); the cells of the
     parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
     ``2n``; -1 for ``x0`` while the archive was empty) with a digest of each
-    parent's solution (``parent_cells``, ``parent_digest``: a shard checks what it
-    read), ``x0`` when used, and
+    parent's solution (``parent_cells``, ``parent_sum``: a shard checks what it
+    read; ``parent_digest`` in batches written before), ``x0`` when used, and
     ``bounds`` (lower and upper, one column when every parameter has the same). The
     offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
     parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
@@ -773,6 +791,7 @@ _SMALL_ARRAYS = (
     "parents",
     "parent_cells",
     "parent_digest",
+    "parent_sum",
     "bounds",
     "x0",
     "es_mean",
@@ -1010,7 +1029,7 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     elif len(batch["parents"]):
         cells = batch["parent_cells"] = np.unique(batch["parents"])
         found = np.asarray(ArchiveElites(archive)[cells], dtype=np.float64)
-        batch["parent_digest"] = _digests(found)
+        batch["parent_sum"] = _sums(found)
 
     def recorded(emitter: int, state: int, count: int, low: int, high: int, dim: int):
         draws = recorders[emitter].draws
