@@ -90,6 +90,31 @@ def test_every_slice_is_what_pyribs_asks(kind, bounds):
     assert len(optimizer.archive) > 1
 
 
+@pytest.mark.parametrize(("dim", "stride"), [(5, 1), (700, 5), (5000, 1)])
+def test_slices_between_recorded_states_are_what_pyribs_asks(dim, stride, monkeypatch):
+    """States recorded every few rows (``row_stride``: 5 at 700 parameters, none
+    stored at 5,000, where every row has its state) or, as batches written before the
+    stride, every row (``_STRIDE_VALUES`` 1, the ``(5, 1)`` case): every slice of two
+    iso-line emitters of 13, for 1, 3 and 7 shards, is pyribs' ask byte for byte."""
+    from evocamp.families import qd
+
+    if dim == 5:
+        monkeypatch.setattr(qd, "_STRIDE_VALUES", 1)
+    algorithm = {"type": "map_elites_line", "emitters": 2, "emitter_batch_size": 13}
+    optimizer = build_optimizer(spec_of(algorithm, dim=dim))
+    for generation in range(3):
+        expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
+        batch = optimizer.ask()
+        assert int(batch.get("row_stride", 1)) == stride
+        assert len(batch["row_state"]) == 2 * (-(-13 // stride) + 1)
+        for shards in (1, 3, 7):
+            for shard in range(shards):
+                start, stop = shard_bounds(26, shards, shard)
+                made = regenerated(optimizer, batch, start, stop)
+                assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
+        optimizer.tell(*results_of(expected))
+
+
 def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     """A shard's slice is made from the elites of its own parents' cells (ElitesAt
     holds no other), checked against the digests the batch stores; the pickled
@@ -134,6 +159,33 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
     mine, theirs = optimizer.archive.data(), restored.archive.data()
     assert all(np.array_equal(mine[name], theirs[name]) for name in mine)
     assert len(optimizer.inserted) and np.array_equal(restored.inserted, optimizer.inserted)
+
+
+def test_batches_with_blake2b_digests_are_still_checked():
+    """A batch written before ``parent_sum`` (its parents' blake2b ``parent_digest``)
+    regenerates the same rows and still stops at a wrong parent; the check sum that
+    replaced it changes with any one parameter's lowest bit."""
+    from evocamp.families.qd import _digests, _sums
+
+    optimizer = build_optimizer(spec_of({"type": "map_elites", "emitter_batch_size": 16}, dim=50))
+    for _ in range(3):
+        batch = optimizer.ask()
+        optimizer.tell(*results_of(regenerated(optimizer, batch, 0, 16)))
+    batch = optimizer.ask()
+    whole = regenerated(optimizer, batch, 0, 16)
+    cells = batch.pop("parent_cells")
+    parents = ArchiveElites(optimizer.archive)[cells]
+    assert batch.pop("parent_sum").tobytes() == _sums(parents).tobytes()
+    old = {**batch, "parent_cells": cells, "parent_digest": _digests(parents)}
+    assert regenerated(optimizer, old, 0, 16).tobytes() == whole.tobytes()
+    changed = parents.copy()
+    changed[0, 49] = np.nextafter(changed[0, 49], np.inf)
+    with pytest.raises(CorruptFileError, match=f"the elite read for cell {cells[0]} is not"):
+        QDBatch.solutions({**old, ELITES: ElitesAt(cells, changed)}, 0, 16)
+    for row, column in ((0, 0), (len(cells) - 1, 49)):
+        flipped = parents.copy()
+        flipped.view(np.uint64)[row, column] ^= np.uint64(1)
+        assert (_sums(flipped) != _sums(parents)).tolist() == [i == row for i in range(len(cells))]
 
 
 def test_other_qd_types_keep_plain_batches():
