@@ -3,6 +3,7 @@ rebuilding by telling again (evocamp.loop.state_cache), on real HDF5 files."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import h5py
@@ -150,6 +151,27 @@ def test_kept_and_last_generations_are_written_whole(tmp_path, cache):
     with h5py.File(output, "r") as handle:
         assert "optimizer" in handle
     assert not run_cache(output.parent).exists()
+
+
+def test_a_kept_state_is_read_from_the_cache_by_the_next_tell(tmp_path, cache):
+    """A kept generation's whole state is also cached, keyed by the file's identity: the
+    next tell on the node reads it from there (not the file, nor a delta chain behind
+    it); a file written again is read from disk."""
+    spec = spec_of("cmame")
+    folder = tmp_path / "run"
+    kept = run_shard_mode(folder, spec, KEEP_EVERY)
+    assert [p.name for p in run_cache(kept.parent).iterdir()] == ["whole.pickle"]
+    expected = final_bytes(tmp_path, in_memory(spec, KEEP_EVERY), "memory")
+    status = kept.stat()
+    kept.write_bytes(b"\0" * status.st_size)  # unreadable on disk, same identity
+    os.utime(kept, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert final_bytes(tmp_path, read_full_state(kept), "from_cache") == expected
+    write_state(kept, in_memory(spec, KEEP_EVERY))  # another file: the cache's is stale
+    assert final_bytes(tmp_path, read_full_state(kept), "from_disk") == expected
+    forget_run(kept.parent)
+    kept.write_bytes(b"\0" * kept.stat().st_size)
+    with pytest.raises(CorruptFileError):
+        read_full_state(kept)
 
 
 def test_without_a_cache_states_are_written_whole(tmp_path, monkeypatch):

@@ -24,7 +24,9 @@ generation is checked against the batch its light state stores.
 
 States of kept generations (every ``checkpoint_every``-th) and of the last
 generation are always written whole, so kept checkpoints and final states never
-depend on the cache.
+depend on the cache. A kept generation's state is cached as well (before the last
+generation), keyed by its file's identity, so the next tell on the node does not read
+it back (with delta checkpoints, a chain of files).
 """
 
 from __future__ import annotations
@@ -153,10 +155,12 @@ def write_told_state(
     """
     output = Path(output)
     whole = _must_be_whole(state, total) or not _elites_readable(state, told_from)
-    cache = None if whole else run_cache(output.parent)
-    if cache is None:
+    cache = run_cache(output.parent)
+    if whole or cache is None:
         write_state(output, state, full_every=full_every)
         forget_run(output.parent)
+        if cache is not None and total is not None and state.generation < total:
+            _cache_whole(cache, output, state)
         return f"full state -> {output}"
     token = secrets.token_hex(8)
     cached = _cache_file(cache, state.generation)
@@ -189,6 +193,9 @@ def write_told_state(
 def read_full_state(path: str | Path) -> RunState:
     """Read a state whole: a whole state file as it is, a light one with its full state
     from the cache or rebuilt (:func:`restore`)."""
+    cached = _cached_whole(Path(path))
+    if cached is not None:
+        return cached
     state = read_state(path)
     if state.optimizer is not None:
         return state
@@ -298,6 +305,52 @@ def with_cached_elites(batch: dict, *, state: str | Path, generation: int) -> di
     except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return batch
     return {**batch, ELITES: elites} if token == stored.token else batch
+
+
+def _file_identity(path: Path) -> tuple[int, int, int, int]:
+    """What tells one written file from any other at ``path``: device, inode, size and
+    modification time (a rewritten or replaced file has another; a hard link, the kept
+    checkpoint, the same)."""
+    status = path.stat()
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _whole_file(cache: Path) -> Path:
+    return cache / "whole.pickle"
+
+
+def _cache_whole(cache: Path, path: Path, state: RunState) -> None:
+    """Cache a whole state written mid-run (a kept generation's) for the next tell on
+    this node, which then does not read it back (with delta checkpoints: the chain back
+    to the last full archive); keyed by the file's identity. A failure is a miss."""
+    try:
+        cache.mkdir(exist_ok=True)
+        entry = (
+            _file_identity(path),
+            json.dumps(state.spec, sort_keys=True),
+            pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),
+        )
+        with replaced_atomically(_whole_file(cache)) as temporary, open(temporary, "wb") as f:
+            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+    except (OSError, DiskFullError):
+        forget_run(path.parent)
+
+
+def _cached_whole(path: Path) -> RunState | None:
+    """The state of the whole state file ``path`` from the cache, when the cache holds
+    this very file's (:func:`_cache_whole`), else ``None``."""
+    cache = run_cache(path.parent)
+    if cache is None or not _whole_file(cache).exists():
+        return None
+    try:
+        with open(_whole_file(cache), "rb") as stream:
+            identity, spec, state = pickle.load(stream)
+        if identity != _file_identity(path):
+            return None
+        optimizer_class(json.loads(spec))  # imports a plugin's module
+        return pickle.loads(state)
+    except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
+        return None
 
 
 def _cached_state(path: Path, attrs: dict) -> RunState | None:
