@@ -5,6 +5,7 @@ returns, whatever the slice; checkpoints hold no copy of the solutions."""
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 
 import h5py
@@ -201,9 +202,9 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     """Shard mode: light states hold no solutions, only the elites their generation
     inserted; a shard reads its parents from them and the window's whole state (no
     node-local cache needed), and makes exactly the in-memory run's shard results; on
-    the tell's node from the parents it cached for that light state only. A light
-    state without them is named; after one (written by an earlier version) the
-    next state is written whole."""
+    the tell's node it reads its rows from the cache, for that very file only. A light
+    state without its inserted elites is named; after one (written by an earlier
+    version) the next state is written whole."""
     from conftest import shard_results
 
     from evocamp.executors.steps import evaluate_step, tell_step
@@ -231,14 +232,20 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
             assert "optimizer" not in handle and "solutions" not in handle["next_batch"]
             assert handle["inserted/index"][()].tolist() == memory.optimizer.inserted.tolist()
         previous = output
-    with h5py.File(previous, "r+") as handle:
-        del handle["inserted"]
-    # The tell cached its batch's parents on this node: a shard here reads them there.
+    # The tell cached its batch's solutions on this node: the next tell there starts
+    # with them (pyribs' own rows, bit for bit: none regenerated) and a shard reads its
+    # rows there, not the file (zeroed on disk with the same identity).
+    asked = read_full_state(previous).optimizer.asked_solutions()
+    assert asked.tobytes() == memory.optimizer.asked_solutions().tobytes()
+    status, content = previous.stat(), previous.read_bytes()
+    previous.write_bytes(bytes(len(content)))
+    os.utime(previous, ns=(status.st_atime_ns, status.st_mtime_ns))
     evaluate_step(state=previous, shard=2, shards=3, output=tmp_path / "cached.h5")
     made, expected = read_shard(tmp_path / "cached.h5"), shard_results(memory, 3)[2]
     assert made.objective.tobytes() == expected.objective.tobytes()
+    previous.write_bytes(content)  # the file again: another identity, the entry is not used
     with h5py.File(previous, "r+") as handle:
-        handle.attrs["light_token"] = "0" * 16  # not the state the cache entry was made for
+        del handle["inserted"]
     with pytest.raises(CorruptFileError) as caught:
         evaluate_step(state=previous, shard=0, shards=3, output=tmp_path / "x.h5")
     assert str(caught.value).startswith(

@@ -3,6 +3,7 @@ rebuilding by telling again (evocamp.loop.state_cache), on real HDF5 files."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 
@@ -113,10 +114,12 @@ def test_light_states_continue_bitwise_from_the_cache_and_when_rebuilt(tmp_path,
         assert handle.attrs["light_previous"] == "state_000005.h5"
     cached = sorted(run_cache(last.parent).iterdir())
     assert [p.name for p in cached] == ["state_000006.pickle"]
-    token, state = pickle.loads(cached[0].read_bytes())
+    with open(cached[0], "rb") as stream:
+        identity, _ = pickle.load(stream)
+        state = pickle.load(stream)
     assert state.generation == 6 and state.optimizer is not None
-    with h5py.File(last, "r") as handle:
-        assert handle.attrs["light_token"] == token
+    status = last.stat()
+    assert identity == (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
     expected = final_bytes(tmp_path, in_memory(spec, 6), "memory")
     assert final_bytes(tmp_path, read_full_state(last), "from_cache") == expected
     forget_run(last.parent)
@@ -125,15 +128,23 @@ def test_light_states_continue_bitwise_from_the_cache_and_when_rebuilt(tmp_path,
 
 
 def test_stale_cache_entries_are_not_used(tmp_path, cache):
-    """A cached state whose token differs from the light state's (e.g. left by a
-    job whose light state was then recomputed) is ignored: the state is rebuilt."""
+    """A cached state is the full state of one file (its identity: device, inode, size,
+    modification time); a light state written again (e.g. by a rerun of its tell on
+    another node) is another file, whose full state is rebuilt, not taken from the
+    cache."""
     spec = spec_of("cmame")
     last = run_shard_mode(tmp_path / "run", spec, 4)
     expected = final_bytes(tmp_path, in_memory(spec, 4), "memory")
     (cached,) = run_cache(last.parent).iterdir()
+    with open(cached, "rb") as stream:
+        header = pickle.load(stream)
     # A full state of generation 4 of another seed: were it used, the results would differ.
     other = in_memory(dict(spec, seed=6, master_seed=spec["master_seed"] + 1), 4)
-    cached.write_bytes(pickle.dumps(("0" * 16, other)))
+    cached.write_bytes(pickle.dumps(header) + pickle.dumps(other))
+    assert final_bytes(tmp_path, read_full_state(last), "cached") != expected
+    copy = last.with_suffix(".copy")
+    copy.write_bytes(last.read_bytes())
+    os.replace(copy, last)
     assert final_bytes(tmp_path, read_full_state(last), "rebuilt") == expected
 
 
@@ -160,7 +171,7 @@ def test_a_kept_state_is_read_from_the_cache_by_the_next_tell(tmp_path, cache):
     spec = spec_of("cmame")
     folder = tmp_path / "run"
     kept = run_shard_mode(folder, spec, KEEP_EVERY)
-    assert [p.name for p in run_cache(kept.parent).iterdir()] == ["whole.pickle"]
+    assert [p.name for p in run_cache(kept.parent).iterdir()] == ["state_000010.pickle"]
     expected = final_bytes(tmp_path, in_memory(spec, KEEP_EVERY), "memory")
     status = kept.stat()
     kept.write_bytes(b"\0" * status.st_size)  # unreadable on disk, same identity
@@ -172,6 +183,15 @@ def test_a_kept_state_is_read_from_the_cache_by_the_next_tell(tmp_path, cache):
     kept.write_bytes(b"\0" * kept.stat().st_size)
     with pytest.raises(CorruptFileError):
         read_full_state(kept)
+
+
+def test_a_run_started_again_forgets_what_the_cache_holds(tmp_path, cache):
+    """``evocamp init`` of a run (a new start in the same folder, e.g. after its results
+    were deleted) removes the cache entries an earlier run there left."""
+    last = run_shard_mode(tmp_path / "run", spec_of("cmame"), 2)
+    assert run_cache(last.parent).exists()
+    main(["init", "--spec", json.dumps(spec_of("oes")), "--output", str(last.parent / "s.h5")])
+    assert not run_cache(last.parent).exists()
 
 
 def test_without_a_cache_states_are_written_whole(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
-from evocamp.files.checkpoint import open_batch, read_state, with_stored_elites, write_state
+from evocamp.files.checkpoint import read_state, with_stored_elites, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -37,7 +37,7 @@ from evocamp.loop.state_cache import (
     forget_run,
     keep_whole,
     read_full_state,
-    with_cached_elites,
+    shard_batch,
     write_told_state,
 )
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
@@ -62,6 +62,7 @@ def init_step(*, spec: dict, output: str | Path) -> None:
     """Create a run's optimizer and write its generation-0 checkpoint (an asynchronous
     run's holds a proposal for every slot)."""
     state = initialise_asynchronous(spec) if asynchronous_settings(spec) else initialise(spec)
+    forget_run(Path(output).parent)  # nothing cached for an earlier run in this folder
     write_state(output, state)
     log(
         f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
@@ -70,10 +71,10 @@ def init_step(*, spec: dict, output: str | Path) -> None:
 
 
 def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
-    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice;
-    a compact batch's parents from the node-local cache when it holds them)."""
-    with open_batch(state) as (spec, generation, batch, seeds, numerics):
-        batch = with_cached_elites(batch, state=state, generation=generation - 1)
+    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
+    from the node-local cache when the tell that wrote the checkpoint ran on this node,
+    :func:`~evocamp.loop.state_cache.shard_batch`)."""
+    with shard_batch(state) as (spec, generation, batch, seeds, numerics):
         result = evaluate_shard(
             spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
         )

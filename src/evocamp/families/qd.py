@@ -1231,6 +1231,24 @@ class QDOptimizer:
         if self.surrogate:
             self.seconds["fit_seconds"] = time.perf_counter() - started
 
+    def asked_solutions(self) -> np.ndarray | None:
+        """The solutions of the compact batch asked and not yet told, while held (from
+        ``ask`` to ``tell``; ``None`` for a plain batch and after a restore from a
+        checkpoint, which holds the batch compact). The node-local state cache keeps
+        them for the shards and the next tell on the node."""
+        if self.pending is None:
+            return None
+        return self.scheduler._cur_solutions
+
+    def restore_asked_solutions(self, solutions: np.ndarray) -> None:
+        """Give an optimizer restored without its compact batch's solutions those
+        solutions (:meth:`asked_solutions` of the optimizer that asked them, kept in
+        the node-local cache), so that ``tell`` regenerates none."""
+        if self.pending is None or self.scheduler._cur_solutions is not None:
+            return
+        self.scheduler._cur_solutions = solutions
+        _give_strategies_their_rows(self.scheduler, self.pending)
+
     def __getstate__(self) -> dict:
         """Pickled without the solutions of a compact batch (``tell`` regenerates
         them; a separable CMA-ES keeps its own copy, left out too): a checkpoint holds

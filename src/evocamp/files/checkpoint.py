@@ -116,12 +116,11 @@ class StoredElites:
     delta chain, :func:`~evocamp.files.kept_archive.elite_rows`); a light one holds in
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
-    for are read. ``token`` is a light state's ``light_token`` (``None`` for a whole one).
+    for are read.
     """
 
-    def __init__(self, path: str | Path, *, token: str | None = None) -> None:
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.token = token
 
     def __getitem__(self, cells) -> np.ndarray:
         cells = np.asarray(cells, dtype=np.int64)
@@ -159,15 +158,13 @@ class StoredElites:
         )
 
 
-def with_stored_elites(
-    batch: dict, *, spec: dict, path: str | Path, token: str | None = None
-) -> dict:
-    """A batch read from the state file ``path`` (``token``: its ``light_token``), with
+def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
+    """A batch read from the state file ``path``, with
     the elites its parents are (:class:`StoredElites`) when its format names parents
     by their cells."""
     if not batch_format(spec).reads_elites:
         return batch
-    return {**batch, ELITES: StoredElites(path, token=token)}
+    return {**batch, ELITES: StoredElites(path)}
 
 
 def is_light(handle: h5py.File) -> bool:
@@ -258,10 +255,7 @@ def open_batch(path: str | Path):
     with open_for_reading(path, what="checkpoint") as handle:
         spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"]) + 1
-        token = handle.attrs.get("light_token")
-        batch = with_stored_elites(
-            stored_batch(handle, lazy=True), spec=spec, path=path, token=token
-        )
+        batch = with_stored_elites(stored_batch(handle, lazy=True), spec=spec, path=path)
         yield spec, generation, batch, next_seeds(handle), stored_numerics(handle)
 
 

@@ -72,22 +72,24 @@ def write_shard(path: str | Path, result: ShardResult) -> None:
 def read_shard(path: str | Path) -> ShardResult:
     """Read a shard file."""
     with open_for_reading(path, what="shard") as handle:
+        attrs = dict(handle.attrs.items())  # each attribute read once
+        names = set(handle)
         return ShardResult(
-            generation=int(handle.attrs["generation"]),
-            shard=int(handle.attrs["shard"]),
-            start=int(handle.attrs["start"]),
-            stop=int(handle.attrs["stop"]),
+            generation=int(attrs["generation"]),
+            shard=int(attrs["shard"]),
+            start=int(attrs["start"]),
+            stop=int(attrs["stop"]),
             objective=handle["objective"][()],
             measures=handle["measures"][()],
             eval_seconds=handle["eval_seconds"][()],
-            extra={name: handle["extra"][name][()] for name in handle["extra"]},
-            solutions=handle["solutions"][()] if "solutions" in handle else None,
+            extra={name: data[()] for name, data in handle["extra"].items()},
+            solutions=handle["solutions"][()] if "solutions" in names else None,
             stats={
                 name.removeprefix("stat_"): float(value)
-                for name, value in handle.attrs.items()
+                for name, value in attrs.items()
                 if name.startswith("stat_")
             },
-            numerics=json.loads(handle.attrs["numerics"]) if "numerics" in handle.attrs else None,
-            status=handle["status"][()] if "status" in handle else None,
-            messages={int(k): v for k, v in json.loads(handle.attrs.get("messages", "{}")).items()},
+            numerics=json.loads(attrs["numerics"]) if "numerics" in attrs else None,
+            status=handle["status"][()] if "status" in names else None,
+            messages={int(k): v for k, v in json.loads(attrs.get("messages", "{}")).items()},
         )

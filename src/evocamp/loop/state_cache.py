@@ -8,13 +8,14 @@ on the shared filesystem every generation (CMA-ME with 15 emitters in 100 dimens
 writes a *light* state there instead: the run spec, the next batch and its seeds,
 the metrics window and the best solution (what shards and the next tell read), for a
 compact QD batch the elites its generation inserted (the next shards' parents), plus
-a random token, the state it was told from and its shard files. The full state goes
-to a node-local cache with the same token (a pickle of the whole state, in a private
-folder in memory: ``$XDG_RUNTIME_DIR`` or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names
-another folder, ``0`` turns it off), where the next tell job finds it; each run keeps
-one cached state. With a compact QD batch the tell also caches the next batch's parents
-there (:func:`with_cached_elites`: the shards on its node read them instead of the
-window's states).
+the state it was told from and its shard files. The full state goes to a node-local
+cache (a pickle of the whole state, in a private folder in memory: ``$XDG_RUNTIME_DIR``
+or ``/dev/shm``; ``EVOCAMP_STATE_CACHE`` names another folder, ``0`` turns it off),
+keyed by the light file's identity (device, inode, size, modification time), where the
+next tell job on the node finds it; each run keeps the entries of one state. With a
+compact batch whose solutions the optimizer holds (pyribs' rows of a compact QD batch)
+the tell caches them too (:func:`shard_batch`: the shards on its node read their rows
+there, not the state file or their parents; the next tell regenerates none).
 
 When the cache does not hold a light state's full state (another node, a reboot, a
 cleared cache), it is rebuilt from the last full state before it (the window's kept
@@ -25,18 +26,18 @@ generation is checked against the batch its light state stores.
 States of kept generations (every ``checkpoint_every``-th) and of the last
 generation are always written whole, so kept checkpoints and final states never
 depend on the cache. A kept generation's state is cached as well (before the last
-generation), keyed by its file's identity, so the next tell on the node does not read
-it back (with delta checkpoints, a chain of files).
+generation), so the next tell on the node does not read it back (with delta
+checkpoints, a chain of files), nor its shards their rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import pickle
-import secrets
 import sys
 from pathlib import Path
 
@@ -44,20 +45,18 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
-from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, optimizer_class
 from evocamp.files.checkpoint import (
-    StoredElites,
     holds_elites,
     light_attrs,
+    open_batch,
     read_state,
     write_state,
 )
 from evocamp.files.kept_archive import holds_cells
 from evocamp.files.shard import read_shard
-from evocamp.loop.engine import held_batch, tell
+from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
-from evocamp.model.protocol import ELITES
 from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
 
@@ -160,46 +159,55 @@ def write_told_state(
         write_state(output, state, full_every=full_every)
         forget_run(output.parent)
         if cache is not None and total is not None and state.generation < total:
-            _cache_whole(cache, output, state)
+            _cache(cache, output, state)
         return f"full state -> {output}"
-    token = secrets.token_hex(8)
-    cached = _cache_file(cache, state.generation)
-    elites = _elites_file(cache, state.generation)
-    try:
-        cache.mkdir(exist_ok=True)
-        with replaced_atomically(cached) as temporary, open(temporary, "wb") as stream:
-            pickle.dump((token, state), stream, protocol=pickle.HIGHEST_PROTOCOL)
-        _cache_parents(elites, state, token=token)
-    except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
-        write_state(output, state, full_every=full_every)
-        forget_run(output.parent)
-        return f"full state -> {output} (cache {cache}: {error})"
-    for other in cache.iterdir():
-        if other not in (cached, elites):
-            other.unlink(missing_ok=True)
     write_state(
         output,
         state,
         light=True,
         attrs={
-            "light_token": token,
             "light_previous": os.path.relpath(told_from, output.parent),
             "light_shards": json.dumps([os.path.relpath(p, output.parent) for p in shard_files]),
         },
     )
-    return f"light state -> {output}, full state cached in {cached}"
+    try:
+        _cache(cache, output, state, strict=True)
+    except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
+        write_state(output, state, full_every=full_every)
+        forget_run(output.parent)
+        return f"full state -> {output} (cache {cache}: {error})"
+    return f"light state -> {output}, full state cached in {cache}"
 
 
 def read_full_state(path: str | Path) -> RunState:
-    """Read a state whole: a whole state file as it is, a light one with its full state
-    from the cache or rebuilt (:func:`restore`)."""
-    cached = _cached_whole(Path(path))
+    """Read a state whole: from the node-local cache when it holds this very file's
+    full state, else a whole state file as it is, a light one rebuilt
+    (:func:`restore`)."""
+    cached = _cached(Path(path))
     if cached is not None:
         return cached
     state = read_state(path)
     if state.optimizer is not None:
         return state
     return restore(path)
+
+
+@contextlib.contextmanager
+def shard_batch(path: str | Path):
+    """Open a state file's next batch for a shard, as
+    :func:`~evocamp.files.checkpoint.open_batch` does (``(spec, generation, batch,
+    seeds, numerics)``): from the node-local cache when the tell that wrote ``path``
+    ran on this node and left the batch's solutions there (the shard reads its own
+    rows, and neither the state file nor the batch's parents), else from the file."""
+    held = _cached_rows(Path(path))
+    if held is not None:
+        header, rows = held
+        spec = json.loads(header["spec"])
+        batch = {"solutions": rows}
+        yield spec, header["generation"] + 1, batch, header["seeds"], header["numerics"]
+        return
+    with open_batch(path) as opened:
+        yield opened
 
 
 def keep_whole(
@@ -239,7 +247,7 @@ def restore(path: str | Path) -> RunState:
         if attrs is None:
             state = read_state(current)
             break
-        cached = _cached_state(current, attrs)
+        cached = _cached(current)
         if cached is not None:
             state = cached
             break
@@ -268,45 +276,6 @@ def _light_attrs(path: Path, *, wanted_by) -> dict | None:
         raise _unrebuildable(wanted_by, f"{path} cannot be read ({error})") from None
 
 
-def _cache_file(cache: Path, generation: int) -> Path:
-    return cache / f"state_{generation:06d}.pickle"
-
-
-def _elites_file(cache: Path, generation: int) -> Path:
-    return cache / f"elites_{generation:06d}.pickle"
-
-
-def _cache_parents(path: Path, state: RunState, *, token: str) -> None:
-    """Cache the elites the next batch's offspring are made from (a compact QD batch's
-    parents, :class:`~evocamp.base.sharding.ElitesAt`) for the shards on this node,
-    with the light state's token; nothing when the batch names no parents."""
-    held = held_batch(state).get(ELITES)
-    if not isinstance(held, ElitesAt):
-        return
-    with replaced_atomically(path) as temporary, open(temporary, "wb") as stream:
-        pickle.dump((token, held), stream, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def with_cached_elites(batch: dict, *, state: str | Path, generation: int) -> dict:
-    """A shard's batch read from the light state ``state`` (of ``generation``), its
-    parents' elites from
-    the node-local cache when the tell that wrote ``state`` ran on this node (one small
-    read instead of the window's states); else as it was (:class:`StoredElites`).
-    The shard checks every parent against the batch's digests either way."""
-    stored = batch.get(ELITES)
-    if not isinstance(stored, StoredElites) or stored.token is None:
-        return batch
-    cache = run_cache(Path(state).parent)
-    if cache is None:
-        return batch
-    try:
-        with open(_elites_file(cache, generation), "rb") as stream:
-            token, elites = pickle.load(stream)
-    except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
-        return batch
-    return {**batch, ELITES: elites} if token == stored.token else batch
-
-
 def _file_identity(path: Path) -> tuple[int, int, int, int]:
     """What tells one written file from any other at ``path``: device, inode, size and
     modification time (a rewritten or replaced file has another; a hard link, the kept
@@ -315,46 +284,94 @@ def _file_identity(path: Path) -> tuple[int, int, int, int]:
     return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
 
 
-def _whole_file(cache: Path) -> Path:
-    return cache / "whole.pickle"
+def _state_file(cache: Path, path: Path) -> Path:
+    return cache / f"{path.stem}.pickle"
 
 
-def _cache_whole(cache: Path, path: Path, state: RunState) -> None:
-    """Cache a whole state written mid-run (a kept generation's) for the next tell on
-    this node, which then does not read it back (with delta checkpoints: the chain back
-    to the last full archive); keyed by the file's identity. A failure is a miss."""
+def _rows_file(cache: Path, path: Path) -> Path:
+    return cache / f"{path.stem}.rows"
+
+
+def _cache(cache: Path, path: Path, state: RunState, *, strict: bool = False) -> None:
+    """Cache the state just written to ``path`` for the next jobs on this node, keyed by
+    the file's identity: its full state (a pickle, for the next tell, which then reads
+    neither the file nor, for a light one, the window's states) and, when the optimizer
+    holds its compact batch's solutions, those (for the shards, which then read their
+    rows and not the file, and for the next tell, which then regenerates none). Each
+    run keeps the entries of one state. A failure is a miss (raised when ``strict``:
+    a light state needs its entry)."""
+    identity = _file_identity(path)
+    kept = (_state_file(cache, path), _rows_file(cache, path))
     try:
         cache.mkdir(exist_ok=True)
-        entry = (
-            _file_identity(path),
-            json.dumps(state.spec, sort_keys=True),
-            pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),
-        )
-        with replaced_atomically(_whole_file(cache)) as temporary, open(temporary, "wb") as f:
-            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+        spec = json.dumps(state.spec, sort_keys=True)
+        with replaced_atomically(kept[0], durable=False) as temporary, open(temporary, "wb") as f:
+            pickle.dump((identity, spec), f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        asked = getattr(state.optimizer, "asked_solutions", None)
+        rows = asked() if callable(asked) else None
+        if rows is not None:
+            header = {
+                "identity": identity,
+                "spec": spec,
+                "generation": state.generation,
+                "seeds": np.asarray(state.next_seeds),
+                "numerics": state.numerics,
+            }
+            _write_rows(kept[1], header, rows)
     except (OSError, DiskFullError):
         forget_run(path.parent)
+        if strict:
+            raise
+        return
+    for other in cache.iterdir():
+        if other not in kept:
+            other.unlink(missing_ok=True)
 
 
-def _cached_whole(path: Path) -> RunState | None:
-    """The state of the whole state file ``path`` from the cache, when the cache holds
-    this very file's (:func:`_cache_whole`), else ``None``."""
+#: Bytes before a rows entry's header (its length) and the alignment of its rows.
+_ROWS_ALIGN = 64
+
+
+def _write_rows(path: Path, header: dict, rows: np.ndarray) -> None:
+    """A rows entry: the header's length (8 bytes), the pickled header (with the rows'
+    shape and their offset in the file) and the rows (float64, C order)."""
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    header = {**header, "shape": rows.shape}
+    length = len(pickle.dumps({**header, "offset": 0}, protocol=pickle.HIGHEST_PROTOCOL)) + 16
+    offset = -(-(8 + length) // _ROWS_ALIGN) * _ROWS_ALIGN
+    data = pickle.dumps({**header, "offset": offset}, protocol=pickle.HIGHEST_PROTOCOL)
+    with replaced_atomically(path, durable=False) as temporary, open(temporary, "wb") as stream:
+        stream.write(len(data).to_bytes(8, "little"))
+        stream.write(data)
+        stream.write(bytes(offset - 8 - len(data)))
+        stream.write(memoryview(rows).cast("B"))
+
+
+def _cached_rows(path: Path) -> tuple[dict, np.ndarray] | None:
+    """The header and the rows (mapped, read where indexed) of the rows entry of the
+    state file ``path``, when the cache holds this very file's (:func:`_cache`)."""
     cache = run_cache(path.parent)
-    if cache is None or not _whole_file(cache).exists():
+    if cache is None:
         return None
+    entry = _rows_file(cache, path)
     try:
-        with open(_whole_file(cache), "rb") as stream:
-            identity, spec, state = pickle.load(stream)
-        if identity != _file_identity(path):
+        with open(entry, "rb") as stream:
+            header = pickle.loads(stream.read(int.from_bytes(stream.read(8), "little")))
+        if header["identity"] != _file_identity(path):
             return None
-        optimizer_class(json.loads(spec))  # imports a plugin's module
-        return pickle.loads(state)
+        rows = np.memmap(
+            entry, dtype=np.float64, mode="r", offset=header["offset"], shape=header["shape"]
+        )
     except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return None
+    return header, rows
 
 
-def _cached_state(path: Path, attrs: dict) -> RunState | None:
-    """The cached full state of the light state ``path``, if the cache holds it.
+def _cached(path: Path) -> RunState | None:
+    """The full state of the state file ``path`` from the cache, when the cache holds
+    this very file's (:func:`_cache`), with its batch's solutions when held; else
+    ``None``.
 
     The cache is a private folder in memory, written by this user's tell jobs (a
     temporary file renamed when complete), so a plain pickle is safe and fast there.
@@ -363,12 +380,19 @@ def _cached_state(path: Path, attrs: dict) -> RunState | None:
     if cache is None:
         return None
     try:
-        with open(_cache_file(cache, int(attrs["generation"])), "rb") as stream:
-            optimizer_class(json.loads(attrs["run_spec"]))  # imports a plugin's module
-            token, state = pickle.load(stream)
+        with open(_state_file(cache, path), "rb") as stream:
+            identity, spec = pickle.load(stream)
+            if identity != _file_identity(path):
+                return None
+            optimizer_class(json.loads(spec))  # imports a plugin's module
+            state = pickle.load(stream)
     except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return None
-    return state if token == attrs["light_token"] else None
+    give = getattr(state.optimizer, "restore_asked_solutions", None)
+    held = _cached_rows(path) if callable(give) else None
+    if held is not None:
+        give(np.array(held[1]))
+    return state
 
 
 def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunState:
