@@ -14,16 +14,21 @@ mean bytes of a light state, the bytes of a whole state (a kept checkpoint), and
 bytes a shard reads (its state files' sizes are an upper bound; the HDF5 reads of its
 parents' rows are counted with ``/proc/self/io`` ``rchar``) and, with ``--block``
 (``--folder`` directly under a dedicated mount, as for ``footprint.py``), the bytes
-written to its block device per generation. Run it with
+written to its block device per generation. The shards run on the tells' node (they
+find what the tell left in the node-local state cache); ``--shards-elsewhere`` runs them
+as on another node (another cache folder). Run it with
 ``PYTHONPATH=<checkout>/src`` to measure another checkout (both steps keep their API).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +45,24 @@ def read_bytes() -> int:
         if line.startswith("rchar:"):
             return int(line.split()[1])
     return 0
+
+
+@contextlib.contextmanager
+def state_cache(folder: Path | None):
+    """Steps in this block use ``folder`` as their node-local state cache (``None``:
+    the one they would use anyway), as on another node."""
+    if folder is None:
+        yield
+        return
+    before = os.environ.get("EVOCAMP_STATE_CACHE")
+    os.environ["EVOCAMP_STATE_CACHE"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["EVOCAMP_STATE_CACHE"]
+        else:
+            os.environ["EVOCAMP_STATE_CACHE"] = before
 
 
 def plot(lines: Path, figure: Path) -> None:
@@ -89,6 +112,11 @@ def main() -> None:
     parser.add_argument(
         "--block", action="store_true", help="--folder's parent is a mount: count its writes"
     )
+    parser.add_argument(
+        "--shards-elsewhere",
+        action="store_true",
+        help="run the shards as on another node than the tells: with another state cache",
+    )
     args = parser.parse_args()
     if args.plot:
         plot(args.plot, args.figure)
@@ -116,6 +144,7 @@ def main() -> None:
     init_step(spec=spec, output=state)
     device = block_device(args.folder.parent) if args.block else None
     written = bytes_written(device) if device else 0
+    elsewhere = Path(tempfile.mkdtemp()) if args.shards_elsewhere else None
     evaluate, tell, light, whole, shard_read = [], [], [], [], []
     evaluate_cpu, tell_cpu = [], []
     for generation in range(1, args.generations + 1):
@@ -125,7 +154,8 @@ def main() -> None:
         for shard in range(args.shards):
             files.append(shard_folder / f"shard_{shard:04d}.h5")
             before, began, cpu = read_bytes(), time.perf_counter(), time.process_time()
-            evaluate_step(state=state, shard=shard, shards=args.shards, output=files[-1])
+            with state_cache(elsewhere):
+                evaluate_step(state=state, shard=shard, shards=args.shards, output=files[-1])
             evaluate.append(time.perf_counter() - began)
             evaluate_cpu.append(time.process_time() - cpu)
             shard_read.append(read_bytes() - before)
@@ -145,6 +175,7 @@ def main() -> None:
             {
                 "type": args.type,
                 "es": args.es,
+                "shards_elsewhere": args.shards_elsewhere,
                 "solution_dim": args.solution_dim,
                 "batch": args.batch,
                 "evaluate_s": statistics.median(evaluate),

@@ -243,6 +243,10 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
     evaluate_step(state=previous, shard=2, shards=3, output=tmp_path / "cached.h5")
     made, expected = read_shard(tmp_path / "cached.h5"), shard_results(memory, 3)[2]
     assert made.objective.tobytes() == expected.objective.tobytes()
+    (entry,) = (tmp_path / "cache").glob(f"*/{previous.stem}.rows")
+    os.truncate(entry, entry.stat().st_size - 8)  # a damaged entry is not used
+    with pytest.raises(CorruptFileError, match="is corrupt or truncated"):
+        evaluate_step(state=previous, shard=2, shards=3, output=tmp_path / "cached.h5")
     previous.write_bytes(content)  # the file again: another identity, the entry is not used
     with h5py.File(previous, "r+") as handle:
         del handle["inserted"]

@@ -348,9 +348,38 @@ def _write_rows(path: Path, header: dict, rows: np.ndarray) -> None:
         stream.write(memoryview(rows).cast("B"))
 
 
-def _cached_rows(path: Path) -> tuple[dict, np.ndarray] | None:
-    """The header and the rows (mapped, read where indexed) of the rows entry of the
-    state file ``path``, when the cache holds this very file's (:func:`_cache`)."""
+class _CachedRows:
+    """The rows of a rows entry, indexed as a whole batch's solutions: a slice is read
+    from the file when indexed (one ``pread``)."""
+
+    def __init__(self, path: Path, *, offset: int, shape: tuple[int, int]) -> None:
+        self.path = path
+        self.offset = offset
+        self.shape = shape
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: slice) -> np.ndarray:
+        start, stop, step = index.indices(self.shape[0])
+        if step != 1:
+            raise TypeError("cached rows support contiguous slices only")
+        rows = np.empty((max(stop - start, 0), self.shape[1]))
+        descriptor = os.open(self.path, os.O_RDONLY)
+        try:
+            read = os.preadv(
+                descriptor, [rows], self.offset + start * rows.itemsize * self.shape[1]
+            )
+        finally:
+            os.close(descriptor)
+        if read != rows.nbytes:
+            raise OSError(f"{self.path}: {read} of {rows.nbytes} bytes read")
+        return rows
+
+
+def _cached_rows(path: Path) -> tuple[dict, _CachedRows] | None:
+    """The header and the rows (read where indexed) of the rows entry of the state
+    file ``path``, when the cache holds this very file's (:func:`_cache`)."""
     cache = run_cache(path.parent)
     if cache is None:
         return None
@@ -358,14 +387,13 @@ def _cached_rows(path: Path) -> tuple[dict, np.ndarray] | None:
     try:
         with open(entry, "rb") as stream:
             header = pickle.loads(stream.read(int.from_bytes(stream.read(8), "little")))
-        if header["identity"] != _file_identity(path):
+            size = os.fstat(stream.fileno()).st_size
+        rows, dim = header["shape"]
+        if header["identity"] != _file_identity(path) or size != header["offset"] + 8 * rows * dim:
             return None
-        rows = np.memmap(
-            entry, dtype=np.float64, mode="r", offset=header["offset"], shape=header["shape"]
-        )
     except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return None
-    return header, rows
+    return header, _CachedRows(entry, offset=header["offset"], shape=header["shape"])
 
 
 def _cached(path: Path) -> RunState | None:
@@ -391,7 +419,7 @@ def _cached(path: Path) -> RunState | None:
     give = getattr(state.optimizer, "restore_asked_solutions", None)
     held = _cached_rows(path) if callable(give) else None
     if held is not None:
-        give(np.array(held[1]))
+        give(held[1][:])
     return state
 
 
