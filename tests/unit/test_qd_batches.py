@@ -274,10 +274,13 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
         assert "optimizer" in handle, "written whole after a light state without /inserted"
 
 
-@pytest.mark.parametrize("kind", ["cma_me", "cvt_cma_me", "cma_mae", "cvt_cma_mae"])
+@pytest.mark.parametrize(
+    "kind", ["cma_me", "cvt_cma_me", "cma_mae", "cvt_cma_mae", "density_descent"]
+)
 def test_separable_cma_es_batches_are_compact_without_bounds(kind):
-    """CMA-ME and CMA-MAE (whose result archive is not the one the emitters learn on:
-    no matter, they read no parents) with pyribs' separable CMA-ES and no bounds:
+    """CMA-ME, CMA-MAE and density descent (whose result archive is not the one the
+    emitters learn on, a density archive for the latter: no matter, they read no
+    parents) with pyribs' separable CMA-ES and no bounds:
     batches are compact (the ES's
     mean, scale and row states), every slice of 1, 3 and 7 shards is pyribs' own ask()
     byte for byte, and an optimizer pickled between ask and tell holds no copy of the
@@ -319,11 +322,13 @@ def test_separable_cma_es_batches_are_compact_without_bounds(kind):
     assert compact_emitters(bounded.scheduler) is None
 
 
-def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch):
-    """Shard mode with CVT-CMA-ME (separable CMA-ES, no bounds) and no node-local cache:
-    every tell rebuilds its state from the window's kept checkpoint and shard files,
-    whose batches are compact; every shard's results and the kept checkpoint's archive
-    are the in-memory run's, and no state holds the batch's solutions."""
+@pytest.mark.parametrize("kind", ["cvt_cma_me", "density_descent"])
+def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch, kind):
+    """Shard mode with CVT-CMA-ME or density descent (separable CMA-ES, no bounds) and no
+    node-local cache: every shard regenerates its rows and every tell rebuilds its state
+    from the window's kept checkpoint and shard files, whose batches are compact; every
+    shard's results and the kept checkpoint's archive are the in-memory run's, and no
+    state holds the batch's solutions."""
     from conftest import shard_results
 
     from evocamp.executors.steps import evaluate_step, tell_step
@@ -332,19 +337,20 @@ def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkey
     from evocamp.loop.state_cache import forget_run, read_full_state
 
     monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
-    algorithm = {"type": "cvt_cma_me", "es": "sep_cma_es", "emitters": 2, "batch_size": 6}
-    algorithm["archive"] = {"cells": 30, "cvt_samples": 2000}
+    algorithm = {"type": kind, "es": "sep_cma_es", "emitters": 2, "emitter_batch_size": 6}
+    if kind == "cvt_cma_me":
+        algorithm["archive"] = {"cells": 30, "cvt_samples": 2000}
     work, memory = shard_mode_start(tmp_path, algorithm, dim=40, every=3, seed=2)
     previous = work / "state_000000.h5"
     for generation in range(1, 6):
         expected = shard_results(memory, 3)
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        forget_run(work)  # the shards and the tell read the files alone
         for shard, path in enumerate(files):
             evaluate_step(state=previous, shard=shard, shards=3, output=path)
             made = read_shard(path)
             assert made.objective.tobytes() == expected[shard].objective.tobytes()
         output = work / f"state_{generation:06d}.h5"
-        forget_run(work)  # the tell rebuilds its state from the files
         tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
         memory = tell(memory, expected)
         with h5py.File(output, "r") as handle:

@@ -928,22 +928,23 @@ def compact_emitters(scheduler) -> list[int] | None:
     from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
     and whose evolution-strategy emitters use a separable CMA-ES without bounds
     (:func:`_sep_cma_es_kind`; these read no parents, so a separate result archive,
-    CMA-MAE's, is fine when all are), all with the same bounds, and the parents'
+    CMA-MAE's, or an archive without cells, density descent's, is fine when all are),
+    all with the same bounds, and the parents'
     samplers with the same ``x0`` (an evolution strategy's batch is drawn around its
     mean, whatever its ``x0`` was: ``initial_population: random`` starts each at its
     own); else ``None``."""
     from ribs import archives, schedulers
 
     archive = scheduler.archive
-    if (
-        type(scheduler) is not schedulers.Scheduler
-        or type(archive) not in (archives.GridArchive, archives.CVTArchive)
-        or archive.dtypes["solution"] != np.float64
-        or not scheduler.emitters
-    ):
+    if type(scheduler) is not schedulers.Scheduler or not scheduler.emitters:
         return None
     kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
-    if scheduler.result_archive is not archive and not _reads_no_parents(kinds):
+    samples_parents = (
+        type(archive) in (archives.GridArchive, archives.CVTArchive)
+        and archive.dtypes["solution"] == np.float64
+        and scheduler.result_archive is archive
+    )
+    if not samples_parents and not _reads_no_parents(kinds):
         return None
     first = scheduler.emitters[0]
     samplers = [
@@ -986,7 +987,7 @@ def compact_ask(scheduler, kinds: list[int]) -> tuple[np.ndarray, dict | None]:
     emitters = scheduler.emitters
     sampler = copy.deepcopy(archive._rng)
     empty = archive.empty
-    stride = _row_stride(archive.solution_dim)
+    stride = _row_stride(emitters[0].solution_dim)
     with _recording(emitters, stride=stride) as recorders:
         solutions = np.asarray(scheduler.ask(), dtype=np.float64)
     expected = [2 if kind == ISO_LINE_KIND else 1 for kind in kinds]
@@ -1068,18 +1069,20 @@ def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndar
     return np.asarray(objective, dtype=archive.dtypes["objective"]) > threshold
 
 
-def _told_solutions(archive, batch: dict, objective, measures) -> np.ndarray:
+def _told_solutions(archive, batch: dict, objective, measures, *, dim: int) -> np.ndarray:
     """A compact batch's solutions as a tell needs them: the rows the archive can
     insert (:func:`_insertable`) and every separable CMA-ES's rows (its tell ranks
     them all) regenerated, in runs of rows (a gap of rows whose noise costs less than
     a call is drawn too), the others NaN (pyribs' Gaussian and iso-line emitters learn
-    nothing from their solutions)."""
+    nothing from their solutions); ``dim``: the solutions' size."""
     batch = {**batch, ELITES: ArchiveElites(archive)}
-    strategy_rows = np.repeat(batch["emitter_kind"] == SEP_CMA_ES_KIND, batch["emitter_rows"])
-    rows = np.flatnonzero(_insertable(archive, objective, measures) | strategy_rows)
-    solutions = np.full((QDBatch.size(batch), archive.solution_dim), np.nan)
+    needed = np.repeat(batch["emitter_kind"] == SEP_CMA_ES_KIND, batch["emitter_rows"])
+    if not needed.all():  # of Gaussian and iso-line rows, those the archive can insert
+        needed |= _insertable(archive, objective, measures)
+    rows = np.flatnonzero(needed)
+    solutions = np.full((QDBatch.size(batch), dim), np.nan)
     if len(rows):
-        gap = max(1, _ROW_CALL_VALUES // max(archive.solution_dim, 1))
+        gap = max(1, _ROW_CALL_VALUES // max(dim, 1))
         breaks = np.flatnonzero(np.diff(rows) > gap) + 1
         for run in np.split(rows, breaks):
             first, last = int(run[0]), int(run[-1]) + 1
@@ -1210,7 +1213,11 @@ class QDOptimizer:
             # Restored from a checkpoint, which holds the batch in compact form only:
             # only the rows the archive can take are regenerated.
             scheduler._cur_solutions = _told_solutions(
-                scheduler.archive, self.pending, objective, measures
+                scheduler.archive,
+                self.pending,
+                objective,
+                measures,
+                dim=scheduler.emitters[0].solution_dim,
             )
             _give_strategies_their_rows(scheduler, self.pending)
         if failed is None:
