@@ -57,6 +57,7 @@ from evocamp.files.kept_archive import holds_cells
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
+from evocamp.model.protocol import ASKED
 from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
 
@@ -203,7 +204,7 @@ def shard_batch(path: str | Path):
     if held is not None:
         header, rows = held
         spec = json.loads(header["spec"])
-        batch = {"solutions": rows}
+        batch = {ASKED: rows}
         yield spec, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
     with open_batch(path) as opened:

@@ -54,6 +54,14 @@ from evocamp.model.runspec import is_plugin, optimizer_name, where
 #: sorted cell indices that returns their solutions. It is never stored with the batch.
 ELITES = "elites"
 
+#: The key under which whoever holds a compact batch may give the solutions its
+#: optimizer asked, every row (an object indexed with a slice of rows; the node-local
+#: state cache's, read where indexed): :class:`BatchFormat` then takes them instead of
+#: making them. It is never stored with the batch. An optimizer that holds them from
+#: ``ask`` to ``tell`` gives them by ``asked_solutions()`` (``None`` when it does not)
+#: and takes them back after a restore by ``restore_asked_solutions(solutions)``.
+ASKED = "asked"
+
 #: Methods every optimizer class has.
 REQUIRED_METHODS = ("ask", "tell")
 #: Methods of optimizer classes that run in asynchronous mode (``mode: async``).
@@ -138,8 +146,9 @@ class BatchFormat:
         )
 
     def elites_read(self, batch, start: int, stop: int) -> np.ndarray:
-        """The cells whose elites solutions ``start..stop-1`` are made from."""
-        if not self.reads_elites:
+        """The cells whose elites solutions ``start..stop-1`` are made from (none when
+        the batch holds its solutions, :data:`ASKED`)."""
+        if not self.reads_elites or ASKED in batch:
             return np.empty(0, dtype=np.int64)
         return np.asarray(self.compact.elites_read(batch, start, stop), dtype=np.int64)
 
@@ -147,16 +156,23 @@ class BatchFormat:
         """Solutions in a batch."""
         if self.compact is None:
             return len(batch["solutions"])
+        if ASKED in batch:
+            return len(batch[ASKED])
         return int(self.compact.size(batch))
 
     def materialise(self, batch, start: int, stop: int) -> tuple[np.ndarray, dict]:
         """Solutions ``start..stop-1`` as a float64 array, and the seconds spent making
         them (:data:`SHARD_STATS`: those the format reported, else the whole call as
-        ``propose_seconds``; nothing for a plain batch)."""
+        ``propose_seconds``; nothing for a plain batch). A compact batch's solutions
+        held under :data:`ASKED` are taken from there."""
         if self.compact is None:
             return np.asarray(batch["solutions"][start:stop], dtype=np.float64), {}
         began = time.perf_counter()
-        made = self.compact.solutions(batch, start, stop)
+        made = (
+            batch[ASKED][start:stop]
+            if ASKED in batch
+            else self.compact.solutions(batch, start, stop)
+        )
         timings = {"propose_seconds": time.perf_counter() - began}
         if isinstance(made, dict):
             reported = {name: float(made[name]) for name in SHARD_STATS if name in made}
