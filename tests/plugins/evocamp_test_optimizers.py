@@ -81,3 +81,19 @@ class OldStyleCompact:
 
     def tell(self, objective, measures, **extra):
         pass
+
+
+class HoldingOnePlusLambda(CompactOnePlusLambda):
+    """docs/plugins.md's compact (1+lambda)-ES holding its batch's solutions from ask to
+    tell (``asked_solutions``), for the node-local cache."""
+
+    def ask(self):
+        batch = super().ask()
+        self.asked = ParentAndNoise.solutions(batch, 0, self.lam)
+        return batch
+
+    def asked_solutions(self):
+        return self.asked
+
+    def restore_asked_solutions(self, solutions):
+        self.asked = solutions

@@ -3,6 +3,7 @@ names class, method, run, generation (and shard) whenever a user's method fails.
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -72,6 +73,39 @@ def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring
     assert state.generation == 4 and state.archive.stats.num_elites > 0
     again = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
     np.testing.assert_array_equal(formats.materialise(again.next_batch, 0, 6)[0], whole)
+
+
+def test_a_plugin_holding_its_asked_solutions_gives_them_to_the_shards_on_its_node(
+    tmp_path, monkeypatch
+):
+    """docs/plugins.md: an optimizer with a compact batch that holds its solutions
+    (``asked_solutions``) has them left in the node-local cache by the shard-mode tell;
+    a shard on that node reads its rows there (the state file zeroed on disk, its
+    identity kept), the rows its batch format makes."""
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.checkpoint import write_state
+    from evocamp.files.shard import read_shard
+    from evocamp.loop.state_cache import read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    config = validate_config(plugin_config("HoldingOnePlusLambda", lam=6, sigma=0.3))
+    spec = run_spec(config, algorithm="rs", domain="sphere", seed=0)
+    previous = tmp_path / "work" / "state_000000.h5"
+    write_state(previous, initialise(spec))
+    for generation in (1, 2):
+        files = [tmp_path / "work" / f"gen_{generation}" / f"shard_{s}.h5" for s in range(2)]
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=2, output=path)
+        output = tmp_path / "work" / f"state_{generation:06d}.h5"
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        previous = output
+    expected = [r.objective.tobytes() for r in shard_results(read_full_state(previous), 2)]
+    status = previous.stat()
+    previous.write_bytes(bytes(status.st_size))
+    os.utime(previous, ns=(status.st_atime_ns, status.st_mtime_ns))
+    for shard in range(2):
+        evaluate_step(state=previous, shard=shard, shards=2, output=tmp_path / f"s{shard}.h5")
+        assert read_shard(tmp_path / f"s{shard}.h5").objective.tobytes() == expected[shard]
 
 
 def test_a_failing_batch_format_is_named_with_the_shard():
