@@ -393,3 +393,62 @@ def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkey
     mine, theirs = rebuilt.archive.data(), memory.archive.data()
     assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
     assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
+
+
+@pytest.mark.parametrize("kind", ["ns_gaussian", "nslc_iso_line"])
+def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch, kind):
+    """Shard mode with novelty search (NS, NSLC) and no node-local cache: every shard
+    reads its parents, entries of the novelty archive, from the window's whole state
+    (``/optimizer/rows/archive``) and the light states' ``/inserted`` (the entries
+    each generation appended or replaced) and makes the in-memory run's results; every
+    tell rebuilds its state from the window's kept checkpoint and continues bit for
+    bit (archives, novelty archive, next batch); no state holds a batch's solutions."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.shard import read_shard
+    from evocamp.loop.engine import tell
+    from evocamp.loop.state_cache import forget_run, read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {**NOVELTY[kind], "emitters": 2, "emitter_batch_size": 6}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=8, every=3, seed=4)
+    previous = work / "state_000000.h5"
+    replaced = 0
+    for generation in range(1, 7):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        entries = len(memory.optimizer.parent_archive)
+        forget_run(work)  # the shards and the tell read the files alone
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=3, output=path)
+            made = read_shard(path)
+            assert made.objective.tobytes() == expected[shard].objective.tobytes()
+            assert made.measures.tobytes() == expected[shard].measures.tobytes()
+        output = work / f"state_{generation:06d}.h5"
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        replaced += int(np.sum(memory.optimizer.inserted < entries))
+        with h5py.File(output, "r") as handle:
+            assert "parents" in handle["next_batch"] and "solutions" not in handle["next_batch"]
+            if "optimizer" not in handle:
+                inserted = memory.optimizer.inserted
+                assert handle["inserted/index"][()].tolist() == inserted.tolist()
+                entries = ArchiveElites(memory.optimizer.parent_archive)[inserted]
+                assert handle["inserted/solution"][()].tobytes() == entries.tobytes()
+        previous = output
+    with h5py.File(work / "state_000003.h5", "r") as handle:
+        assert "optimizer" in handle and "archive/solution" in handle["optimizer/rows"]
+    forget_run(work)
+    rebuilt = read_full_state(previous)
+    for mine, theirs in (
+        (rebuilt.archive, memory.archive),
+        (rebuilt.optimizer.parent_archive, memory.optimizer.parent_archive),
+    ):
+        mine, theirs = mine.data(), theirs.data()
+        assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
+    # NS appends entries after the first generation's 12; NSLC here replaces them.
+    assert (len(memory.optimizer.parent_archive) > 12) == (kind == "ns_gaussian")
+    assert (replaced > 0) == (kind == "nslc_iso_line")
+    assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
+    assert rebuilt.next_batch["parents"].tobytes() == memory.next_batch["parents"].tobytes()
