@@ -711,7 +711,8 @@ def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int, *, str
 
 class QDBatch(CompactBatch):
     """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
-    their iso-line variants): per emitter its offspring count (``emitter_rows``), kind
+    their iso-line variants, novelty search: its parents are entries of its novelty
+    archive) and of separable CMA-ES emitters: per emitter its offspring count (``emitter_rows``), kind
     (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
     its random generator's state before every ``row_stride``-th offspring's noise
     (1 when absent) and after the last (``row_state``: a shard draws its own rows and
