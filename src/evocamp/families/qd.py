@@ -712,20 +712,20 @@ def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int, *, str
 class QDBatch(CompactBatch):
     """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
     their iso-line variants, novelty search: its parents are entries of its novelty
-    archive) and of separable CMA-ES emitters: per emitter its offspring count (``emitter_rows``), kind
-    (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
-    its random generator's state before every ``row_stride``-th offspring's noise
-    (1 when absent) and after the last (``row_state``: a shard draws its own rows and
-    at most ``row_stride - 1`` before them; an iso-line emitter's line noise starts
-    after the last); the cells of the
-    parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
-    ``2n``; -1 for ``x0`` while the archive was empty) with a digest of each
-    parent's solution (``parent_cells``, ``parent_sum``: a shard checks what it
-    read; ``parent_digest`` in batches written before), ``x0`` when used, and
-    ``bounds`` (lower and upper, one column when every parameter has the same). The
-    offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
-    parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
-    (a checkpoint written before compact QD batches, asynchronous proposals) is plain.
+    archive) and of separable CMA-ES emitters: per emitter its offspring count
+    (``emitter_rows``), kind (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line:
+    iso and line sigma) and its random generator's state before every ``row_stride``-th
+    offspring's noise (1 when absent) and after the last (``row_state``: a shard draws
+    its own rows and at most ``row_stride - 1`` before them; an iso-line emitter's line
+    noise starts after the last); the cells of the parents pyribs sampled (``parents``:
+    an emitter's ``n``, an iso-line emitter's ``2n``; -1 for ``x0`` while the archive
+    was empty) with a digest of each parent's solution (``parent_cells``,
+    ``parent_sum``: a shard checks what it read; ``parent_digest`` in batches written
+    before), ``x0`` when used, and ``bounds`` (lower and upper, one column when every
+    parameter has the same). The offspring are regenerated bit for bit as pyribs'
+    ``ask()`` made them; the parents' solutions come from ``batch[ELITES]``. A batch
+    ``{"solutions": ...}`` (a checkpoint written before compact QD batches, asynchronous
+    proposals) is plain.
     """
 
     @staticmethod
@@ -944,8 +944,10 @@ def compact_emitters(scheduler) -> list[int] | None:
         return None
     kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
     samples_parents = (
-        type(archive) in (archives.GridArchive, archives.CVTArchive)
-        and scheduler.result_archive is archive
+        (
+            type(archive) in (archives.GridArchive, archives.CVTArchive)
+            and scheduler.result_archive is archive
+        )
         or _is_novelty(archive)
     ) and archive.dtypes["solution"] == np.float64
     if not samples_parents and not _reads_no_parents(kinds):
