@@ -436,6 +436,8 @@ def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypa
                 assert handle["inserted/index"][()].tolist() == inserted.tolist()
                 entries = ArchiveElites(memory.optimizer.parent_archive)[inserted]
                 assert handle["inserted/solution"][()].tobytes() == entries.tobytes()
+            blob = handle["optimizer/pickle"][()].tobytes() if "optimizer" in handle else b""
+        assert not any(row.tobytes() in blob for row in memory.optimizer.asked_solutions())
         previous = output
     with h5py.File(work / "state_000003.h5", "r") as handle:
         assert "optimizer" in handle and "archive/solution" in handle["optimizer/rows"]
