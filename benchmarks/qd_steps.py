@@ -5,19 +5,21 @@
 Runs the step functions the ``init``, ``evaluate`` and ``tell`` jobs run (no Snakemake,
 no process start) in this process, for ``--generations`` generations of one
 CVT-MAP-Elites run (``--cells`` cells, one Gaussian emitter of ``--batch`` on the
-``--solution-dim``-d sphere; ``--type cvt_cma_me --es sep_cma_es``: one separable
-CMA-ES emitter instead) in ``--shards`` shards, its working files in
-``--folder`` (every ``--checkpoint-every``-th state whole, the others light, as a
-campaign writes them). Prints the median seconds of an evaluate and a tell step (wall
-and this process's CPU seconds: the CPU seconds depend less on other jobs' load), the
-mean bytes of a light state, the bytes of a whole state (a kept checkpoint), and the
-bytes a shard reads (its state files' sizes are an upper bound; the HDF5 reads of its
-parents' rows are counted with ``/proc/self/io`` ``rchar``) and, with ``--block``
+``--solution-dim``-d sphere; ``--type cvt_cma_me --es sep_cma_es``: one separable CMA-ES
+emitter instead; ``--type novelty_search [--local-competition]``: NS or NSLC, its run's
+archive the default grid, ``--novelty-threshold`` its archive's) in ``--shards`` shards,
+its working files in ``--folder`` (every ``--checkpoint-every``-th state whole, the
+others light, as a campaign writes them). Prints the median seconds of an evaluate and a
+tell step (wall and this process's CPU seconds: the CPU seconds depend less on other
+jobs' load), the mean bytes of a light state, the bytes of a whole state (a kept
+checkpoint), and the bytes a shard reads (its state files' sizes are an upper bound; the
+HDF5 reads of its parents' rows are counted with ``/proc/self/io`` ``rchar``), the bytes
+of the files (states and shard files) written per generation and, with ``--block``
 (``--folder`` directly under a dedicated mount, as for ``footprint.py``), the bytes
-written to its block device per generation. The shards run on the tells' node (they
-find what the tell left in the node-local state cache); ``--shards-elsewhere`` runs them
-as on another node (another cache folder). Run it with
-``PYTHONPATH=<checkout>/src`` to measure another checkout (both steps keep their API).
+written to its block device per generation. The shards run on the tells' node (they find
+what the tell left in the node-local state cache); ``--shards-elsewhere`` runs them as
+on another node (another cache folder). Run it with ``PYTHONPATH=<checkout>/src`` to
+measure another checkout (both steps keep their API).
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ def plot(lines: Path, figure: Path) -> None:
     fig.savefig(figure, dpi=120)
 
 
+def archive_keys(args: argparse.Namespace) -> dict:
+    """The ``archive`` keys of the run: a CVT type's ``--cells``; novelty search's
+    ``local_competition`` (its run's archive is the default grid)."""
+    if args.type == "novelty_search":
+        keys = {"local_competition": args.local_competition}
+        if args.novelty_threshold is not None:
+            keys["novelty_threshold"] = args.novelty_threshold
+        return keys
+    return {"cells": args.cells}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", type=Path, help="JSON lines of runs to plot instead")
@@ -107,7 +120,11 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--checkpoint-every", type=int, default=10)
-    parser.add_argument("--type", default="cvt_map_elites", help="a CVT QD type")
+    parser.add_argument("--type", default="cvt_map_elites", help="a CVT QD type, or novelty_search")
+    parser.add_argument("--local-competition", action="store_true", help="novelty search: NSLC")
+    parser.add_argument(
+        "--novelty-threshold", type=float, help="novelty search: its archive's threshold"
+    )
     parser.add_argument("--es", help="the evolution strategy of a CMA type (sep_cma_es)")
     parser.add_argument(
         "--block", action="store_true", help="--folder's parent is a mount: count its writes"
@@ -127,7 +144,7 @@ def main() -> None:
                 "cvt": {
                     "type": args.type,
                     "emitter_batch_size": args.batch,
-                    "archive": {"cells": args.cells},
+                    "archive": archive_keys(args),
                     **({"es": args.es, "emitters": 1} if args.es else {}),
                 }
             },
@@ -147,6 +164,7 @@ def main() -> None:
     elsewhere = Path(tempfile.mkdtemp()) if args.shards_elsewhere else None
     evaluate, tell, light, whole, shard_read = [], [], [], [], []
     evaluate_cpu, tell_cpu = [], []
+    files_bytes = 0
     for generation in range(1, args.generations + 1):
         shard_folder = args.folder / f"gen_{generation:06d}"
         shard_folder.mkdir()
@@ -167,6 +185,7 @@ def main() -> None:
         tell.append(time.perf_counter() - began)
         tell_cpu.append(time.process_time() - cpu)
         size = output.stat().st_size
+        files_bytes += size + sum(path.stat().st_size for path in files)
         (whole if generation % args.checkpoint_every == 0 else light).append(size)
         state = output
     written = (bytes_written(device) - written) if device else None
@@ -175,6 +194,8 @@ def main() -> None:
             {
                 "type": args.type,
                 "es": args.es,
+                "local_competition": args.local_competition,
+                "novelty_threshold": args.novelty_threshold,
                 "shards_elsewhere": args.shards_elsewhere,
                 "solution_dim": args.solution_dim,
                 "batch": args.batch,
@@ -187,6 +208,7 @@ def main() -> None:
                 "shard_read_MB": statistics.mean(shard_read) / 1e6,
                 "batch_MB": args.batch * args.solution_dim * 8 / 1e6,
                 "block_MB_per_generation": written / args.generations / 1e6 if device else None,
+                "files_MB_per_generation": files_bytes / args.generations / 1e6,
             }
         )
     )

@@ -21,6 +21,17 @@ from evocamp.families.qd import ArchiveElites, QDBatch, compact_emitters
 from evocamp.model.protocol import ELITES
 
 COMPACT_TYPES = ("map_elites", "map_elites_line", "cvt_map_elites", "cvt_map_elites_line")
+#: Novelty search (NS) and with local competition (NSLC), each with Gaussian and
+#: iso-line variation: parents sampled from its novelty archive.
+NOVELTY = {
+    f"{name}_{variation}": {
+        "type": "novelty_search",
+        "variation": variation,
+        "archive": {"local_competition": name == "nslc"},
+    }
+    for name in ("ns", "nslc")
+    for variation in ("gaussian", "iso_line")
+}
 
 
 def spec_of(algorithm: dict, *, dim: int = 5, bounds=None) -> dict:
@@ -63,20 +74,24 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
 
 
 def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
-    return QDBatch.solutions({**batch, ELITES: ArchiveElites(optimizer.archive)}, start, stop)
+    parents = ArchiveElites(optimizer.parent_archive)
+    return QDBatch.solutions({**batch, ELITES: parents}, start, stop)
 
 
-@pytest.mark.parametrize("kind", COMPACT_TYPES)
+@pytest.mark.parametrize("kind", COMPACT_TYPES + tuple(NOVELTY))
 @pytest.mark.parametrize("bounds", [None, [-1.0, 1.0]])
 def test_every_slice_is_what_pyribs_asks(kind, bounds):
-    """Five generations of two emitters (the first from x0, the next from an archive
-    filling up): every shard's slice for 1, 3 and 7 shards, and a slice across the two
-    emitters, equal pyribs' own ask() of the same scheduler byte for byte."""
-    algorithm = {"type": kind, "emitters": 2, "emitter_batch_size": 7}
+    """Five generations (novelty search: eight, its novelty archive filling and, with
+    local competition, replacing entries) of two emitters (the first from x0, the
+    next from an archive filling up): every shard's slice for 1, 3 and 7 shards, and a
+    slice across the two emitters, equal pyribs' own ask() of the same scheduler byte
+    for byte; the entries a novelty archive's tell changed are those noted."""
+    algorithm = {**NOVELTY.get(kind, {"type": kind}), "emitters": 2, "emitter_batch_size": 7}
     if kind.startswith("cvt"):
         algorithm["archive"] = {"cells": 20, "cvt_samples": 2000}
     optimizer = build_optimizer(spec_of(algorithm, bounds=bounds))
-    for generation in range(5):
+    replaced = 0
+    for generation in range(8 if kind in NOVELTY else 5):
         expected = np.asarray(copy.deepcopy(optimizer.scheduler).ask(), dtype=np.float64)
         batch = optimizer.ask()
         assert isinstance(batch, dict) and QDBatch.size(batch) == 14, generation
@@ -87,8 +102,19 @@ def test_every_slice_is_what_pyribs_asks(kind, bounds):
                 made = regenerated(optimizer, batch, start, stop)
                 assert made.tobytes() == expected[start:stop].tobytes(), (generation, shard)
         assert regenerated(optimizer, batch, 5, 9).tobytes() == expected[5:9].tobytes()
+        entries = copy.deepcopy(optimizer.parent_archive.data())
         optimizer.tell(*results_of(expected))
+        if kind in NOVELTY:
+            now = optimizer.parent_archive.data()
+            count = len(entries["index"])
+            changed = np.flatnonzero(
+                (now["solution"][:count] != entries["solution"]).any(axis=1)
+            ).tolist() + list(range(count, len(now["index"])))
+            assert optimizer.inserted.tolist() == changed, generation
+            replaced += int(np.sum(optimizer.inserted < count))
     assert len(optimizer.archive) > 1
+    if kind in NOVELTY:  # only local competition replaces (here: with Gaussian variation)
+        assert (replaced > 0) == (kind == "nslc_gaussian")
 
 
 @pytest.mark.parametrize(("dim", "stride"), [(5, 1), (700, 5), (5000, 1)])
@@ -190,9 +216,9 @@ def test_batches_with_blake2b_digests_are_still_checked():
 
 
 def test_other_qd_types_keep_plain_batches():
-    """Types whose emitters learn on another archive than the run's (novelty search) or
-    adapt a distribution (CMA-ME) keep their batches plain."""
-    for algorithm in ({"type": "novelty_search"}, {"type": "cma_me"}):
+    """Types whose emitters learn on an archive whose entries move (dominated novelty
+    search) or adapt a full covariance (CMA-ME) keep their batches plain."""
+    for algorithm in ({"type": "dominated_novelty_search"}, {"type": "cma_me"}):
         optimizer = build_optimizer(spec_of(algorithm))
         assert compact_emitters(optimizer.scheduler) is None
         assert isinstance(optimizer.ask(), np.ndarray)
@@ -367,3 +393,64 @@ def test_separable_cma_es_runs_the_shard_steps_from_files_alone(tmp_path, monkey
     mine, theirs = rebuilt.archive.data(), memory.archive.data()
     assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
     assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
+
+
+@pytest.mark.parametrize("kind", ["ns_gaussian", "nslc_iso_line"])
+def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypatch, kind):
+    """Shard mode with novelty search (NS, NSLC) and no node-local cache: every shard
+    reads its parents, entries of the novelty archive, from the window's whole state
+    (``/optimizer/rows/archive``) and the light states' ``/inserted`` (the entries
+    each generation appended or replaced) and makes the in-memory run's results; every
+    tell rebuilds its state from the window's kept checkpoint and continues bit for
+    bit (archives, novelty archive, next batch); no state holds a batch's solutions."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import evaluate_step, tell_step
+    from evocamp.files.shard import read_shard
+    from evocamp.loop.engine import tell
+    from evocamp.loop.state_cache import forget_run, read_full_state
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {**NOVELTY[kind], "emitters": 2, "emitter_batch_size": 6}
+    work, memory = shard_mode_start(tmp_path, algorithm, dim=8, every=3, seed=4)
+    previous = work / "state_000000.h5"
+    replaced = 0
+    for generation in range(1, 7):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        entries = len(memory.optimizer.parent_archive)
+        forget_run(work)  # the shards and the tell read the files alone
+        for shard, path in enumerate(files):
+            evaluate_step(state=previous, shard=shard, shards=3, output=path)
+            made = read_shard(path)
+            assert made.objective.tobytes() == expected[shard].objective.tobytes()
+            assert made.measures.tobytes() == expected[shard].measures.tobytes()
+        output = work / f"state_{generation:06d}.h5"
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        replaced += int(np.sum(memory.optimizer.inserted < entries))
+        with h5py.File(output, "r") as handle:
+            assert "parents" in handle["next_batch"] and "solutions" not in handle["next_batch"]
+            if "optimizer" not in handle:
+                inserted = memory.optimizer.inserted
+                assert handle["inserted/index"][()].tolist() == inserted.tolist()
+                entries = ArchiveElites(memory.optimizer.parent_archive)[inserted]
+                assert handle["inserted/solution"][()].tobytes() == entries.tobytes()
+            blob = handle["optimizer/pickle"][()].tobytes() if "optimizer" in handle else b""
+        assert not any(row.tobytes() in blob for row in memory.optimizer.asked_solutions())
+        previous = output
+    with h5py.File(work / "state_000003.h5", "r") as handle:
+        assert "optimizer" in handle and "archive/solution" in handle["optimizer/rows"]
+    forget_run(work)
+    rebuilt = read_full_state(previous)
+    for mine, theirs in (
+        (rebuilt.archive, memory.archive),
+        (rebuilt.optimizer.parent_archive, memory.optimizer.parent_archive),
+    ):
+        mine, theirs = mine.data(), theirs.data()
+        assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
+    # NS appends entries after the first generation's 12; NSLC here replaces them.
+    assert (len(memory.optimizer.parent_archive) > 12) == (kind == "ns_gaussian")
+    assert (replaced > 0) == (kind == "nslc_iso_line")
+    assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
+    assert rebuilt.next_batch["parents"].tobytes() == memory.next_batch["parents"].tobytes()

@@ -106,6 +106,14 @@ def owns_archive(spec: dict) -> bool:
     return algorithm_type(spec).recipe is not None
 
 
+def parents_in_own_archive(spec: dict) -> bool:
+    """Whether a QD run's emitters sample their parents from an archive of their own,
+    not from the run's (novelty search's novelty archive: a whole state holds its
+    entries in ``/optimizer/rows/archive``)."""
+    recipe = algorithm_type(spec).recipe
+    return recipe is not None and recipe.result_archive and not recipe.emitters_on_result
+
+
 def build_optimizer(spec: dict):
     """Create the seeded optimizer of a run spec.
 

@@ -711,20 +711,21 @@ def _overlaps(rows: np.ndarray, kinds: np.ndarray, start: int, stop: int, *, str
 
 class QDBatch(CompactBatch):
     """A compact batch of Gaussian and iso-line emitters (MAP-Elites, CVT-MAP-Elites and
-    their iso-line variants): per emitter its offspring count (``emitter_rows``), kind
-    (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line: iso and line sigma) and
-    its random generator's state before every ``row_stride``-th offspring's noise
-    (1 when absent) and after the last (``row_state``: a shard draws its own rows and
-    at most ``row_stride - 1`` before them; an iso-line emitter's line noise starts
-    after the last); the cells of the
-    parents pyribs sampled (``parents``: an emitter's ``n``, an iso-line emitter's
-    ``2n``; -1 for ``x0`` while the archive was empty) with a digest of each
-    parent's solution (``parent_cells``, ``parent_sum``: a shard checks what it
-    read; ``parent_digest`` in batches written before), ``x0`` when used, and
-    ``bounds`` (lower and upper, one column when every parameter has the same). The
-    offspring are regenerated bit for bit as pyribs' ``ask()`` made them; the
-    parents' solutions come from ``batch[ELITES]``. A batch ``{"solutions": ...}``
-    (a checkpoint written before compact QD batches, asynchronous proposals) is plain.
+    their iso-line variants, novelty search: its parents are entries of its novelty
+    archive) and of separable CMA-ES emitters: per emitter its offspring count
+    (``emitter_rows``), kind (``emitter_kind``), ``sigma`` (Gaussian: sigma; iso-line:
+    iso and line sigma) and its random generator's state before every ``row_stride``-th
+    offspring's noise (1 when absent) and after the last (``row_state``: a shard draws
+    its own rows and at most ``row_stride - 1`` before them; an iso-line emitter's line
+    noise starts after the last); the cells of the parents pyribs sampled (``parents``:
+    an emitter's ``n``, an iso-line emitter's ``2n``; -1 for ``x0`` while the archive
+    was empty) with a digest of each parent's solution (``parent_cells``,
+    ``parent_sum``: a shard checks what it read; ``parent_digest`` in batches written
+    before), ``x0`` when used, and ``bounds`` (lower and upper, one column when every
+    parameter has the same). The offspring are regenerated bit for bit as pyribs'
+    ``ask()`` made them; the parents' solutions come from ``batch[ELITES]``. A batch
+    ``{"solutions": ...}`` (a checkpoint written before compact QD batches, asynchronous
+    proposals) is plain.
     """
 
     @staticmethod
@@ -925,7 +926,10 @@ def _compact_kind(emitter, archive) -> int | None:
 def compact_emitters(scheduler) -> list[int] | None:
     """The ``emitter_kind`` of every emitter when the scheduler's batches can be compact:
     a standard scheduler whose Gaussian and iso-line emitters sample float64 parents
-    from the run's grid or CVT archive (the one checkpoints store), with scalar sigmas,
+    from the run's grid or CVT archive (the one checkpoints store) or from a novelty
+    archive (novelty search's :class:`ribs.archives.ProximityArchive`, whose entries
+    keep their indices: new ones are appended, local competition replaces in place;
+    its sampling is the grid's), with scalar sigmas,
     and whose evolution-strategy emitters use a separable CMA-ES without bounds
     (:func:`_sep_cma_es_kind`; these read no parents, so a separate result archive,
     CMA-MAE's, or an archive without cells, density descent's, is fine when all are),
@@ -940,10 +944,12 @@ def compact_emitters(scheduler) -> list[int] | None:
         return None
     kinds = [_compact_kind(emitter, archive) for emitter in scheduler.emitters]
     samples_parents = (
-        type(archive) in (archives.GridArchive, archives.CVTArchive)
-        and archive.dtypes["solution"] == np.float64
-        and scheduler.result_archive is archive
-    )
+        (
+            type(archive) in (archives.GridArchive, archives.CVTArchive)
+            and scheduler.result_archive is archive
+        )
+        or _is_novelty(archive)
+    ) and archive.dtypes["solution"] == np.float64
     if not samples_parents and not _reads_no_parents(kinds):
         return None
     first = scheduler.emitters[0]
@@ -1062,7 +1068,10 @@ def _same_bytes(first: np.ndarray, second: np.ndarray) -> bool:
 def _insertable(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
     """The rows of a batch a grid or CVT archive's ``add`` can insert: those whose
     objective exceeds their cell's threshold (``threshold_min`` for an empty cell), as
-    pyribs' add decides; it stores no other row's solution."""
+    pyribs' add decides; it stores no other row's solution. Every row for a novelty
+    archive (its scheduler adds every row to the run's archive too)."""
+    if _is_novelty(archive):
+        return np.ones(len(objective), dtype=bool)
     indices = archive.index_of(measures)
     occupied, data = archive._store.retrieve(indices, fields=["threshold"])
     threshold = np.where(occupied, data["threshold"], archive.threshold_min)
@@ -1135,9 +1144,32 @@ def _first_proposal(emitter, turn: int) -> np.ndarray:
     return np.asarray(emitter.ask()[:1], float)
 
 
-def inserted_cells(archive, objective: np.ndarray, measures: np.ndarray) -> np.ndarray:
+def _is_novelty(archive) -> bool:
+    """Whether ``archive`` is a novelty archive (:class:`ribs.archives.ProximityArchive`)."""
+    from ribs.archives import ProximityArchive
+
+    return type(archive) is ProximityArchive
+
+
+def _novelty_objectives(archive) -> np.ndarray | None:
+    """A novelty archive's objectives by entry (its entries are ``0..n-1``), before a
+    tell (:func:`inserted_cells` compares them); ``None`` for another archive."""
+    if not _is_novelty(archive):
+        return None
+    return archive._store.retrieve(np.arange(len(archive)), fields=["objective"])[1]["objective"]
+
+
+def inserted_cells(
+    archive, objective: np.ndarray, measures: np.ndarray, *, before: np.ndarray | None = None
+) -> np.ndarray:
     """The cells whose elite is now one of a batch's solutions (sorted): the cells a
-    tell of that batch changed."""
+    tell of that batch changed. For a novelty archive (``before``: its objectives by
+    entry before the tell, :func:`_novelty_objectives`) the entries it appended and
+    those local competition replaced (a replacement has a higher objective)."""
+    if before is not None:
+        now = _novelty_objectives(archive)
+        replaced = np.flatnonzero(now[: len(before)] != before)
+        return np.concatenate([replaced, np.arange(len(before), len(now))]).astype(np.int64)
     occupied, elites = archive.retrieve(measures)
     same = (
         occupied & (elites["objective"] == objective) & (elites["measures"] == measures).all(axis=1)
@@ -1209,6 +1241,7 @@ class QDOptimizer:
             objective = np.array(objective, dtype=np.float64)
             objective[failed] = _below(objective[~failed])
         restored = self.pending is not None and scheduler._cur_solutions is None
+        before = _novelty_objectives(scheduler.archive)
         if restored:
             # Restored from a checkpoint, which holds the batch in compact form only:
             # only the rows the archive can take are regenerated.
@@ -1231,7 +1264,7 @@ class QDOptimizer:
         kinds = compact_emitters(scheduler)
         if kinds is not None and not _reads_no_parents(kinds):
             self.inserted = inserted_cells(
-                scheduler.archive, np.asarray(objective), np.asarray(measures)
+                scheduler.archive, np.asarray(objective), np.asarray(measures), before=before
             )
             if restored and np.isnan(ArchiveElites(scheduler.archive)[self.inserted]).any():
                 raise RuntimeError("a row left out of a restored compact batch was inserted")
@@ -1293,6 +1326,12 @@ class QDOptimizer:
     def archive(self):
         """The archive whose elites are the run's result."""
         return self.scheduler.result_archive
+
+    @property
+    def parent_archive(self):
+        """The archive a compact batch's parents are sampled from and :attr:`inserted`
+        names cells of: the emitters' (the run's archive, or novelty search's)."""
+        return self.scheduler.archive
 
     def stats(self) -> dict:
         """``own_archive_size``: entries of the archive the emitters learn on, when it is

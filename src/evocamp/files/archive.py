@@ -54,9 +54,11 @@ def write_archive_group(
 
 
 def write_inserted_group(handle: h5py.File, archive, cells: np.ndarray) -> None:
-    """Store the elites of ``cells`` (sorted: those a light state's tell changed) in
-    ``/inserted`` (``index``, ``solution``): with the window's kept checkpoint they give
-    the elites a compact QD batch names by their cells."""
+    """Store the elites of ``cells`` (sorted: those a light state's tell changed) of
+    ``archive`` (the one parents are sampled from: the run's, or novelty search's novelty
+    archive, whose cells are its entries) in ``/inserted`` (``index``, ``solution``): with
+    the window's kept checkpoint they give the elites a compact QD batch names by their
+    cells."""
     group = handle.create_group("inserted")
     cells = np.asarray(cells, dtype=np.int64)
     write_dataset(group, "index", cells)

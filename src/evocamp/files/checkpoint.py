@@ -21,12 +21,16 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.algorithms import family_of
-from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.catalogue.factory import batch_format, optimizer_class, parents_in_own_archive
 from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.kept_archive import delta_base, elite_rows, is_delta, read_archive_table, rows_of
 from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
-from evocamp.files.optimizer_state import read_optimizer_group, write_optimizer_group
+from evocamp.files.optimizer_state import (
+    own_archive_rows,
+    read_optimizer_group,
+    write_optimizer_group,
+)
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
 from evocamp.model.protocol import ELITES
 from evocamp.model.runspec import run_label
@@ -80,7 +84,7 @@ def write_state(
         write_best_group(handle, state.best)
         inserted = getattr(state.optimizer, "inserted", None)
         if light and inserted is not None and state.archive is not None:
-            write_inserted_group(handle, state.archive, inserted)
+            write_inserted_group(handle, state.optimizer.parent_archive, inserted)
         if not light:
             write_optimizer_group(
                 handle,
@@ -116,11 +120,16 @@ class StoredElites:
     delta chain, :func:`~evocamp.files.kept_archive.elite_rows`); a light one holds in
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
-    for are read.
+    for are read. With ``own_archive`` (novelty search,
+    :func:`~evocamp.catalogue.factory.parents_in_own_archive`) the cells are entries of
+    the archive the emitters learn on, which a whole state holds in
+    ``/optimizer/rows/archive`` (:func:`~evocamp.files.optimizer_state.own_archive_rows`)
+    and a light one's ``/inserted`` as for the run's archive.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, own_archive: bool = False) -> None:
         self.path = Path(path)
+        self.own_archive = own_archive
 
     def __getitem__(self, cells) -> np.ndarray:
         cells = np.asarray(cells, dtype=np.int64)
@@ -135,8 +144,10 @@ class StoredElites:
                     raise self._missing(cells, f"{current} has no /inserted")
                 if not whole:
                     found.update(rows_of(group, wanted))
+                elif self.own_archive:
+                    found.update(own_archive_rows(handle, wanted))
                 previous = None if whole else handle.attrs.get("light_previous")
-            if whole:
+            if whole and not self.own_archive:
                 rows, current = elite_rows(current, wanted)
                 found.update(rows)
             if len(found) == len(cells) or previous is None:
@@ -164,7 +175,7 @@ def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
     by their cells."""
     if not batch_format(spec).reads_elites:
         return batch
-    return {**batch, ELITES: StoredElites(path)}
+    return {**batch, ELITES: StoredElites(path, own_archive=parents_in_own_archive(spec))}
 
 
 def is_light(handle: h5py.File) -> bool:

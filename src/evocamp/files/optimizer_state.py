@@ -27,6 +27,7 @@ from evocamp.files.kept_archive import (
     DeltaBase,
     changed_cells,
     learning_rows,
+    rows_of,
     write_learning_table,
 )
 from evocamp.files.legacy import wrapped_scheduler
@@ -66,6 +67,15 @@ def partial_arrays(optimizer, archive) -> dict[str, dict[str, tuple[np.ndarray, 
 
 #: The row key of a store's list of occupied cells (not one row per cell).
 LIST_KEY = "archive/occupied_list"
+
+
+def own_archive_rows(handle: h5py.File, cells: np.ndarray) -> dict[int, np.ndarray]:
+    """``{entry: solution}`` of those ``cells`` (sorted) that the archive a QD scheduler
+    learns on holds in a whole state (``/optimizer/rows/archive/solution``: novelty
+    search's entries, always in full), reading only their rows."""
+    rows = handle["optimizer/rows"]
+    group = {"index": rows["archive/solution.rows"], "solution": rows["archive/solution"]}
+    return rows_of(group, cells)
 
 
 def _learning_keys(optimizer, rows: dict) -> list[str]:

@@ -44,7 +44,8 @@ def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarra
 def held_batch(state: RunState, *, start: int = 0, stop: int | None = None) -> dict:
     """The state's next batch as its holder gives it to whoever makes solutions
     ``start..stop-1`` (all by default) from it: with the elites of the state's archive
-    they are made from (:data:`ELITES`, those cells only) when the batch names parents
+    they are made from (:data:`ELITES`, those cells only; novelty search's: of its
+    novelty archive, the optimizer's ``parent_archive``) when the batch names parents
     by their cells and does not hold them already (a state read without its archive
     holds :class:`~evocamp.files.checkpoint.StoredElites`)."""
     kind = batch_format(state.spec)
@@ -52,7 +53,8 @@ def held_batch(state: RunState, *, start: int = 0, stop: int | None = None) -> d
     cells = kind.elites_read(state.next_batch, start, stop)
     if not len(cells) or ELITES in state.next_batch:
         return state.next_batch
-    return {**state.next_batch, ELITES: ElitesAt(cells, ArchiveElites(state.archive)[cells])}
+    parents = getattr(state.optimizer, "parent_archive", state.archive)
+    return {**state.next_batch, ELITES: ElitesAt(cells, ArchiveElites(parents)[cells])}
 
 
 def optimizer_result(spec: dict, generation: int, optimizer) -> dict | None:
