@@ -137,7 +137,7 @@ class StoredElites:
         current = self.path
         while True:
             wanted = np.array([cell for cell in cells.tolist() if cell not in found])
-            with open_for_reading(current, what="checkpoint") as handle:
+            with open_for_reading(current, what="checkpoint", scattered=True) as handle:
                 whole = not is_light(handle)
                 group = None if whole else handle.get("inserted")
                 if not whole and group is None:

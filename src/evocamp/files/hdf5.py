@@ -8,6 +8,7 @@ The layout of each kind of file is documented in ``docs/hdf5-schema.md``;
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import h5py
@@ -48,8 +49,18 @@ def write_identity(handle: h5py.File, spec: dict, *, kind: str, generation: int)
         handle.attrs[key] = spec[key]
 
 
+def _opened(path: str | Path, *, scattered: bool) -> h5py.File:
+    """``path`` opened for reading; with ``scattered``, without HDF5's data sieve buffer
+    (which reads 64 kB around each row read from a contiguous dataset)."""
+    if not scattered:
+        return h5py.File(path, "r")
+    access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    access.set_sieve_buf_size(0)
+    return h5py.File(h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY, fapl=access))
+
+
 @contextlib.contextmanager
-def open_for_reading(path: str | Path, *, what: str):
+def open_for_reading(path: str | Path, *, what: str, scattered: bool = False):
     """Open an HDF5 file, turning any low-level failure into a :class:`CorruptFileError`.
 
     Parameters
@@ -58,9 +69,12 @@ def open_for_reading(path: str | Path, *, what: str):
         File to open.
     what : str
         What the file is, for the message (e.g. ``"checkpoint"``).
+    scattered : bool
+        The caller reads scattered rows (a shard's parents): only those rows are read,
+        not HDF5's 64 kB around each.
     """
     try:
-        handle = h5py.File(path, "r")
+        handle = _opened(path, scattered=scattered)
     except FileNotFoundError:
         raise
     except OSError as error:

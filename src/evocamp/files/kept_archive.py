@@ -265,7 +265,7 @@ def elite_rows(path: str | Path, cells: np.ndarray) -> tuple[dict[int, np.ndarra
     and then its last full archive. Also returns the last file read."""
     found: dict[int, np.ndarray] = {}
     remaining = np.asarray(cells, dtype=np.int64)
-    for current, handle in _chain(path):
+    for current, handle in _chain(path, scattered=True):
         whole = "archive" in handle
         group = handle["archive" if whole else DELTA]
         found.update(rows_of(group, remaining))
@@ -292,15 +292,16 @@ def rows_of(group: h5py.Group, cells: np.ndarray) -> dict[int, np.ndarray]:
     return dict(zip(cells[held].tolist(), rows, strict=True))
 
 
-def _chain(path: str | Path) -> Iterator[tuple[Path, h5py.File]]:
+def _chain(path: str | Path, *, scattered: bool = False) -> Iterator[tuple[Path, h5py.File]]:
     """The files of a delta chain, newest first, each open and checked (it exists and is
     the file the delta after it was written against); the caller stops at the first
     that holds what it needs (a full archive), or the chain is followed from each
-    delta to its base."""
+    delta to its base. ``scattered``: the caller reads scattered rows
+    (:func:`~evocamp.files.hdf5.open_for_reading`)."""
     current, wanted = Path(path), None
     while True:
         _check_exists(current, wanted)
-        with open_for_reading(current, what="checkpoint") as handle:
+        with open_for_reading(current, what="checkpoint", scattered=scattered) as handle:
             _check_link(handle, current, wanted)
             yield current, handle
             current, wanted = _link(handle, current)
