@@ -73,6 +73,20 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
     return work, initialise(spec)
 
 
+def shards_made_as(expected: list, *, state, files: list) -> None:
+    """Run the shard steps of the batch of the state file ``state`` into ``files`` (one
+    shard each) and check each shard's objectives and measures against ``expected``'s,
+    bit for bit."""
+    from evocamp.executors.steps import evaluate_step
+    from evocamp.files.shard import read_shard
+
+    for shard, path in enumerate(files):
+        evaluate_step(state=state, shard=shard, shards=len(files), output=path)
+        made = read_shard(path)
+        assert made.objective.tobytes() == expected[shard].objective.tobytes()
+        assert made.measures.tobytes() == expected[shard].measures.tobytes()
+
+
 def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
     parents = ArchiveElites(optimizer.parent_archive)
     return QDBatch.solutions({**batch, ELITES: parents}, start, stop)
@@ -246,11 +260,7 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
         expected = shard_results(memory, 3)
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
         forget_run(work)  # every shard reads from the files alone
-        for shard, path in enumerate(files):
-            evaluate_step(state=previous, shard=shard, shards=3, output=path)
-            made = read_shard(path)
-            assert made.objective.tobytes() == expected[shard].objective.tobytes()
-            assert made.measures.tobytes() == expected[shard].measures.tobytes()
+        shards_made_as(expected, state=previous, files=files)
         output = work / f"state_{generation:06d}.h5"
         tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
         memory = tell(memory, expected)
@@ -405,8 +415,7 @@ def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypa
     bit (archives, novelty archive, next batch); no state holds a batch's solutions."""
     from conftest import shard_results
 
-    from evocamp.executors.steps import evaluate_step, tell_step
-    from evocamp.files.shard import read_shard
+    from evocamp.executors.steps import tell_step
     from evocamp.loop.engine import tell
     from evocamp.loop.state_cache import forget_run, read_full_state
 
@@ -420,11 +429,7 @@ def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypa
         files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
         entries = len(memory.optimizer.parent_archive)
         forget_run(work)  # the shards and the tell read the files alone
-        for shard, path in enumerate(files):
-            evaluate_step(state=previous, shard=shard, shards=3, output=path)
-            made = read_shard(path)
-            assert made.objective.tobytes() == expected[shard].objective.tobytes()
-            assert made.measures.tobytes() == expected[shard].measures.tobytes()
+        shards_made_as(expected, state=previous, files=files)
         output = work / f"state_{generation:06d}.h5"
         tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
         memory = tell(memory, expected)
