@@ -5,6 +5,7 @@ returns, whatever the slice; checkpoints hold no copy of the solutions."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pickle
 
@@ -85,6 +86,30 @@ def shards_made_as(expected: list, *, state, files: list) -> None:
         made = read_shard(path)
         assert made.objective.tobytes() == expected[shard].objective.tobytes()
         assert made.measures.tobytes() == expected[shard].measures.tobytes()
+
+
+def told_from_files(work, memory, *, generations: int):
+    """Shard mode without the node-local cache (3 shards, 20 generations in all): after
+    each generation's shard steps (their results checked against the in-memory run's,
+    :func:`shards_made_as`) and tell step, yields the state file written and the
+    in-memory run told the same."""
+    from conftest import shard_results
+
+    from evocamp.executors.steps import tell_step
+    from evocamp.loop.engine import tell
+    from evocamp.loop.state_cache import forget_run
+
+    previous = work / "state_000000.h5"
+    for generation in range(1, generations + 1):
+        expected = shard_results(memory, 3)
+        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
+        forget_run(work)  # every shard reads from the files alone
+        shards_made_as(expected, state=previous, files=files)
+        output = work / f"state_{generation:06d}.h5"
+        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
+        memory = tell(memory, expected)
+        yield output, memory
+        previous = output
 
 
 def regenerated(optimizer, batch: dict, start: int, stop: int) -> np.ndarray:
@@ -249,25 +274,15 @@ def test_shards_read_their_parents_from_the_window_states(tmp_path, monkeypatch)
 
     from evocamp.executors.steps import evaluate_step, tell_step
     from evocamp.files.shard import read_shard, write_shard
-    from evocamp.loop.engine import tell
     from evocamp.loop.state_cache import forget_run, read_full_state
 
     monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
     algorithm = {"type": "map_elites_line", "emitters": 2, "batch_size": 6}
-    work, memory = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=1)
-    previous = work / "state_000000.h5"
-    for generation in range(1, 6):
-        expected = shard_results(memory, 3)
-        files = [work / f"gen_{generation}" / f"shard_{shard}.h5" for shard in range(3)]
-        forget_run(work)  # every shard reads from the files alone
-        shards_made_as(expected, state=previous, files=files)
-        output = work / f"state_{generation:06d}.h5"
-        tell_step(state=previous, shard_files=[str(p) for p in files], output=output, total=20)
-        memory = tell(memory, expected)
-        with h5py.File(output, "r") as handle:
+    work, start = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=1)
+    for previous, memory in told_from_files(work, start, generations=5):
+        with h5py.File(previous, "r") as handle:
             assert "optimizer" not in handle and "solutions" not in handle["next_batch"]
             assert handle["inserted/index"][()].tolist() == memory.optimizer.inserted.tolist()
-        previous = output
     # The tell cached its batch's solutions on this node: the next tell there starts
     # with them (pyribs' own rows, bit for bit: none regenerated) and a shard reads its
     # rows there, not the file (zeroed on disk with the same identity).
@@ -459,3 +474,40 @@ def test_novelty_search_runs_the_shard_steps_from_files_alone(tmp_path, monkeypa
     assert (replaced > 0) == (kind == "nslc_iso_line")
     assert rebuilt.next_batch["row_state"].tobytes() == memory.next_batch["row_state"].tobytes()
     assert rebuilt.next_batch["parents"].tobytes() == memory.next_batch["parents"].tobytes()
+
+
+def test_a_shard_elsewhere_opens_only_the_states_holding_its_parents(tmp_path, monkeypatch):
+    """A light state names, for each elite changed since the window's whole state, the
+    light state of the window that holds it now (its window): each named row is the
+    in-memory archive's elite, and a shard without the node-local cache reads its
+    parents from those states and the whole one only (the window's other light states
+    deleted: the shards still make exactly the in-memory run's results)."""
+    from conftest import shard_results
+
+    from evocamp.loop.state_cache import forget_run
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {"type": "map_elites", "emitters": 2, "batch_size": 6}
+    work, start = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=3)
+    *_, (previous, memory) = told_from_files(work, start, generations=7)
+    with h5py.File(previous, "r") as handle:
+        group = handle["inserted"]
+        cells, holders = group["window_cells"][()], group["window_holder"][()]
+        names, whole = json.loads(group.attrs["window_files"]), group.attrs["window_whole"]
+    assert names[0] == previous.name and whole == "state_000000.h5"
+    elites = ArchiveElites(memory.archive)[cells]
+    for cell, holder, elite in zip(cells.tolist(), holders.tolist(), elites, strict=True):
+        with h5py.File(work / names[holder], "r") as handle:
+            row = handle["inserted/index"][()].tolist().index(cell)
+            assert handle["inserted/solution"][row].tobytes() == elite.tobytes()
+    unnamed = [
+        path
+        for path in work.glob("state_0000*.h5")
+        if path.name not in names and path.name != whole
+    ]
+    assert unnamed, "every light state holds a changed elite: nothing to show"
+    for path in unnamed:
+        path.unlink()
+    forget_run(work)
+    again = [tmp_path / f"again_{shard}.h5" for shard in range(3)]
+    shards_made_as(shard_results(memory, 3), state=previous, files=again)

@@ -44,6 +44,7 @@ def write_state(
     light: bool = False,
     attrs: dict | None = None,
     full_every: int = 1,
+    window: dict | None = None,
 ) -> None:
     """Write a run state (checkpoint) atomically; durably (the folder fsynced too) but
     a light one, which a rerun of its tell recomputes bit for bit.
@@ -65,6 +66,9 @@ def write_state(
         as the cells changed since the kept checkpoint before it in the same folder
         when that one allows (:func:`~evocamp.files.kept_archive.delta_base`), with
         ``/archive_cells`` either way; 1 (and for working states): in full.
+    window : dict, optional
+        A light state's window (:func:`window_after`): which state holds each elite
+        changed since the window's whole state, stored with ``/inserted``.
     """
     with atomic_h5(path, durable=not light) as handle:
         write_identity(handle, state.spec, kind="state", generation=state.generation)
@@ -85,6 +89,8 @@ def write_state(
         inserted = getattr(state.optimizer, "inserted", None)
         if light and inserted is not None and state.archive is not None:
             write_inserted_group(handle, state.optimizer.parent_archive, inserted)
+            if window is not None:
+                _write_window(handle["inserted"], window)
         if not light:
             write_optimizer_group(
                 handle,
@@ -112,6 +118,53 @@ def holds_elites(path: str | Path) -> bool:
         return not is_light(handle) or "inserted" in handle
 
 
+def window_after(told_from: str | Path, *, output: str | Path, inserted) -> dict | None:
+    """The window of the light state ``output`` told from ``told_from``, whose tell
+    changed the elites of ``inserted``: for every cell changed since the window's whole
+    state (``cells``, sorted), which of the window's light states holds its elite now
+    (``holders``, indices into ``files``, paths relative to ``output``'s folder, the
+    first ``output`` itself), and the whole state holding the others (``whole``).
+    ``None`` after a light state without a window (written by an earlier version)."""
+    told_from, output = Path(told_from), Path(output)
+    with open_for_reading(told_from, what="checkpoint") as handle:
+        if not is_light(handle):
+            holder, whole = {}, told_from
+        else:
+            group = handle.get("inserted")
+            if group is None or "window_cells" not in group:
+                return None
+            files = [told_from.parent / name for name in json.loads(group.attrs["window_files"])]
+            holder = dict(
+                zip(
+                    group["window_cells"][()].tolist(),
+                    (files[index] for index in group["window_holder"][()].tolist()),
+                    strict=True,
+                )
+            )
+            whole = told_from.parent / str(group.attrs["window_whole"])
+    holder.update(dict.fromkeys(np.asarray(inserted, dtype=np.int64).tolist(), output))
+    named = {os.path.normpath(path) for path in holder.values()} - {os.path.normpath(output)}
+    paths = [os.path.normpath(output), *sorted(named)]
+    index = {path: position for position, path in enumerate(paths)}
+    cells = np.array(sorted(holder), dtype=np.int64)
+    return {
+        "cells": cells,
+        "holders": np.array(
+            [index[os.path.normpath(holder[cell])] for cell in cells.tolist()], dtype=np.int64
+        ),
+        "files": [os.path.relpath(path, output.parent) for path in paths],
+        "whole": os.path.relpath(whole, output.parent),
+    }
+
+
+def _write_window(group: h5py.Group, window: dict) -> None:
+    """Store a light state's window (:func:`window_after`) in its ``/inserted``."""
+    write_dataset(group, "window_cells", window["cells"])
+    write_dataset(group, "window_holder", window["holders"])
+    group.attrs["window_files"] = json.dumps(window["files"])
+    group.attrs["window_whole"] = window["whole"]
+
+
 class StoredElites:
     """The elites of a run's archive after a state's generation, read from disk by cell
     (:data:`~evocamp.model.protocol.ELITES` of a shard's batch).
@@ -133,6 +186,50 @@ class StoredElites:
 
     def __getitem__(self, cells) -> np.ndarray:
         cells = np.asarray(cells, dtype=np.int64)
+        found, current = self._through_window(cells) or self._through_chain(cells)
+        if len(found) < len(cells):
+            absent = next(cell for cell in cells.tolist() if cell not in found)
+            raise self._missing(cells, f"cell {absent} is empty in {current}")
+        return np.stack([found[cell] for cell in cells.tolist()])
+
+    def _through_window(self, cells: np.ndarray) -> tuple[dict, Path] | None:
+        """The rows of ``cells`` read from the states a light state's window names
+        (:func:`window_after`): only the states that hold one of them; ``None`` for a
+        whole state or a light one without a window."""
+        with open_for_reading(self.path, what="checkpoint", scattered=True) as handle:
+            group = handle.get("inserted") if is_light(handle) else None
+            if group is None or "window_cells" not in group:
+                return None
+            changed, holders = group["window_cells"][()], group["window_holder"][()]
+            holder = np.full(len(cells), -1, dtype=np.int64)
+            if len(changed):
+                position = np.minimum(np.searchsorted(changed, cells), len(changed) - 1)
+                held = changed[position] == cells
+                holder[held] = holders[position[held]]
+            files = json.loads(group.attrs["window_files"])
+            whole = Path(os.path.normpath(self.path.parent / str(group.attrs["window_whole"])))
+            found = rows_of(group, cells[holder == 0])
+        for index in sorted(set(holder.tolist()) - {-1, 0}):
+            path = Path(os.path.normpath(self.path.parent / files[index]))
+            with open_for_reading(path, what="checkpoint", scattered=True) as handle:
+                if "inserted" not in handle:
+                    raise self._missing(cells, f"{path} has no /inserted")
+                found.update(rows_of(handle["inserted"], cells[holder == index]))
+        rest = cells[holder == -1]
+        if len(rest):
+            found.update(self._whole_rows(whole, rest))
+        return found, whole
+
+    def _whole_rows(self, path: Path, cells: np.ndarray) -> dict[int, np.ndarray]:
+        """The rows of ``cells`` in the whole state ``path``."""
+        if self.own_archive:
+            with open_for_reading(path, what="checkpoint", scattered=True) as handle:
+                return own_archive_rows(handle, cells)
+        return elite_rows(path, cells)[0]
+
+    def _through_chain(self, cells: np.ndarray) -> tuple[dict, Path]:
+        """The rows of ``cells`` read from the state and each state before it, back to
+        the window's whole state (``light_previous``), until all are found."""
         found: dict[int, np.ndarray] = {}
         current = self.path
         while True:
@@ -151,12 +248,8 @@ class StoredElites:
                 rows, current = elite_rows(current, wanted)
                 found.update(rows)
             if len(found) == len(cells) or previous is None:
-                break
+                return found, current
             current = Path(os.path.normpath(current.parent / previous))
-        if len(found) < len(cells):
-            absent = next(cell for cell in cells.tolist() if cell not in found)
-            raise self._missing(cells, f"cell {absent} is empty in {current}")
-        return np.stack([found[cell] for cell in cells.tolist()])
 
     def _missing(self, cells, reason: str) -> CorruptFileError:
         with open_for_reading(self.path, what="checkpoint") as handle:

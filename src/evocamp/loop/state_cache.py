@@ -51,6 +51,7 @@ from evocamp.files.checkpoint import (
     light_attrs,
     open_batch,
     read_state,
+    window_after,
     write_state,
 )
 from evocamp.files.kept_archive import holds_cells
@@ -162,10 +163,14 @@ def write_told_state(
         if cache is not None and total is not None and state.generation < total:
             _cache(cache, output, state)
         return f"full state -> {output}"
+    inserted = getattr(state.optimizer, "inserted", None)
     write_state(
         output,
         state,
         light=True,
+        window=None
+        if inserted is None
+        else window_after(told_from, output=output, inserted=inserted),
         attrs={
             "light_previous": os.path.relpath(told_from, output.parent),
             "light_shards": json.dumps([os.path.relpath(p, output.parent) for p in shard_files]),
