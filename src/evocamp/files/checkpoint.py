@@ -216,16 +216,18 @@ class StoredElites:
                     raise self._missing(cells, f"{path} has no /inserted")
                 found.update(rows_of(handle["inserted"], cells[holder == index]))
         rest = cells[holder == -1]
-        if len(rest):
-            found.update(self._whole_rows(whole, rest))
-        return found, whole
+        if not len(rest):
+            return found, whole
+        rows, last = self._whole_rows(whole, rest)
+        return {**found, **rows}, last
 
-    def _whole_rows(self, path: Path, cells: np.ndarray) -> dict[int, np.ndarray]:
-        """The rows of ``cells`` in the whole state ``path``."""
+    def _whole_rows(self, path: Path, cells: np.ndarray) -> tuple[dict, Path]:
+        """The rows of ``cells`` in the whole state ``path``, and the last file read (a
+        delta checkpoint's chain is followed, :func:`~evocamp.files.kept_archive.elite_rows`)."""
         if self.own_archive:
             with open_for_reading(path, what="checkpoint", scattered=True) as handle:
-                return own_archive_rows(handle, cells)
-        return elite_rows(path, cells)[0]
+                return own_archive_rows(handle, cells), path
+        return elite_rows(path, cells)
 
     def _through_chain(self, cells: np.ndarray) -> tuple[dict, Path]:
         """The rows of ``cells`` read from the state and each state before it, back to
@@ -235,21 +237,17 @@ class StoredElites:
         while True:
             wanted = np.array([cell for cell in cells.tolist() if cell not in found])
             with open_for_reading(current, what="checkpoint", scattered=True) as handle:
-                whole = not is_light(handle)
-                group = None if whole else handle.get("inserted")
-                if not whole and group is None:
+                if not is_light(handle):
+                    break
+                if "inserted" not in handle:
                     raise self._missing(cells, f"{current} has no /inserted")
-                if not whole:
-                    found.update(rows_of(group, wanted))
-                elif self.own_archive:
-                    found.update(own_archive_rows(handle, wanted))
-                previous = None if whole else handle.attrs.get("light_previous")
-            if whole and not self.own_archive:
-                rows, current = elite_rows(current, wanted)
-                found.update(rows)
+                found.update(rows_of(handle["inserted"], wanted))
+                previous = handle.attrs.get("light_previous")
             if len(found) == len(cells) or previous is None:
                 return found, current
             current = Path(os.path.normpath(current.parent / previous))
+        rows, last = self._whole_rows(current, wanted)
+        return {**found, **rows}, last
 
     def _missing(self, cells, reason: str) -> CorruptFileError:
         with open_for_reading(self.path, what="checkpoint") as handle:
