@@ -159,9 +159,10 @@ def write_told_state(
     cache = run_cache(output.parent)
     if whole or cache is None:
         write_state(output, state, full_every=full_every)
-        forget_run(output.parent)
         if cache is not None and total is not None and state.generation < total:
-            _cache(cache, output, state)
+            _cache(cache, output, state)  # replaces every other entry of the run
+        else:
+            forget_run(output.parent)
         return f"full state -> {output}"
     inserted = getattr(state.optimizer, "inserted", None)
     write_state(
@@ -335,22 +336,25 @@ def _cache(cache: Path, path: Path, state: RunState, *, strict: bool = False) ->
             other.unlink(missing_ok=True)
 
 
-#: Bytes before a rows entry's header (its length) and the alignment of its rows.
+#: The alignment of a rows entry's rows.
 _ROWS_ALIGN = 64
+
+
+def _rows_offset(header_bytes: int) -> int:
+    """Where a rows entry's rows start: after the header's length (8 bytes) and the
+    header, aligned to :data:`_ROWS_ALIGN`."""
+    return -(-(8 + header_bytes) // _ROWS_ALIGN) * _ROWS_ALIGN
 
 
 def _write_rows(path: Path, header: dict, rows: np.ndarray) -> None:
     """A rows entry: the header's length (8 bytes), the pickled header (with the rows'
-    shape and their offset in the file) and the rows (float64, C order)."""
+    shape) and, at :func:`_rows_offset`, the rows (float64, C order)."""
     rows = np.ascontiguousarray(rows, dtype=np.float64)
-    header = {**header, "shape": rows.shape}
-    length = len(pickle.dumps({**header, "offset": 0}, protocol=pickle.HIGHEST_PROTOCOL)) + 16
-    offset = -(-(8 + length) // _ROWS_ALIGN) * _ROWS_ALIGN
-    data = pickle.dumps({**header, "offset": offset}, protocol=pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps({**header, "shape": rows.shape}, protocol=pickle.HIGHEST_PROTOCOL)
     with replaced_atomically(path, durable=False) as temporary, open(temporary, "wb") as stream:
         stream.write(len(data).to_bytes(8, "little"))
         stream.write(data)
-        stream.write(bytes(offset - 8 - len(data)))
+        stream.write(bytes(_rows_offset(len(data)) - 8 - len(data)))
         stream.write(memoryview(rows).cast("B"))
 
 
@@ -392,14 +396,15 @@ def _cached_rows(path: Path) -> tuple[dict, _CachedRows] | None:
     entry = _rows_file(cache, path)
     try:
         with open(entry, "rb") as stream:
-            header = pickle.loads(stream.read(int.from_bytes(stream.read(8), "little")))
+            length = int.from_bytes(stream.read(8), "little")
+            header = pickle.loads(stream.read(length))
             size = os.fstat(stream.fileno()).st_size
-        rows, dim = header["shape"]
-        if header["identity"] != _file_identity(path) or size != header["offset"] + 8 * rows * dim:
+        offset, (rows, dim) = _rows_offset(length), header["shape"]
+        if header["identity"] != _file_identity(path) or size != offset + 8 * rows * dim:
             return None
     except Exception:  # noqa: BLE001 - any unreadable cache entry is a miss
         return None
-    return header, _CachedRows(entry, offset=header["offset"], shape=header["shape"])
+    return header, _CachedRows(entry, offset=offset, shape=header["shape"])
 
 
 def _cached(path: Path) -> RunState | None:
