@@ -231,7 +231,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         ``objective``, ``measure_0, ...``, the extra fields, ``eval_seconds``,
         ``status`` (``ok``, ``failed``, ``crashed``, ``timed_out``: docs/failures.md;
         a failed evaluation's values are NaN), ``message`` (a failed evaluation's
-        message, else empty) and, for evolution strategies,
+        message, else empty), ``attempts`` (times it was evaluated: 1 + its retries;
+        absent from files of earlier versions) and, for evolution strategies,
         ``noise_seed``. Runs that keep no evaluations give no
         rows (``keep_evaluations``).
     """
@@ -261,6 +262,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
                 ],
                 dtype=object,
             )
+        if rows.attempts is not None:
+            columns["attempts"] = rows.attempts.astype(np.int64)
         if rows.noise_seed is not None:
             # Nullable: runs of other families have none, and float64 would round them.
             columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")

@@ -8,6 +8,7 @@ it, exactly as a user would fix their code and rerun.
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -27,8 +28,9 @@ def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=No
 
     Each line of the control file is ``<kind> <seed>`` or ``<kind> %<k>`` (every
     solution whose evaluation seed is a multiple of ``k``); kinds: ``raise``, ``nan``,
-    ``segfault`` (a real SIGSEGV), ``exit`` (``os._exit(3)``), ``hang`` (sleeps an hour),
-    and ``segfault_once`` (a SIGSEGV the first time a seed is evaluated, marked in
+    ``segfault`` (a real SIGSEGV), ``exit`` (``os._exit(3)``), ``sys_exit<code>``
+    (``sys.exit(code)``, 0 without one), ``hang`` (sleeps an hour), and
+    ``segfault_once`` (a SIGSEGV the first time a seed is evaluated, marked in
     ``marker_dir``: a transient crash).
     """
     lines = Path(control_file).read_text().split("\n") if Path(control_file).exists() else []
@@ -49,6 +51,8 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
         os.kill(os.getpid(), signal.SIGSEGV)
     if kind == "exit":
         os._exit(3)
+    if kind.startswith("sys_exit"):
+        sys.exit(int(kind.removeprefix("sys_exit") or 0))
     if kind == "hang":
         time.sleep(3600)
     if kind == "kill_parent":  # the process that runs the evaluation (a Dask worker) dies

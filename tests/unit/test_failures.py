@@ -70,6 +70,30 @@ def test_os_exit_names_its_solution(tmp_path):
     )
 
 
+def test_sys_exit_is_named_as_the_evaluation_exiting_and_not_retried(tmp_path):
+    """``sys.exit`` in an evaluation is a failure of the function (status ``failed``,
+    not retried: a function of the solution), named with its code; it was reported
+    as evocamp's own "exit status 70" and retried as a crash."""
+    state = plugin_state(tmp_path)
+    (tmp_path / "control").write_text(f"sys_exit {seed_at(state, 2)}")
+    assert failure(state) == (
+        "run me/d/seed0, generation 1, shard 0, solution 2: the evaluation function exited "
+        "(SystemExit(0)) instead of returning its results"
+    )
+    state = plugin_state(
+        tmp_path, evaluation={"on_failure": "retry", "retries": 2, "after_retries": "discard"}
+    )
+    (tmp_path / "control").write_text(f"sys_exit3 {seed_at(state, 6)}")
+    results = shard_results(state, 2)
+    assert results[0].status is None
+    assert results[1].status.tolist() == [0, 0, STATUS["failed"], 0]
+    assert results[1].messages == {
+        6: "run me/d/seed0, generation 1, shard 1, solution 6: the evaluation function "
+        "exited (SystemExit(3)) instead of returning its results"
+    }
+    assert results[1].attempts is None  # not retried
+
+
 def test_a_hang_is_killed_at_the_timeout(tmp_path):
     state = plugin_state(tmp_path, evaluation={"timeout": 0.3})
     (tmp_path / "control").write_text(f"hang {seed_at(state, 6)}")

@@ -61,6 +61,11 @@ class Completion:
         values are NaN), logged only when not 0.
     message : str
         A failed evaluation's message (logged with its status).
+    attempts : int
+        Times it was evaluated (``on_failure: retry``: 1 + its retries), logged only
+        when not 1.
+    failed_seconds : float
+        Seconds its failed attempts took (a timing), logged only when not 0.
     """
 
     evaluation: int
@@ -74,10 +79,16 @@ class Completion:
     numerics: dict | None = None
     status: int = 0
     message: str = ""
+    attempts: int = 1
+    failed_seconds: float = 0.0
 
     def to_json(self) -> str:
         """The log line (without its newline)."""
         status = {"status": int(self.status), "message": self.message} if self.status else {}
+        if self.attempts != 1:
+            status["attempts"] = int(self.attempts)
+        if self.failed_seconds:
+            status["failed_seconds"] = float(self.failed_seconds)
         return json.dumps(
             {
                 **status,
@@ -108,6 +119,8 @@ class Completion:
             stats={name: float(v) for name, v in record["stats"].items()},
             status=int(record.get("status", 0)),
             message=str(record.get("message", "")),
+            attempts=int(record.get("attempts", 1)),
+            failed_seconds=float(record.get("failed_seconds", 0.0)),
         )
 
 

@@ -178,6 +178,9 @@ class EvaluationRows:
         before evocamp recorded it.
     failures : dict of (int, int) to str
         The message of each failed evaluation, by (generation, index).
+    attempts : numpy.ndarray or None
+        uint32 (n,): times each solution was evaluated (``on_failure: retry``: 1 + its
+        retries); ``None`` in files written before evocamp recorded it.
     batch : dict of str to numpy.ndarray
         Per generation (axis 0, one entry per value of ``batch["generation"]``): what
         regenerates the solutions of a compact batch with the noise seeds (ES:
@@ -196,6 +199,7 @@ class EvaluationRows:
     batch: dict = field(default_factory=dict)
     status: np.ndarray | None = None
     failures: dict = field(default_factory=dict)
+    attempts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.generation)
@@ -224,6 +228,7 @@ class EvaluationRows:
             batch={name: values[in_batch] for name, values in self.batch.items()},
             status=None if self.status is None else self.status[keep],
             failures=_failures_of(self.failures, self.generation[keep], self.index[keep]),
+            attempts=None if self.attempts is None else self.attempts[keep],
         )
 
 
@@ -267,6 +272,7 @@ def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
         batch={n: np.concatenate([b.batch[n] for b in blocks]) for n in batch_names},
         status=joined("status"),
         failures={key: text for block in blocks for key, text in block.failures.items()},
+        attempts=joined("attempts"),
     )
     order = np.lexsort((rows.index, rows.generation))
     return _reordered(rows, order)
@@ -290,10 +296,13 @@ def _reordered(rows: EvaluationRows, order: np.ndarray) -> EvaluationRows:
         batch=batch,
         status=None if rows.status is None else rows.status[order],
         failures=rows.failures,
+        attempts=None if rows.attempts is None else rows.attempts[order],
     )
 
 
 _COLUMNS = ("generation", "index", "seed", "objective", "measures", "eval_seconds")
+#: Columns a file may lack (kept only when every block of rows has them).
+_OPTIONAL_COLUMNS = ("solution", "noise_seed", "status", "attempts")
 
 
 def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
@@ -303,7 +312,7 @@ def write_evaluations_group(parent: h5py.Group, rows: EvaluationRows) -> None:
     group.attrs["rows"] = len(rows)
     for name in _COLUMNS:
         write_dataset(group, name, getattr(rows, name))
-    for name in ("solution", "noise_seed", "status"):
+    for name in _OPTIONAL_COLUMNS:
         if getattr(rows, name) is not None:
             write_dataset(group, name, getattr(rows, name))
     extra = group.create_group("extra")
@@ -347,11 +356,9 @@ def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
     group = parent[GROUP]
     return EvaluationRows(
         **{name: group[name][()] for name in _COLUMNS},
+        **{name: group[name][()] if name in group else None for name in _OPTIONAL_COLUMNS},
         extra={name: data[()] for name, data in group["extra"].items()},
-        solution=group["solution"][()] if "solution" in group else None,
-        noise_seed=group["noise_seed"][()] if "noise_seed" in group else None,
         batch={name: data[()] for name, data in group["batch"].items()} if "batch" in group else {},
-        status=group["status"][()] if "status" in group else None,
         failures=read_failures(parent),
     )
 

@@ -16,6 +16,8 @@ from evocamp.files.hdf5 import SCHEMA_VERSION, atomic_h5, open_for_reading, writ
 STATUS = {"ok": 0, "failed": 1, "crashed": 2, "timed_out": 3}
 #: The names of :data:`STATUS`, by code.
 STATUS_NAMES = tuple(STATUS)
+#: The dtype of a solution's ``attempts`` (times it was evaluated, retries included).
+ATTEMPTS_DTYPE = np.uint32
 
 
 @dataclass
@@ -43,6 +45,10 @@ class ShardResult:
     status: np.ndarray | None = None
     #: The failure message of each failed solution, by its index in the batch.
     messages: dict = dataclasses.field(default_factory=dict)
+    #: Times each solution was evaluated (``None``: once each; a retry adds one).
+    attempts: np.ndarray | None = None
+    #: Seconds each solution's failed attempts took (``None``: none failed).
+    failed_seconds: np.ndarray | None = None
 
 
 def write_shard(path: str | Path, result: ShardResult) -> None:
@@ -67,6 +73,9 @@ def write_shard(path: str | Path, result: ShardResult) -> None:
         if result.status is not None:
             write_dataset(handle, "status", result.status)
             handle.attrs["messages"] = json.dumps({str(k): v for k, v in result.messages.items()})
+        for name in ("attempts", "failed_seconds"):
+            if getattr(result, name) is not None:
+                write_dataset(handle, name, getattr(result, name))
 
 
 def read_shard(path: str | Path) -> ShardResult:
@@ -92,4 +101,6 @@ def read_shard(path: str | Path) -> ShardResult:
             numerics=json.loads(attrs["numerics"]) if "numerics" in attrs else None,
             status=handle["status"][()] if "status" in names else None,
             messages={int(k): v for k, v in json.loads(attrs.get("messages", "{}")).items()},
+            attempts=handle["attempts"][()] if "attempts" in names else None,
+            failed_seconds=handle["failed_seconds"][()] if "failed_seconds" in names else None,
         )

@@ -37,6 +37,7 @@ from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
+from evocamp.files.shard import ATTEMPTS_DTYPE
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
@@ -196,6 +197,8 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         numerics=result.numerics,
         status=0 if result.status is None else int(result.status[0]),
         message=result.messages.get(entry.evaluation, ""),
+        attempts=1 if result.attempts is None else int(result.attempts[0]),
+        failed_seconds=0.0 if result.failed_seconds is None else float(result.failed_seconds[0]),
     )
 
 
@@ -414,6 +417,8 @@ class AsynchronousLoop:
                 if any(c.status for c in block)
                 else None
             ),
+            attempts=np.asarray([c.attempts for c in block], dtype=ATTEMPTS_DTYPE),
+            failed_seconds=float(sum(c.failed_seconds for c in block)),
         )
         self.block = []
 
@@ -462,6 +467,7 @@ def completion_rows(
         else None,
         status=np.asarray([c.status for c in completions], dtype=np.uint8),
         failures={(generation, c.evaluation): c.message for generation, c in told if c.status},
+        attempts=np.asarray([c.attempts for c in completions], dtype=ATTEMPTS_DTYPE),
     )
 
 

@@ -17,7 +17,7 @@ from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
 from evocamp.families.qd import ArchiveElites, build_passive_archive
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
-from evocamp.files.shard import ShardResult
+from evocamp.files.shard import ATTEMPTS_DTYPE, ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.loop.fold import (
     Evaluated,
@@ -179,6 +179,8 @@ def tell(
         shard_stats=results.shard_stats,
         workers=workers or results.shards,
         status=results.status,
+        attempts=results.attempts,
+        failed_seconds=results.failed_seconds,
     )
     return after
 
@@ -240,4 +242,7 @@ def evaluation_rows(
         batch=batch,
         status=(np.zeros(count, dtype=np.uint8) if results.status is None else results.status),
         failures={(generation, index): text for index, text in results.messages.items()},
+        attempts=(
+            np.ones(count, dtype=ATTEMPTS_DTYPE) if results.attempts is None else results.attempts
+        ),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import batch_format, load_evaluator
 from evocamp.domains import domain_group
-from evocamp.files.shard import STATUS, ShardResult
+from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
@@ -288,6 +288,10 @@ class _Outcome:
     size: int
     status: int = 0
     message: str = ""
+    #: Times the call was made (``on_failure: retry``: 1 + its retries).
+    attempts: int = 1
+    #: Seconds its failed attempts took (a retried crash, a timeout, a raise).
+    failed_seconds: float = 0.0
 
 
 class _ChunkEvaluator:
@@ -350,27 +354,32 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
     overruns; the policy decides what a failed call becomes (stop: it raises)."""
     calls = evaluator.calls
     outcomes: list[_Outcome] = []
-    attempts = 0
+    attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
     while len(outcomes) < len(calls):
         first = len(outcomes)
         limits = None
         if policy.timeout is not None:
             limits = [policy.timeout * call.size * evaluator.repeats for call in calls[first:]]
+        began = time.perf_counter()
         for result in supervised(
             lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
         ):
             k = len(outcomes)
+            now = time.perf_counter()
+            spent, began = now - began, now
             if isinstance(result, Ended):
-                attempts += 1
+                attempts, lost = attempts + 1, lost + spent
                 if attempts < policy.attempts():
                     _log_retry(calls[k], result, attempts, policy)
                     break
-                outcomes.append(_ended_outcome(calls[k], result, attempts, policy))
+                outcome = _ended_outcome(calls[k], result, attempts, policy)
             elif isinstance(result, EvaluationError):
-                outcomes.append(_failed_outcome(result, STATUS["failed"], calls[k].size, policy))
+                attempts, lost = attempts + 1, lost + spent
+                outcome = _failed_outcome(result, STATUS["failed"], calls[k].size, policy)
             else:
-                outcomes.append(result)
-            attempts = 0
+                attempts, outcome = attempts + 1, result
+            outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
+            attempts, lost = 0, 0.0
     return outcomes
 
 
@@ -432,12 +441,15 @@ def _shard_result(
     names = {"objective": (), "measures": (measure_dim(domain),)}
     names.update({name: () for name in stored_fields(spec)})
     merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
-    eval_seconds = np.zeros(count)
+    eval_seconds, failed_seconds = np.zeros(count), np.zeros(count)
     status = np.zeros(count, dtype=np.uint8)
+    attempts = np.ones(count, dtype=ATTEMPTS_DTYPE)
     messages = {}
     row = 0
     for outcome in outcomes:
         size = outcome.size
+        attempts[row : row + size] = outcome.attempts
+        failed_seconds[row : row + size] = outcome.failed_seconds / size
         if outcome.outputs is None:
             status[row : row + size] = outcome.status
             messages.update({start + row + i: outcome.message for i in range(size)})
@@ -460,6 +472,8 @@ def _shard_result(
         numerics=environment(domain_group(spec["domain_spec"])),
         status=status if status.any() else None,
         messages=messages,
+        attempts=attempts if (attempts > 1).any() else None,
+        failed_seconds=failed_seconds if failed_seconds.any() else None,
     )
 
 
@@ -468,11 +482,17 @@ def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
 
     It is never called again after a failure (it may be expensive or have side
     effects): the message names the call's solution, or its range of solutions.
+    ``sys.exit`` in it is such a failure too (not a crash of its process).
     """
+    hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
     try:
         return _as_outputs(evaluator(solutions, seeds, **(domain.get("params") or {})))
+    except SystemExit as error:
+        raise EvaluationError(
+            f"{call.whole()}: the evaluation function exited ({error!r}) instead of "
+            f"returning its results{hint}"
+        ) from None
     except Exception as error:  # noqa: BLE001 - user code may raise anything
-        hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
         raise EvaluationError(
             f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
             details="".join(traceback.format_exception(error)),
@@ -501,6 +521,10 @@ class GenerationResults:
     status: np.ndarray | None = None
     #: The failure message of each failed solution, by index.
     messages: dict = field(default_factory=dict)
+    #: Times each solution was evaluated (``None``: once each; retries add to it).
+    attempts: np.ndarray | None = None
+    #: Seconds spent in failed attempts (timeouts, crashes, raises), summed.
+    failed_seconds: float = 0.0
 
     def failed(self) -> np.ndarray | None:
         """Which solutions failed (``None``: none)."""
@@ -545,17 +569,24 @@ def combine_shards(
         },
         shards=len(ordered),
         numerics=environments,
-        status=_combined_status(ordered),
+        status=_combined(ordered, "status", 0, np.uint8),
         messages={index: text for r in ordered for index, text in r.messages.items()},
+        attempts=_combined(ordered, "attempts", 1, ATTEMPTS_DTYPE),
+        failed_seconds=float(
+            sum(r.failed_seconds.sum() for r in ordered if r.failed_seconds is not None)
+        ),
     )
 
 
-def _combined_status(ordered: list[ShardResult]) -> np.ndarray | None:
-    if all(r.status is None for r in ordered):
+def _combined(ordered: list[ShardResult], name: str, blank: int, dtype) -> np.ndarray | None:
+    """The shards' optional per-solution column ``name`` in index order (``blank`` for
+    the solutions of a shard without it), ``None`` when none has it."""
+    parts = [getattr(r, name) for r in ordered]
+    if all(part is None for part in parts):
         return None
     return np.concatenate(
         [
-            np.zeros(r.stop - r.start, dtype=np.uint8) if r.status is None else r.status
-            for r in ordered
+            np.full(r.stop - r.start, blank, dtype) if part is None else part
+            for r, part in zip(ordered, parts, strict=True)
         ]
     )

@@ -144,6 +144,8 @@ def close_generation(
     shard_stats: dict,
     workers: int,
     status: np.ndarray | None = None,
+    attempts: np.ndarray | None = None,
+    failed_seconds: float = 0.0,
 ) -> None:
     """Close the generation after the state's, once all its evaluations are folded:
     its metrics row, the metrics window, the tell step's provenance; ``state``
@@ -166,6 +168,11 @@ def close_generation(
         evaluations, when some failed (their objective values are NaN): counted in the
         ``failed``, ``timed_out`` and ``failed_total`` columns and checked against
         ``evaluation.max_failed_fraction``.
+    attempts : numpy.ndarray, optional
+        Times each was evaluated (``None``: once each): the ``attempts`` and
+        ``retries`` columns.
+    failed_seconds : float
+        Seconds spent in failed attempts (the ``failed_seconds`` column).
 
     Raises
     ------
@@ -182,7 +189,11 @@ def close_generation(
         generation,
         failures,
         batch=len(objective),
-        evaluations=int(previous_row["evaluations"]),
+        before=attempted(spec, previous_row),
+    )
+    retries = 0 if attempts is None else int(attempts.sum()) - len(objective)
+    failures.update(
+        attempts=len(objective) + retries, retries=retries, failed_seconds=failed_seconds
     )
     if status is not None:
         objective = objective[status == STATUS["ok"]]
@@ -221,6 +232,13 @@ def failure_counts(status: np.ndarray | None, previous_row) -> dict:
     }
 
 
+def attempted(spec: dict, row) -> int:
+    """Solutions the run had evaluated or failed to evaluate by the generation of
+    metrics ``row``: its ``evaluations`` (calls) over ``evaluation.repeats``, and its
+    ``failed_total``; a solution evaluated after retries counts once, as evaluated."""
+    return int(row["evaluations"]) // evaluation_repeats(spec) + int(row["failed_total"])
+
+
 def max_failed_fraction() -> float:
     """``evaluation.max_failed_fraction`` (it changes no result, so it is no part of
     the run spec: the workflow exports it as ``EVOCAMP_MAX_FAILED_FRACTION``)."""
@@ -228,16 +246,17 @@ def max_failed_fraction() -> float:
 
 
 def check_failed_fraction(
-    spec: dict, generation: int, failures: dict, *, batch: int, evaluations: int
+    spec: dict, generation: int, failures: dict, *, batch: int, before: int
 ) -> None:
     """Stop with one line when evaluations fail wholesale: more than
-    :func:`max_failed_fraction` of this generation's, or of the run's so far."""
+    :func:`max_failed_fraction` of this generation's ``batch``, or of the run's so far
+    (``before`` the generation, :func:`attempted`, and its batch)."""
     if not failures["failed"]:
         return
     limit = max_failed_fraction()
     for what, failed, total in (
         ("this generation's", failures["failed"], batch),
-        ("the run's", failures["failed_total"], evaluations + batch),
+        ("the run's", failures["failed_total"], before + batch),
     ):
         if failed > limit * total:
             raise EvaluationError(

@@ -37,6 +37,9 @@ METRIC_FIELDS = (
     ("failed", np.int64),
     ("timed_out", np.int64),
     ("failed_total", np.int64),
+    ("attempts", np.int64),
+    ("retries", np.int64),
+    ("failed_seconds", np.float64),
 )
 METRIC_DTYPE = np.dtype(list(METRIC_FIELDS))
 #: Metric columns an optimizer's ``stats()`` may fill.
@@ -45,7 +48,14 @@ OPTIMIZER_STATS = ("sigma", "fit_seconds", "propose_seconds", "own_archive_size"
 SHARD_STATS = ("fit_seconds", "propose_seconds")
 #: Columns measured in seconds (or derived from them): they differ between runs of the
 #: same campaign, every other column is reproducible.
-TIMING_COLUMNS = ("wall_seconds", "eval_seconds", "fit_seconds", "propose_seconds", "utilisation")
+TIMING_COLUMNS = (
+    "wall_seconds",
+    "eval_seconds",
+    "fit_seconds",
+    "propose_seconds",
+    "utilisation",
+    "failed_seconds",
+)
 FLOAT_FORMAT = "%.17g"
 
 
@@ -105,7 +115,8 @@ def metrics_row(
     ``utilisation`` is ``eval_seconds / (wall_seconds x workers)``, with ``workers`` the
     evaluations that could run at once (shards in shard mode, Dask workers in Dask mode);
     ``cqd_score`` as computed by the caller (NaN: none); ``failures`` the
-    ``failed``, ``timed_out`` and ``failed_total`` counts (0 when not given).
+    ``failed``, ``timed_out`` and ``failed_total`` counts, the ``attempts`` and
+    ``retries`` and the ``failed_seconds`` (0 when not given).
     """
     row = blank_metric_rows(1)
     row["generation"] = generation
@@ -123,6 +134,7 @@ def metrics_row(
         row["gen_obj_mean"] = objective.mean()
     row["best_objective"] = best_objective
     row["cqd_score"] = cqd_score
+    row["failed_seconds"] = 0.0
     for name, value in (failures or {}).items():
         row[name] = value
     for name, value in (shard_stats or {}).items():
