@@ -110,6 +110,50 @@ def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path):
         replay(spec, logged[:10], generations=3)
 
 
+def test_retried_and_failed_completions_are_counted_and_replayed(tmp_path):
+    """Asynchronous mode under retry (then discard): a transient crash is retried, a
+    raise is discarded; the metrics count every attempt, the retries and the failed
+    attempts' seconds as the synchronous loop does, the completion log keeps them,
+    and a replay from the log gives the same columns."""
+    config = merged(
+        FAST,
+        {
+            "domains": {
+                "ackley4": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:misbehaving_sphere",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 4,
+                    "bounds": [-1.0, 1.0],
+                    "measure_ranges": [[-1.0, 1.0], [-1.0, 1.0]],
+                    "params": {
+                        "control_file": str(tmp_path / "control"),
+                        "marker_dir": str(tmp_path),
+                    },
+                }
+            },
+            "evaluation": {"on_failure": "retry", "retries": 1, "after_retries": "discard"},
+        },
+    )
+    config["algorithms"] = {"rs": config["algorithms"]["rs"]}
+    (tmp_path / "control").write_text("segfault_once %3\nraise %5")
+    spec = run_spec(validate_config(config), algorithm="rs", domain="ackley4", seed=0)
+    state, logged = run_in_process(spec, until=3)
+    rows = state.metrics_window[1:]
+    crashed = len(list(tmp_path.glob("crashed-*")))
+    assert crashed and rows["retries"].sum() == crashed
+    assert (rows["attempts"] == 6 + rows["retries"]).all()
+    assert rows["failed"].sum() == sum(1 for c in logged if c.status) > 0
+    retried = rows["retries"] > 0
+    assert (rows["failed_seconds"][retried] > 0).all()
+    read = [Completion.from_json(c.to_json()) for c in logged]
+    assert [c.attempts for c in read] == [c.attempts for c in logged]
+    assert [c.failed_seconds for c in read] == [c.failed_seconds for c in logged]
+    again = replay(spec, read, generations=3).metrics_window[1:]
+    for name in ("attempts", "retries", "failed", "failed_seconds"):
+        assert again[name].tolist() == rows[name].tolist(), name
+
+
 #: Steady-state MAP-Elites (Gaussian and iso-line emitters) on the 6-d sphere.
 QD_ASYNC = {
     "campaign": "qd_async",

@@ -276,6 +276,89 @@ def test_max_failed_fraction_stops_a_run_that_fails_wholesale(tmp_path, monkeypa
     assert "evaluations failed, more than evaluation.max_failed_fraction (0.2)" in message
 
 
+def steady_run(tmp_path, monkeypatch, generations: list[tuple[int, float]]):
+    """The misbehaving plugin's MAP-Elites run (batch 8) under discard, told in this
+    process: in each generation ``(k, limit)`` its first k solutions raise, with
+    evaluation.max_failed_fraction ``limit``; the final state."""
+    from evocamp.loop.engine import tell
+
+    tmp_path.mkdir()
+    state = plugin_state(tmp_path, evaluation={"on_failure": "discard"})
+    for failing, limit in generations:
+        monkeypatch.setenv("EVOCAMP_MAX_FAILED_FRACTION", str(limit))
+        rules = "".join(f"raise {seed_at(state, index)}\n" for index in range(failing))
+        (tmp_path / "control").write_text(rules)
+        state = tell(state, shard_results(state, 2))
+    return state
+
+
+def test_max_failed_fraction_counts_every_evaluation_of_the_run(tmp_path, monkeypatch):
+    """The run-wide fraction is of every evaluation attempted (it was of the evaluated
+    ones and this batch: 3 failures of 8 in every generation stopped a run at 0.5 in
+    generation 4, "12 of the run's 23"). A steady rate under the limit runs on; one over
+    it stops in its first generation; a limit lowered on a run whose failures went
+    over it stops it with the run's count."""
+    state = steady_run(tmp_path / "under", monkeypatch, [(3, 0.5)] * 5)
+    rows = state.metrics_window
+    assert state.generation == 5 and rows["failed_total"][-1] == 15
+    assert rows["failed"][1:].tolist() == [3] * 5
+    with pytest.raises(EvaluationError) as raised:
+        steady_run(tmp_path / "over", monkeypatch, [(5, 0.5)])
+    assert str(raised.value) == (
+        "run me/d/seed0, generation 1: 5 of this generation's 8 evaluations failed, more "
+        "than evaluation.max_failed_fraction (0.5); each failure is named in the run's log"
+    )
+    with pytest.raises(EvaluationError) as raised:
+        steady_run(tmp_path / "lowered", monkeypatch, [(5, 0.8), (5, 0.8), (4, 0.5)])
+    assert str(raised.value) == (
+        "run me/d/seed0, generation 3: 14 of the run's 24 evaluations failed, more than "
+        "evaluation.max_failed_fraction (0.5); each failure is named in the run's log"
+    )
+
+
+def test_metrics_count_attempts_retries_and_the_seconds_failures_took(tmp_path):
+    """A hang killed at the timeout under discard, and under retry a transient crash
+    and a hang retried once: metrics count every attempt, the retries and the seconds
+    the failed attempts took (eval_seconds leaves them out), through real shard files;
+    the kept evaluations hold each solution's attempts."""
+    from evocamp.files.evaluations import EvaluationSettings, read_evaluations
+    from evocamp.files.evaluations import write_evaluations_file as write_rows
+    from evocamp.files.shard import read_shard, write_shard
+    from evocamp.loop.engine import tell
+
+    def told(state):
+        paths = [tmp_path / f"{state.spec['evaluation']['on_failure']}_{k}.h5" for k in (0, 1)]
+        for path, result in zip(paths, shard_results(state, 2), strict=True):
+            write_shard(path, result)
+        keep = EvaluationSettings(keep=True)
+        return tell(state, [read_shard(p) for p in paths], evaluation_settings=keep)
+
+    state = plugin_state(tmp_path, evaluation={"on_failure": "discard", "timeout": 0.3})
+    (tmp_path / "control").write_text(f"hang {seed_at(state, 5)}")
+    row = told(state).metrics_window[-1]
+    counts = ("failed", "timed_out", "attempts", "retries")
+    assert [int(row[name]) for name in counts] == [1, 1, 8, 0]
+    assert 0.3 <= row["failed_seconds"] < 3 and row["eval_seconds"] < 0.3
+    state = plugin_state(
+        tmp_path,
+        evaluation={
+            "on_failure": "retry",
+            "retries": 1,
+            "after_retries": "discard",
+            "timeout": 0.3,
+        },
+    )
+    rules = f"segfault_once {seed_at(state, 1)}\nhang {seed_at(state, 5)}"
+    (tmp_path / "control").write_text(rules)
+    after = told(state)
+    row = after.metrics_window[-1]
+    assert [int(row[name]) for name in counts] == [1, 1, 10, 2]
+    assert 0.6 <= row["failed_seconds"] < 5 and row["eval_seconds"] < 0.3
+    assert row["evaluations"] == 7
+    write_rows(tmp_path / "e.h5", after.evaluations, spec=after.spec)
+    assert read_evaluations(tmp_path / "e.h5").attempts.tolist() == [1, 2, 1, 1, 1, 2, 1, 1]
+
+
 def test_what_the_child_prints_reaches_the_log_once(tmp_path):
     """The supervised child's prints are flushed before it ends (os._exit does not),
     and the parent's pending output is flushed before the fork (never written twice)."""
