@@ -192,18 +192,29 @@ def plot_run_curves(rows: np.ndarray, *, title: str, stem: Path) -> None:
 
 
 def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> None:
-    """Generation wall time split into evaluation and overhead, and the utilisation
-    (time spent evaluating / (wall time x workers)) per generation."""
+    """Generation wall time split into evaluation, failed evaluations (when some
+    failed or were retried) and overhead, and the utilisation (time spent evaluating /
+    (wall time x workers)) per generation."""
     plt = pyplot()
     rows = rows[rows["generation"] > 0]
     wall = rows["wall_seconds"]
     evaluating = np.minimum(rows["eval_seconds"] / workers, wall)
+    failing = np.minimum(np.nan_to_num(rows["failed_seconds"]) / workers, wall - evaluating)
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(ONE_COLUMN, 3.2), sharex=True)
     top.bar(rows["generation"], evaluating, width=1.0, color=PALETTE[0], label="evaluation")
+    if failing.any():
+        top.bar(
+            rows["generation"],
+            failing,
+            bottom=evaluating,
+            width=1.0,
+            color=PALETTE[5],
+            label="failed evaluations",
+        )
     top.bar(
         rows["generation"],
-        wall - evaluating,
-        bottom=evaluating,
+        wall - evaluating - failing,
+        bottom=evaluating + failing,
         width=1.0,
         color=PALETTE[1],
         label="overhead",
