@@ -87,7 +87,7 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
 ):
     """Under discard with a 1 s timeout: shard mode with 3 and 2 shards, Dask mode, and
     shard mode killed twice and rerun give the same archive; metrics.csv counts the
-    failures and the hangs alike."""
+    failures, the hangs and the attempts alike, and the seconds the hangs took."""
     evaluation = {"on_failure": "discard", "timeout": 1.0}
     campaigns = {
         "shards3": {"keep_evaluations": True},
@@ -114,8 +114,14 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
     timed_out = [int(row["timed_out"]) for row in rows]
     assert sum(failed) > 0 and sum(timed_out) > 0
     assert int(rows[-1]["failed_total"]) == sum(failed)
+    assert all(int(row["attempts"]) == 16 and row["retries"] == "0" for row in rows[1:])
+    assert all(float(row["failed_seconds"]) >= int(row["timed_out"]) for row in rows)
+    assert sum(float(row["failed_seconds"]) for row in rows) > 0
+    counts = ("failed", "timed_out", "attempts", "retries")
     for name in ("shards2", "dask"):
-        assert [int(row["failed"]) for row in metrics(tmp_path / name, config)] == failed
+        assert [[row[c] for c in counts] for row in metrics(tmp_path / name, config)] == [
+            [row[c] for c in counts] for row in rows
+        ]
     assert_failures_visible(
         tmp_path / "shards3", config, failed=sum(failed), timed_out=sum(timed_out)
     )
@@ -140,6 +146,7 @@ def assert_failures_visible(workdir, config, *, failed: int, timed_out: int) -> 
         len(crashed) and crashed["message"].str.contains("signal 11 (SIGSEGV)", regex=False).all()
     )
     assert (frame[frame["status"] == "ok"]["message"] == "").all()
+    assert (frame["attempts"] == 1).all()  # discard: nothing retried
     assert frame[frame["status"] == "ok"]["objective"].notna().all()
     logs = "".join(path.read_text() for path in workdir.rglob("*.log"))
     assert logs.count("(discarded)") == failed
@@ -165,7 +172,11 @@ def test_a_transient_crash_retried_leaves_the_archive_of_a_run_without_it(tmp_pa
     assert archive_digests(tmp_path) == archive_digests(clean)
     crashed = [path for path in tmp_path.iterdir() if path.name.startswith("crashed-")]
     assert crashed
-    assert all(int(row["failed"]) == 0 for row in metrics(tmp_path, config))
+    rows = metrics(tmp_path, config)
+    assert all(int(row["failed"]) == 0 for row in rows)
+    assert sum(int(row["retries"]) for row in rows) == len(crashed)
+    assert all(int(row["attempts"]) == 16 + int(row["retries"]) for row in rows[1:])
+    assert all(float(row["failed_seconds"]) > 0 for row in rows if int(row["retries"]))
     logs = "".join(path.read_text() for path in tmp_path.rglob("*.log"))
     assert logs.count("killed by signal 11 (SIGSEGV); attempt 2 of 2 follows") == len(crashed)
 
@@ -193,6 +204,8 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     assert runs[1][0] == runs[2][0]
     failed = [int(row["failed"]) for row in runs[1][1]]
     assert sum(failed) > 0 and failed == [int(row["failed"]) for row in runs[2][1]]
+    for name in ("attempts", "retries", "timed_out"):
+        assert [row[name] for row in runs[1][1]] == [row[name] for row in runs[2][1]], name
     log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
     statuses = [json.loads(line).get("status", 0) for line in log.read_text().splitlines()]
     assert sum(1 for status in statuses if status) >= sum(failed)
