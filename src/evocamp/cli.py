@@ -210,7 +210,7 @@ def cmd_status(args) -> None:
                 f"no campaign folder given and no {configfile} here: run `evocamp status` "
                 "where you run snakemake, or name a folder (e.g. results/default)"
             )
-        config = load_config_file(configfile, check_plugins=False)
+        config = load_config_file(configfile, check_plugins=False, check_results_dir=False)
         folder = Path(config["results_dir"]) / config["campaign"]
     print(status_report(folder, plots=not args.no_plots))
 

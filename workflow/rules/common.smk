@@ -35,13 +35,18 @@ min_version("9.0")
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 # The schema is evocamp's own (src/evocamp/schemas, linked from workflow/schemas).
-# Plugins are imported by the main process only: a misspelt module is reported here,
-# before any job runs (jobs that Snakemake runs as processes of their own, e.g. on
-# Slurm, parse this file again and need not import them again).
+# Plugins are imported, and results_dir is checked to be writable, by the main process
+# only: a misspelt module or a results_dir under /proc is reported here, before any
+# job runs (jobs that Snakemake runs as processes of their own, e.g. on Slurm, parse
+# this file again and need not check again).
 try:
     for _configfile in workflow.configfiles:
         read_yaml(_configfile)  # refuses a key given twice (Snakemake keeps the last)
-    _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
+    _validated = validate_config(
+        dict(config),
+        check_plugins=workflow.is_main_process,
+        check_results_dir=workflow.is_main_process,
+    )
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 # Keys written under their run-spec name (a QD type's per-emitter batch_size): one
