@@ -10,6 +10,7 @@ shard starts in a fraction of a second.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -21,6 +22,15 @@ from evocamp.executors import steps
 from evocamp.files.evaluations import EvaluationSettings
 from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import RunFolder
+
+#: What ``evocamp --help`` says first.
+DESCRIPTION = (
+    "Evaluation campaigns for quality diversity, evolution strategies and Bayesian "
+    "optimisation, run by Snakemake (snakemake --cores 8). The workflow's rules call "
+    "the steps (init, evaluate, tell, segment, keep, finalise, reevaluate-shard, "
+    "reevaluate, plot-run, compare); check-config, status, export and replay are for "
+    "you. Every command and option: docs/cli.md."
+)
 
 
 def cmd_check_config(args) -> None:
@@ -187,6 +197,12 @@ def cmd_status(args) -> None:
     from evocamp.reporting.status import status_report
 
     folder = args.folder
+    if folder is not None and not Path(folder).is_dir():
+        why = "is not a folder" if Path(folder).exists() else "does not exist"
+        raise ConfigError(
+            f"campaign folder {folder} {why}: name a campaign folder (e.g. results/default) "
+            "or a results folder, or run `evocamp status` where you run snakemake"
+        )
     if folder is None:
         configfile = Path(args.configfile)
         if not configfile.exists():
@@ -194,7 +210,7 @@ def cmd_status(args) -> None:
                 f"no campaign folder given and no {configfile} here: run `evocamp status` "
                 "where you run snakemake, or name a folder (e.g. results/default)"
             )
-        config = load_config_file(configfile, check_plugins=False)
+        config = load_config_file(configfile, check_plugins=False, check_results_dir=False)
         folder = Path(config["results_dir"]) / config["campaign"]
     print(status_report(folder, plots=not args.no_plots))
 
@@ -236,36 +252,47 @@ def _add_full_every(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _literal(text: str) -> str:
+    """``text`` as argparse prints it: argparse formats every argument's and
+    sub-command's help with ``%`` (``%(default)s``), so a literal ``%`` is doubled."""
+    return text.replace("%", "%%")
+
+
+def _command(commands, name: str, func) -> argparse.ArgumentParser:
+    """The sub-command ``name`` running ``func``, whose docstring is its line in
+    ``evocamp --help`` and its description in ``evocamp <name> --help``."""
+    text = inspect.cleandoc(func.__doc__)
+    sub = commands.add_parser(name, help=_literal(text), description=text)
+    sub.set_defaults(func=func)
+    return sub
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``evocamp`` argument parser."""
-    parser = argparse.ArgumentParser(prog="evocamp", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="evocamp", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    sub = commands.add_parser("check-config", help=cmd_check_config.__doc__)
+    sub = _command(commands, "check-config", cmd_check_config)
     sub.add_argument("config")
-    sub.set_defaults(func=cmd_check_config)
 
-    sub = commands.add_parser("init", help=cmd_init.__doc__)
+    sub = _command(commands, "init", cmd_init)
     sub.add_argument("--spec", required=True, help="run spec as JSON")
     sub.add_argument("--output", required=True)
-    sub.set_defaults(func=cmd_init)
 
-    sub = commands.add_parser("evaluate", help=cmd_evaluate.__doc__)
+    sub = _command(commands, "evaluate", cmd_evaluate)
     sub.add_argument("--state", required=True)
     sub.add_argument("--shard", type=int, required=True)
     sub.add_argument("--shards", type=int, required=True)
     sub.add_argument("--output", required=True)
-    sub.set_defaults(func=cmd_evaluate)
 
-    sub = commands.add_parser("tell", help=cmd_tell.__doc__)
+    sub = _command(commands, "tell", cmd_tell)
     sub.add_argument("--state", required=True)
     sub.add_argument("--shard-files", nargs="+", required=True)
     sub.add_argument("--output", required=True)
     _add_total(sub)
     _add_full_every(sub)
-    sub.set_defaults(func=cmd_tell)
 
-    sub = commands.add_parser("segment", help=cmd_segment.__doc__)
+    sub = _command(commands, "segment", cmd_segment)
     sub.add_argument("--state", required=True)
     sub.add_argument("--until", type=int, required=True, help="last generation to run")
     sub.add_argument("--shards", type=int, required=True, help="Dask tasks per generation")
@@ -277,25 +304,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_total(sub)
     _add_full_every(sub)
-    sub.set_defaults(func=cmd_segment)
 
-    sub = commands.add_parser("replay", help=cmd_replay.__doc__)
+    sub = _command(commands, "replay", cmd_replay)
     sub.add_argument("run", help="the run's folder (results/<campaign>/<alg>/<dom>/seed<k>)")
     sub.add_argument(
         "--output", default=None, help="archive to write (default: RUN/replayed_archive.h5)"
     )
-    sub.set_defaults(func=cmd_replay)
 
-    sub = commands.add_parser("keep", help=cmd_keep.__doc__)
+    sub = _command(commands, "keep", cmd_keep)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
     sub.add_argument("--metrics-window", required=True, help="the metrics window CSV to write")
     sub.add_argument("--logs", required=True, help="the run's log folder")
     _add_total(sub)
     _add_full_every(sub)
-    sub.set_defaults(func=cmd_keep)
 
-    sub = commands.add_parser("finalise", help=cmd_finalise.__doc__)
+    sub = _command(commands, "finalise", cmd_finalise)
     sub.add_argument("--state", required=True)
     sub.add_argument("--checkpoint", required=True)
     sub.add_argument("--metrics-windows", required=True, help="folder of saved metrics windows")
@@ -308,9 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--reevaluation", default="", help="the run's re-evaluation file (corrected metrics)"
     )
     _add_full_every(sub)
-    sub.set_defaults(func=cmd_finalise)
 
-    sub = commands.add_parser("reevaluate-shard", help=cmd_reevaluate_shard.__doc__)
+    sub = _command(commands, "reevaluate-shard", cmd_reevaluate_shard)
     sub.add_argument("--state", required=True, help="the run's final state")
     sub.add_argument("--shard", type=int, required=True)
     sub.add_argument("--shards", type=int, required=True)
@@ -318,25 +341,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
     )
-    sub.set_defaults(func=cmd_reevaluate_shard)
 
-    sub = commands.add_parser("reevaluate", help=cmd_reevaluate.__doc__)
+    sub = _command(commands, "reevaluate", cmd_reevaluate)
     sub.add_argument("--state", required=True, help="the run's final state")
     sub.add_argument("--shard-files", nargs="+", required=True, help="its re-evaluation shards")
     sub.add_argument("--output", required=True, help="the re-evaluation file to write")
     sub.add_argument(
         "--repeats", type=int, required=True, help="evaluations of each elite (at least 1)"
     )
-    sub.set_defaults(func=cmd_reevaluate)
 
-    sub = commands.add_parser("plot-run", help=cmd_plot_run.__doc__)
+    sub = _command(commands, "plot-run", cmd_plot_run)
     sub.add_argument("--archive", required=True)
     sub.add_argument("--metrics", required=True)
     sub.add_argument("--outdir", required=True)
     sub.add_argument("--workers", type=int, default=1, help="evaluations at once")
-    sub.set_defaults(func=cmd_plot_run)
 
-    sub = commands.add_parser("status", help=cmd_status.__doc__)
+    sub = _command(commands, "status", cmd_status)
     sub.add_argument(
         "folder",
         nargs="?",
@@ -350,9 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: config/config.yaml)",
     )
     sub.add_argument("--no-plots", action="store_true", help="table only")
-    sub.set_defaults(func=cmd_status)
 
-    sub = commands.add_parser("export", help=cmd_export.__doc__)
+    sub = _command(commands, "export", cmd_export)
     sub.add_argument("folder", help="campaign folder (e.g. results/default)")
     sub.add_argument("--to", required=True, help="a .csv or .parquet file")
     sub.add_argument(
@@ -362,9 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="campaign: one row per run and generation (default); archives: the final "
         "elites; evaluations: every kept evaluation",
     )
-    sub.set_defaults(func=cmd_export)
 
-    sub = commands.add_parser("compare", help=cmd_compare.__doc__)
+    sub = _command(commands, "compare", cmd_compare)
     sub.add_argument("--metrics", nargs="+", required=True, help="metrics.csv of every run")
     sub.add_argument("--archives", nargs="+", required=True, help="archives for heatmaps")
     sub.add_argument("--figures", required=True, help="folder for curves and heatmaps")
@@ -377,7 +395,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the campaign's figures keys as JSON (alpha, aggregate_metrics, targets, "
         "reference); missing keys take their defaults",
     )
-    sub.set_defaults(func=cmd_compare)
     return parser
 
 

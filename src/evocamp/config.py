@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from evocamp.base.errors import ConfigError, OptimizerError
+from evocamp.base.files import unwritable_reason
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.catalogue.algorithms import (
     ALGORITHMS,
@@ -114,7 +115,9 @@ def _raise_problems(problems: list[str]) -> None:
         raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
 
 
-def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
+def validate_config(
+    config: dict, *, check_plugins: bool = True, check_results_dir: bool = True
+) -> dict:
     """Validate a campaign configuration and return it with defaults filled in.
 
     Parameters
@@ -124,6 +127,10 @@ def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
     check_plugins : bool
         Import every plugin domain function and optimizer class named, so that a
         misspelt module is reported here and not in every job's log.
+    check_results_dir : bool
+        Check that this process can make and write ``results_dir`` (it makes and
+        removes an empty folder there or in its nearest existing ancestor), so that a
+        folder that cannot be written is reported here and not by the first job.
 
     Raises
     ------
@@ -140,7 +147,7 @@ def validate_config(config: dict, *, check_plugins: bool = True) -> dict:
     resolved = copy.deepcopy(config)
     _raise_problems(_read_stored_names(resolved))
     _fill_defaults(resolved, schema, schema)
-    _raise_problems(_semantic_problems(resolved))
+    _raise_problems(_semantic_problems(resolved, check_results_dir=check_results_dir))
     if check_plugins:
         _raise_problems(plugin_problems(resolved))
     return resolved
@@ -202,8 +209,8 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
     return [(a, d) for a in config["algorithms"] for d in config["domains"]]
 
 
-def _semantic_problems(config: dict) -> list[str]:
-    problems = _results_dir_problems(config["results_dir"])
+def _semantic_problems(config: dict, *, check_results_dir: bool) -> list[str]:
+    problems = _results_dir_problems(config["results_dir"], writable=check_results_dir)
     for pair_index, (algorithm, domain) in enumerate(experiments_of(config)):
         where = f"experiments[{pair_index}]"
         if algorithm not in config["algorithms"]:
@@ -268,13 +275,19 @@ def _discard_problems(config: dict) -> list[str]:
     return problems
 
 
-def _results_dir_problems(results_dir: str) -> list[str]:
-    """A ``results_dir`` that exists but is not a folder (relative to where the
-    campaign runs)."""
+def _results_dir_problems(results_dir: str, *, writable: bool) -> list[str]:
+    """A ``results_dir`` that exists but is not a folder, or (``writable``) one this
+    process cannot make or write (relative to where the campaign runs)."""
     if Path(results_dir).exists() and not Path(results_dir).is_dir():
         return [
             f"key 'results_dir': '{results_dir}' is an existing file, not a folder; name a "
             "folder (it is made when missing)"
+        ]
+    reason = unwritable_reason(results_dir) if writable else None
+    if reason is not None:
+        return [
+            f"key 'results_dir': '{results_dir}' cannot be written: {reason}; name a "
+            "folder this user can write (it is made when missing)"
         ]
     return []
 
@@ -691,8 +704,10 @@ def run_spec_json(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
-def load_config_file(path: str | Path, *, check_plugins: bool = True) -> dict:
-    """Read and validate a campaign file.
+def load_config_file(
+    path: str | Path, *, check_plugins: bool = True, check_results_dir: bool = True
+) -> dict:
+    """Read and validate a campaign file (the checks: :func:`validate_config`).
 
     Raises
     ------
@@ -700,7 +715,9 @@ def load_config_file(path: str | Path, *, check_plugins: bool = True) -> dict:
         For a missing file, a YAML syntax error (file, line and column) or an invalid
         configuration.
     """
-    return validate_config(read_yaml(path), check_plugins=check_plugins)
+    return validate_config(
+        read_yaml(path), check_plugins=check_plugins, check_results_dir=check_results_dir
+    )
 
 
 def read_yaml(path: str | Path) -> dict:

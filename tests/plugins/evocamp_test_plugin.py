@@ -6,6 +6,7 @@ switched on by a control file so that a test can "fix the function" by removing
 it, exactly as a user would fix their code and rerun.
 """
 
+import faulthandler
 import os
 import signal
 import sys
@@ -44,11 +45,19 @@ def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=No
     return {"objective": objective, "measures": solutions[:, :2]}
 
 
+def _segfault() -> None:
+    """A real SIGSEGV of this process. The crash is the point, so without the dump of
+    every thread's stack and the extension modules that faulthandler prints: pytest
+    enables it in the test process, and the evaluation's child is a fork of it."""
+    faulthandler.disable()
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
     if kind == "raise":
         raise ValueError(f"simulated failure for seed {seed}")
     if kind == "segfault":
-        os.kill(os.getpid(), signal.SIGSEGV)
+        _segfault()
     if kind == "exit":
         os._exit(3)
     if kind.startswith("sys_exit"):
@@ -62,7 +71,7 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
         marker = Path(marker_dir) / f"crashed-{seed}"
         if not marker.exists():
             marker.touch()
-            os.kill(os.getpid(), signal.SIGSEGV)
+            _segfault()
         return value
     return np.nan
 

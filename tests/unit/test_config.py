@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
+import yaml
 from conftest import BO_CAMPAIGN, REPO, error_of, merged, write_config
 
 from evocamp.base.errors import ConfigError
@@ -23,6 +25,31 @@ def test_default_config_is_valid_and_defaults_are_filled():
     assert config["results_dir"] == "results"
     assert config["mode"] == "shards"
     assert config["algorithms"]["cma_me"]["archive"]["dims"] == [20, 20]
+
+
+def test_a_results_dir_that_cannot_be_written_is_refused_by_check_config(tmp_path):
+    """/proc lets root "write" by its permissions (os.access says yes) but makes no
+    folder: evocamp check-config, in a real process, says so before any job; a writable
+    results_dir passes and the check leaves nothing behind."""
+    campaign = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
+    path = tmp_path / "campaign.yaml"
+
+    def check_config(results_dir: str) -> subprocess.CompletedProcess:
+        path.write_text(yaml.safe_dump({**campaign, "results_dir": results_dir}))
+        command = ["evocamp", "check-config", str(path)]
+        return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+
+    refused = check_config("/proc/evocamp-results")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        "evocamp: error: invalid configuration:\n  key 'results_dir': '/proc/evocamp-results' "
+        "cannot be written: no folder can be made in /proc (No such file or directory); name "
+        "a folder this user can write (it is made when missing)\n"
+    )
+    accepted = check_config("deep/results")
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout == "me/s/seed0\nme/s/seed1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.yaml"]
 
 
 @pytest.mark.parametrize(

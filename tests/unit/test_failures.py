@@ -3,11 +3,13 @@ supervised child, real signals and real hangs, every failure named by its soluti
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, shard_results
+from conftest import PLUGINS, REPO, shard_results
 
 from evocamp.base.errors import EvaluationError
 from evocamp.config import run_spec, validate_config
@@ -59,6 +61,25 @@ def test_a_segfault_names_its_solution_under_stop(tmp_path):
         "run me/d/seed0, generation 1, shard 1, solution 5: "
         "the evaluation's process was killed by signal 11 (SIGSEGV)"
     )
+
+
+def test_a_deliberate_segfault_prints_no_crash_dump(tmp_path):
+    """The test above in a pytest of its own: its child's SIGSEGV is the point, so no
+    "Fatal Python error" dump of every stack (pytest's faulthandler, inherited by the
+    fork) fills the suite's log."""
+    test = "tests/unit/test_failures.py::test_a_segfault_names_its_solution_under_stop"
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", test]
+        + ["--basetemp", str(tmp_path / "inner")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0 and "1 passed" in output, output
+    assert "Fatal Python error" not in output
+    assert "Segmentation fault" not in output
 
 
 def test_os_exit_names_its_solution(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,8 +16,11 @@ from evocamp.model.numerics import NUMERIC_PACKAGES, environment
 
 
 def test_conda_environment_pins_the_same_dependencies_as_pyproject():
+    """The environment lives under workflow/ (Snakemake's convention: a copy of Snakefile
+    and workflow/ is the whole workflow); the top-level envs/ is a link to it."""
+    assert (REPO / "envs").is_symlink() and os.readlink(REPO / "envs") == "workflow/envs"
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    environment = yaml.safe_load((REPO / "envs" / "evocamp.yaml").read_text())
+    environment = yaml.safe_load((REPO / "workflow" / "envs" / "evocamp.yaml").read_text())
     pip_section = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
     extras = [
         requirement

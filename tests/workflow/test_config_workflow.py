@@ -33,6 +33,17 @@ def test_snakemake_rejects_a_key_given_twice_before_any_job(tmp_path, small_conf
     assert not (tmp_path / "results").exists()
 
 
+def test_snakemake_refuses_a_results_dir_it_cannot_write_before_any_job(tmp_path, small_config):
+    """Not the first job's "No such file or directory": the planning (-n) names the key."""
+    write_config(tmp_path, merged(small_config, {"results_dir": "/proc/evocamp-results"}))
+    completed = run_snakemake(tmp_path, "--dry-run", check=False)
+    assert completed.returncode != 0
+    assert (
+        "key 'results_dir': '/proc/evocamp-results' cannot be written: no folder can be made "
+        "in /proc (No such file or directory)"
+    ) in completed.stdout + completed.stderr  # a dry run prints its errors on stdout
+
+
 def test_configfile_is_the_whole_campaign(tmp_path):
     """A file given with --configfile replaces config/config.yaml (no merging of its
     algorithms and domains); keys it leaves out take the schema defaults; --config

@@ -1,5 +1,6 @@
 """A non-editable install (``pip install .``) works on its own: the schema ships inside
-the package, so `evocamp check-config` and `evocamp status` work from any folder."""
+the package, so `evocamp check-config` and `evocamp status` work from any folder; and a
+copy of `Snakefile` and `workflow/` alone runs a campaign with the installed package."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, run_snakemake, write_config
 
 
 def venv_seeing_this_environment(venv):
@@ -81,3 +82,46 @@ def test_non_editable_install_checks_configs_and_shows_status(tmp_path, small_ca
     )
     assert status.returncode == 0, status.stderr
     assert "me/sphere/seed0" in status.stdout and "finished" in status.stdout
+
+
+def test_a_copy_of_snakefile_and_workflow_runs_a_campaign(tmp_path):
+    """Snakemake's convention for deploying a workflow: copy `Snakefile` and `workflow/`
+    (as `cp -r`: links kept), not `src/`, `envs/`, `config/` or `profiles/`. With evocamp
+    installed, the campaign that --configfile names runs (it once failed at the first
+    job, recording metadata of ../../envs/evocamp.yaml); without --configfile one message
+    says what to give."""
+    code = tmp_path / "code"
+    code.mkdir()
+    shutil.copy(REPO / "Snakefile", code / "Snakefile")
+    shutil.copytree(REPO / "workflow", code / "workflow", symlinks=True)
+    workdir = tmp_path / "campaign"
+    config = {
+        "campaign": "copied",
+        "generations": 2,
+        "shards": 2,
+        "checkpoint_every": 1,
+        "seeds": 1,
+        "algorithms": {"me": {"type": "map_elites", "emitter_batch_size": 4}},
+        "domains": {"sphere": {"type": "sphere", "solution_dim": 3}},
+    }
+    write_config(workdir, config)
+    run_snakemake(workdir, "runs", snakefile=code / "Snakefile")
+    run = workdir / "results" / "copied" / "me" / "sphere" / "seed0"
+    assert (run / "archive.h5").stat().st_size > 0
+    assert len((run / "metrics.csv").read_text().splitlines()) == 1 + 3  # generations 0-2
+    # The figure rules' inputs (their code: the installed package's) are all there.
+    planned = run_snakemake(workdir, "--dry-run", snakefile=code / "Snakefile")
+    assert "plot_run" in planned.stdout and "compare" in planned.stdout
+    default = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(code / "Snakefile")]
+        + ["--cores", "1", "--dry-run"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert default.returncode != 0
+    assert (
+        "no campaign file: give one with --configfile my_campaign.yaml (the default campaign, "
+        f"config/config.yaml, is not in {workdir}: copy it from the repository to run it)"
+    ) in default.stdout + default.stderr

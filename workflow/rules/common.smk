@@ -7,6 +7,14 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
+try:
+    import evocamp
+except ModuleNotFoundError:
+    raise WorkflowError(
+        "this workflow runs the evocamp package, which is not installed here: "
+        "pip install -e . in a clone of its repository (or pip install evocamp), in the "
+        "environment that runs snakemake"
+    ) from None
 from evocamp.base.errors import ConfigError
 from evocamp.config import (
     experiments_of,
@@ -35,13 +43,18 @@ min_version("9.0")
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 # The schema is evocamp's own (src/evocamp/schemas, linked from workflow/schemas).
-# Plugins are imported by the main process only: a misspelt module is reported here,
-# before any job runs (jobs that Snakemake runs as processes of their own, e.g. on
-# Slurm, parse this file again and need not import them again).
+# Plugins are imported, and results_dir is checked to be writable, by the main process
+# only: a misspelt module or a results_dir under /proc is reported here, before any
+# job runs (jobs that Snakemake runs as processes of their own, e.g. on Slurm, parse
+# this file again and need not check again).
 try:
     for _configfile in workflow.configfiles:
         read_yaml(_configfile)  # refuses a key given twice (Snakemake keeps the last)
-    _validated = validate_config(dict(config), check_plugins=workflow.is_main_process)
+    _validated = validate_config(
+        dict(config),
+        check_plugins=workflow.is_main_process,
+        check_results_dir=workflow.is_main_process,
+    )
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 # Keys written under their run-spec name (a QD type's per-emitter batch_size): one
@@ -66,23 +79,34 @@ REEVALUATE = config["evaluation"]["reevaluate"]
 # Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
 CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
 RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
-CONDA_ENV = "../../envs/evocamp.yaml"
+# Everything the workflow reads is under workflow/ (Snakemake's convention: a copy of
+# Snakefile and workflow/ runs a campaign given with --configfile); the top-level envs/
+# of the repository is a link to workflow/envs.
+CONDA_ENV = "../envs/evocamp.yaml"
+# The steps run `python -m evocamp` from this workflow's own source tree in a clone of
+# the repository (src/ beside the Snakefile), else from the installed package.
+SOURCE = f"{workflow.basedir}/src"
+IN_CLONE = os.path.isdir(f"{SOURCE}/evocamp")
+PACKAGE = f"{SOURCE}/evocamp" if IN_CLONE else os.path.dirname(evocamp.__file__)
 # Figure rules depend on their code: editing it reruns figures only.
 FIGURE_CODE = [
-    f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
-    f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
-    f"{workflow.basedir}/src/evocamp/reporting/statistics.py",
-    f"{workflow.basedir}/src/evocamp/reporting/significance.py",
-    f"{workflow.basedir}/src/evocamp/reporting/aggregates.py",
-    f"{workflow.basedir}/src/evocamp/reporting/runtime_to_target.py",
-    f"{workflow.basedir}/src/evocamp/reporting/tables.py",
+    f"{PACKAGE}/reporting/{name}.py"
+    for name in (
+        "plotting",
+        "comparison",
+        "statistics",
+        "significance",
+        "aggregates",
+        "runtime_to_target",
+        "tables",
+    )
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
-# Every step runs `python -m evocamp` from this workflow's own source tree, also in a
-# `--sdm conda` environment (which holds the dependencies only). The tell steps print
-# "generation g/N"; N reaches them through this prefix so that raising `generations`
-# changes no rule's params or code (nothing reruns).
+# In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
+# also in a `--sdm conda` environment (which holds the dependencies only). The tell
+# steps print "generation g/N"; N reaches them through this prefix so that raising
+# `generations` changes no rule's params or code (nothing reruns).
 # The keys keep_evaluations and evaluations reach them the same way, and so do
 # evaluation.max_failed_fraction (it only stops a run) and checkpoint_full_every (how
 # kept checkpoints store their archive): they change no result, so they are no part of
@@ -91,8 +115,12 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 EVALUATIONS = shlex.quote(EvaluationSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
-    f"export PYTHONPATH={workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
-    f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
+    + (
+        f"export PYTHONPATH={SOURCE}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+        if IN_CLONE
+        else ""
+    )
+    + f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
     f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
     f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
     + f"export {SETTINGS_VARIABLE}={EVALUATIONS}; ".replace("{", "{{").replace(

@@ -1,4 +1,4 @@
-"""Crash-safe file writes and private folders.
+"""Crash-safe file writes, private folders and whether a folder can be made.
 
 Every file evocamp writes appears at its final path only when complete: it is written
 to a temporary file in the same folder, fsynced and renamed over the final name, so a
@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from evocamp.base.errors import DiskFullError
@@ -110,3 +111,33 @@ def private_folder(folder: Path) -> Path | None:
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
     return folder
+
+
+def unwritable_reason(folder: str | Path) -> str | None:
+    """Why this process could not make files in ``folder``, or ``None`` when it can.
+
+    It makes (and removes at once) an empty folder in ``folder``, or, when ``folder``
+    is missing, in its nearest existing ancestor (where ``folder`` would be made): asking
+    ``os.access`` is not enough, as root may write anywhere by permissions, and pseudo
+    filesystems such as ``/proc`` refuse folders their permissions allow.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The folder (relative to the working directory).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"no folder can be made in /proc (No such file or directory)"``.
+    """
+    ancestor = Path(os.path.abspath(folder))
+    while not os.path.exists(ancestor) and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not os.path.isdir(ancestor):
+        return f"{ancestor} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".evocamp-probe-", dir=ancestor))
+    except OSError as error:
+        return f"no folder can be made in {ancestor} ({error.strerror})"
+    return None

@@ -107,14 +107,26 @@ def domains_table() -> str:
 GENERATED = {"algorithms": algorithms_table, "domains": domains_table}
 
 
-def render(text: str) -> str:
-    """``text`` with every generated block replaced by what the catalogue gives now."""
+def render(text: str, *, blocks: dict | None = None) -> str:
+    """``text`` with every generated block replaced by what its generator gives now.
+
+    Parameters
+    ----------
+    text : str
+        Markdown with blocks between ``<!-- BEGIN generated: NAME -->`` and
+        ``<!-- END generated: NAME -->``.
+    blocks : dict, optional
+        ``NAME: function`` returning each block's text; default: the tables of
+        ``docs/configuration.md`` (``GENERATED``). ``docs/cli.md``'s block is
+        :mod:`evocamp.cli_reference`'s.
+    """
+    blocks = GENERATED if blocks is None else blocks
 
     def replace(match: re.Match) -> str:
         name = match.group("name")
-        if name not in GENERATED:
+        if name not in blocks:
             raise KeyError(f"no generated block named {name!r}")
-        return match.group(1) + GENERATED[name]() + match.group(4)
+        return match.group(1) + blocks[name]() + match.group(4)
 
     return BLOCK.sub(replace, text)
 
