@@ -359,7 +359,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--domains", nargs="+", default=list(BUDGETS))
     parser.add_argument("--modes", nargs="+", default=["dask", "async"])
-    parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "bo.png")
+    parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "figures" / "bo.png")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
     parser.add_argument("--workdir", type=Path, help="keep the campaigns in this folder")

@@ -1,7 +1,7 @@
 """walker2d_uni: evocamp in Dask mode beside a loop written from pyribs' documentation.
 
     python benchmarks/qd_rl_peer.py [--generations 40] [--seeds 0 1 2] [--batch 64]
-        [--episode-length 100] [--figure benchmarks/qd_rl_peer.png]
+        [--episode-length 100] [--figure benchmarks/figures/qd_rl_peer.png]
 
 Both run CVT-MAP-Elites with iso-line variation (QDax's default variation: iso_sigma
 0.005, line_sigma 0.05) on a CVT archive of 1,024 cells (k-means on 20,000 samples),
@@ -138,7 +138,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--episode-length", type=int, default=100)
-    parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "qd_rl_peer.png")
+    parser.add_argument(
+        "--figure", type=Path, default=REPO / "benchmarks" / "figures" / "qd_rl_peer.png"
+    )
     args = parser.parse_args()
     budget = {
         "generations": args.generations,

@@ -112,7 +112,8 @@ def archive_keys(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", type=Path, help="JSON lines of runs to plot instead")
-    parser.add_argument("--figure", type=Path, default=Path("qd_batch_bytes.png"))
+    figures = Path(__file__).resolve().parent / "figures"
+    parser.add_argument("--figure", type=Path, default=figures / "qd_batch_bytes.png")
     parser.add_argument("--folder", type=Path)
     parser.add_argument("--solution-dim", type=int, default=5700)
     parser.add_argument("--batch", type=int, default=256)
