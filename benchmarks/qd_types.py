@@ -39,7 +39,7 @@ from common import machine, table
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.config import run_spec, validate_config
 from evocamp.domains import arm
-from evocamp.families.qd import cqd_score, cqd_settings
+from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.loop.engine import initialise, tell
 from evocamp.loop.evaluation import evaluate_shard
 

@@ -37,7 +37,7 @@ from evocamp.catalogue.algorithms import (
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN, DomainType
-from evocamp.families.qd import random_start
+from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
 

@@ -184,3 +184,49 @@ def test_imports_inside_functions_are_heavy_libraries_only():
 def test_listed_late_imports_still_exist(pair):
     """An exception that is no longer needed is removed from the list."""
     assert any((source, target) == pair for source, target, late, _ in edges() if late)
+
+
+#: pyribs' private attributes evocamp uses (its archives', emitters', evolution
+#: strategies' and schedulers'): read and written in ``families/ribs_internals.py`` only.
+RIBS_PRIVATE = {
+    "_rng",
+    "_store",
+    "_props",
+    "_fields",
+    "_buffer",
+    "_n_occupied",
+    "_opt",
+    "_solutions",
+    "_initial_solutions",
+    "_clip",
+    "_cur_solutions",
+    "_emitters",
+    "_result_archive",
+}
+
+
+def test_only_ribs_internals_touches_pyribs_private_attributes():
+    """No module but ``evocamp.families.ribs_internals`` names one of pyribs' private
+    attributes, as ``x._name`` (``self._name`` is a class's own) or in ``getattr``,
+    ``hasattr`` and ``setattr``."""
+    found = []
+    for source, path in modules().items():
+        if source == "evocamp.families.ribs_internals":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in RIBS_PRIVATE
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+            ):
+                found.append(f"{source}:{node.lineno} .{node.attr}")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in RIBS_PRIVATE
+            ):
+                found.append(f"{source}:{node.lineno} {node.func.id}({node.args[1].value!r})")
+    assert found == []

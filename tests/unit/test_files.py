@@ -292,3 +292,46 @@ def test_checkpoints_of_the_flat_package_resume_bit_for_bit(tmp_path, monkeypatc
     as_read, as_rewritten = resumed_legacy_digest(name, tmp_path)
     assert as_read == as_rewritten
     assert as_read == recorded_digests(LEGACY / "expected.json")[name]
+
+
+def test_checkpoints_naming_the_qd_module_before_its_split_resume_bit_for_bit(
+    tmp_path, monkeypatch
+):
+    """A checkpoint written while ``evocamp.families.qd`` was one module names
+    ``evocamp.families.qd.QDOptimizer`` in its pickle: it is read (its class mapped by
+    ``files/legacy.py``; a plain pickle, the node-local cache's, through the package's
+    public names) and resumes like the same state written today, which names
+    ``evocamp.families.qd.optimizer``."""
+    from evocamp.families.qd.optimizer import QDOptimizer
+    from evocamp.files.legacy import class_module
+
+    for old in ("evocamp.families.qd", "evocamp.algorithms"):
+        assert class_module(old, "QDOptimizer") == "evocamp.families.qd.optimizer"
+    campaign = validate_config(SMALL_CAMPAIGN, check_plugins=False)
+    state = initialise(run_spec(campaign, algorithm="me", domain="sphere", seed=0))
+    state = tell(state, shard_results(state, 2))
+    today, before = tmp_path / "today.h5", tmp_path / "before.h5"
+    write_state(today, state)
+    with monkeypatch.context() as patched:
+        patched.setattr(QDOptimizer, "__module__", "evocamp.families.qd")
+        write_state(before, state)
+        plain = pickle.dumps(state.optimizer, protocol=5)
+    for path, module in ((today, b"evocamp.families.qd.optimizer"), (before, None)):
+        with h5py.File(path, "r") as handle:
+            blob = handle["optimizer/pickle"][()].tobytes()
+            written = handle["optimizer"].attrs["class"]
+        if module is None:
+            assert written == "evocamp.families.qd:QDOptimizer"
+            assert b"evocamp.families.qd" in blob and b"qd.optimizer" not in blob
+        else:
+            assert module in blob
+    assert b"qd.optimizer" not in plain
+    assert type(pickle.loads(plain)) is QDOptimizer
+    digests = []
+    for path in (today, before):
+        resumed = read_state(path)
+        assert type(resumed.optimizer) is QDOptimizer
+        for _ in range(2):
+            resumed = tell(resumed, shard_results(resumed, 2))
+        digests.append(hashlib.sha256(write_final(tmp_path / f"{path.stem}_a.h5", resumed)))
+    assert digests[0].hexdigest() == digests[1].hexdigest()

@@ -162,10 +162,10 @@ def test_slices_between_recorded_states_are_what_pyribs_asks(dim, stride, monkey
     stored at 5,000, where every row has its state) or, as batches written before the
     stride, every row (``_STRIDE_VALUES`` 1, the ``(5, 1)`` case): every slice of two
     iso-line emitters of 13, for 1, 3 and 7 shards, is pyribs' ask byte for byte."""
-    from evocamp.families import qd
+    from evocamp.families.qd import compact
 
     if dim == 5:
-        monkeypatch.setattr(qd, "_STRIDE_VALUES", 1)
+        monkeypatch.setattr(compact, "_STRIDE_VALUES", 1)
     algorithm = {"type": "map_elites_line", "emitters": 2, "emitter_batch_size": 13}
     optimizer = build_optimizer(spec_of(algorithm, dim=dim))
     for generation in range(3):
@@ -231,7 +231,8 @@ def test_batches_with_blake2b_digests_are_still_checked():
     """A batch written before ``parent_sum`` (its parents' blake2b ``parent_digest``)
     regenerates the same rows and still stops at a wrong parent; the check sum that
     replaced it changes with any one parameter's lowest bit."""
-    from evocamp.families.qd import _digests, _sums
+    from evocamp.families.qd.batches import _digests
+    from evocamp.families.qd.batches import check_sums as _sums
 
     optimizer = build_optimizer(spec_of({"type": "map_elites", "emitter_batch_size": 16}, dim=50))
     for _ in range(3):

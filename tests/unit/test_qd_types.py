@@ -10,7 +10,7 @@ import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.catalogue.algorithms import ALGORITHMS, CELL_ARCHIVE_KEYS
 from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
-from evocamp.families.qd import cqd_score, cqd_settings
+from evocamp.families.cqd import cqd_score, cqd_settings
 
 
 def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", seed: int = 0):

@@ -1,6 +1,6 @@
 """Every algorithm type (``algorithms.NAME.type``), one :class:`AlgorithmType` entry each.
 
-Adding a type is one class (or one :class:`~evocamp.families.qd.QDRecipe` of pyribs
+Adding a type is one class (or one :class:`~evocamp.families.components.QDRecipe` of pyribs
 components) and one entry in :data:`ALGORITHMS`; ``python -m evocamp.reporting.reference
 docs/configuration.md`` then regenerates the documentation's tables.
 """
@@ -12,9 +12,11 @@ from collections.abc import Callable
 import numpy as np
 
 from evocamp.catalogue.entries import AlgorithmType, Derived, SpecName
-from evocamp.families import bo, es, qd
+from evocamp.families import bo, es
 from evocamp.families.baselines import RandomSearch
-from evocamp.families.qd import QDOptimizer, QDRecipe
+from evocamp.families.qd import components
+from evocamp.families.qd.components import QDRecipe
+from evocamp.families.qd.optimizer import QDOptimizer
 from evocamp.model.runspec import PLUGIN
 
 #: Grid cells per measure of a grid archive unless ``archive.dims`` says otherwise.
@@ -59,7 +61,7 @@ def _qd(
     if ranker is not None:
         defaults["ranker"] = ranker
     optional = more.pop("optional", ())
-    if all(kind is not qd.BAYESIAN_OPTIMIZATION for kind, _ in recipe.emitter_kinds):
+    if all(kind is not components.BAYESIAN_OPTIMIZATION for kind, _ in recipe.emitter_kinds):
         optional = (*optional, "initial_population")  # emitters that start from x0
     return AlgorithmType(
         name=name,
@@ -104,10 +106,10 @@ def _bop_batch(algorithm: dict) -> int:
 
 #: Emitter kinds of the bandit's pool (pyribs' sphere example, ``me_map_elites``).
 _BANDIT_POOL = (
-    (qd.EVOLUTION_STRATEGY, {"ranker": "obj"}),
-    (qd.EVOLUTION_STRATEGY, {"ranker": "2rd"}),
-    (qd.EVOLUTION_STRATEGY, {"ranker": "2imp"}),
-    (qd.ISO_LINE, {}),
+    (components.EVOLUTION_STRATEGY, {"ranker": "obj"}),
+    (components.EVOLUTION_STRATEGY, {"ranker": "2rd"}),
+    (components.EVOLUTION_STRATEGY, {"ranker": "2imp"}),
+    (components.ISO_LINE, {}),
 )
 
 
@@ -144,12 +146,12 @@ def _antithetic_pairs(algorithm: dict) -> tuple[str, str] | None:
     return None
 
 
-def _cma_mae_recipe(archive: qd.ArchiveKind) -> QDRecipe:
+def _cma_mae_recipe(archive: components.ArchiveKind) -> QDRecipe:
     """CMA-MAE's components on grid or CVT archives (the result archive of the same
     kind)."""
     return QDRecipe(
         archive=archive,
-        emitter=qd.EVOLUTION_STRATEGY,
+        emitter=components.EVOLUTION_STRATEGY,
         emitter_options={"selection_rule": "mu", "restart_rule": "basic"},
         result_archive=True,
         result_kind=archive,
@@ -174,35 +176,35 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "map_elites",
             "GridArchive + GaussianEmitter",
             "Mouret & Clune 2015; pyribs",
-            QDRecipe(archive=qd.GRID, emitter=qd.GAUSSIAN),
+            QDRecipe(archive=components.GRID, emitter=components.GAUSSIAN),
             async_refusal=None,
         ),
         _qd(
             "map_elites_line",
             "GridArchive + IsoLineEmitter (iso-line variation)",
             "Vassiliades & Mouret 2018; pyribs",
-            QDRecipe(archive=qd.GRID, emitter=qd.ISO_LINE),
+            QDRecipe(archive=components.GRID, emitter=components.ISO_LINE),
             async_refusal=None,
         ),
         _qd(
             "cvt_map_elites",
             "CVTArchive (archive.cells centroids) + GaussianEmitter",
             "Vassiliades et al. 2018; pyribs",
-            QDRecipe(archive=qd.CVT, emitter=qd.GAUSSIAN),
+            QDRecipe(archive=components.CVT, emitter=components.GAUSSIAN),
             async_refusal=None,
         ),
         _qd(
             "cvt_map_elites_line",
             "CVTArchive (archive.cells centroids) + IsoLineEmitter (iso-line variation)",
             "Vassiliades & Mouret 2018 (iso-line variation on CVT-MAP-Elites); pyribs",
-            QDRecipe(archive=qd.CVT, emitter=qd.ISO_LINE),
+            QDRecipe(archive=components.CVT, emitter=components.ISO_LINE),
             async_refusal=None,
         ),
         _qd(
             "cma_me",
             "GridArchive + EvolutionStrategyEmitter",
             "Fontaine et al. 2020 (CMA-ME); pyribs",
-            QDRecipe(archive=qd.GRID, emitter=qd.EVOLUTION_STRATEGY),
+            QDRecipe(archive=components.GRID, emitter=components.EVOLUTION_STRATEGY),
             ranker="2imp",
             optional=("es",),
             async_refusal=_CMA_WHOLE_BATCHES,
@@ -212,7 +214,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "CMA-MAE: archive learning rate < 1, separate result archive, mu selection, "
             "basic restarts",
             "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
-            _cma_mae_recipe(qd.GRID),
+            _cma_mae_recipe(components.GRID),
             ranker="imp",
             optional=("es",),
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
@@ -222,7 +224,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "cvt_cma_me",
             "cma_me on a CVTArchive (archive.cells centroids)",
             "Fontaine et al. 2020 (CMA-ME); pyribs",
-            QDRecipe(archive=qd.CVT, emitter=qd.EVOLUTION_STRATEGY),
+            QDRecipe(archive=components.CVT, emitter=components.EVOLUTION_STRATEGY),
             ranker="2imp",
             optional=("es",),
             async_refusal=_CMA_WHOLE_BATCHES,
@@ -231,7 +233,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "cvt_cma_mae",
             "cma_mae on CVTArchives (learning and result archives share archive.cells centroids)",
             "Fontaine & Nikolaidis 2023 (CMA-MAE); pyribs",
-            _cma_mae_recipe(qd.CVT),
+            _cma_mae_recipe(components.CVT),
             ranker="imp",
             optional=("es",),
             archive_defaults={"learning_rate": 0.01, "threshold_min": 0.0},
@@ -244,7 +246,9 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "QD metrics from a grid result archive of every evaluated solution, the "
             "novelty archive's size in `own_archive_size`",
             "Lehman & Stanley 2011 (NS, NSLC); pyribs",
-            QDRecipe(archive=qd.PROXIMITY, emitter=qd.VARIATION, result_archive=True),
+            QDRecipe(
+                archive=components.PROXIMITY, emitter=components.VARIATION, result_archive=True
+            ),
             defaults=_VARIATION_DEFAULTS,
             archive_defaults={
                 "k_neighbors": 15,
@@ -261,7 +265,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "competition by distance to the k nearest fitter solutions) + Gaussian or "
             "iso-line emitters (`variation`); QD metrics from a grid result archive",
             "Bahlous-Boldi et al. 2025 (Dominated Novelty Search); pyribs",
-            QDRecipe(archive=qd.DNS, emitter=qd.VARIATION, result_archive=True),
+            QDRecipe(archive=components.DNS, emitter=components.VARIATION, result_archive=True),
             defaults=_VARIATION_DEFAULTS,
             archive_defaults={"capacity": 1024, "k_neighbors": 3},
         ),
@@ -273,9 +277,9 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "(needs pymoo: pip install 'evocamp[bop]')",
             "Kent et al. 2024 (BOP-Elites, IEEE TEVC); pyribs",
             QDRecipe(
-                archive=qd.GRID,
-                emitter=qd.BAYESIAN_OPTIMIZATION,
-                scheduler=qd.BAYESIAN_OPTIMIZATION_SCHEDULER,
+                archive=components.GRID,
+                emitter=components.BAYESIAN_OPTIMIZATION,
+                scheduler=components.BAYESIAN_OPTIMIZATION_SCHEDULER,
             ),
             defaults={
                 "emitters": 1,
@@ -294,7 +298,9 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "of a pool of `emitters` of each kind: EvolutionStrategyEmitters with rankers "
             "obj, 2rd and 2imp, and IsoLineEmitters",
             "Cully 2021 (ME-MAP-Elites); pyribs' sphere example (me_map_elites)",
-            QDRecipe(archive=qd.GRID, emitter_pool=_BANDIT_POOL, scheduler=qd.BANDIT),
+            QDRecipe(
+                archive=components.GRID, emitter_pool=_BANDIT_POOL, scheduler=components.BANDIT
+            ),
             defaults={**_QD_DEFAULTS, "emitters": 4, "line_sigma": 0.1},
             optional=("es",),
         ),
@@ -305,8 +311,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "selection, basic restarts) sampling the grid result archive",
             "Lee et al. 2024 (DDS, arXiv 2312.11331); pyribs",
             QDRecipe(
-                archive=qd.DENSITY,
-                emitter=qd.EVOLUTION_STRATEGY,
+                archive=components.DENSITY,
+                emitter=components.EVOLUTION_STRATEGY,
                 emitter_options={
                     "ranker": "density",
                     "selection_rule": "mu",

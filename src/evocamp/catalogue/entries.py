@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evocamp.families.qd import QDRecipe
+from evocamp.families.qd.components import QDRecipe
 
 #: Families, in the order the documentation lists them.
 FAMILIES = ("qd", "es", "bo", "baseline", "plugin")

@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evocamp.families.qd import ArchiveElites
+from evocamp.families.qd.compact import ArchiveElites
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.kept_archive import (
     DeltaBase,

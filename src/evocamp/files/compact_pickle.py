@@ -1,7 +1,7 @@
 """Pickles without the bulk that can be stored smaller or is stored elsewhere.
 
-With :mod:`evocamp.files.optimizer_state` this is the one place that knows pyribs'
-internals (its archives' per-cell array stores).
+It knows no pyribs internals: :mod:`evocamp.files.optimizer_state` names the arrays to
+keep in part (from :mod:`evocamp.families.ribs_internals`).
 
 An optimizer's pickle carries large arrays that a checkpoint need not hold in full:
 an archive's preallocated per-cell arrays (filled only where a cell is occupied; the
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.files.legacy import MOVED_MODULES
+from evocamp.files.legacy import class_module
 
 #: Arrays below this size stay inside the pickle.
 SHARED_MIN_BYTES = 4096
@@ -133,7 +133,7 @@ class _Unpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str):
         # Classes of earlier versions of evocamp's own modules live elsewhere now.
-        return super().find_class(MOVED_MODULES.get(module, module), name)
+        return super().find_class(class_module(module, name), name)
 
     def persistent_load(self, pid):
         number, kind, *details = pid

@@ -5,12 +5,14 @@
   behind today's optimizer protocol.
 - Pickles name classes by module; :data:`MOVED_MODULES` maps the modules of version
   0.1's flat package to where their classes live now, so checkpoints written before
-  the package was layered still resume.
+  the package was layered still resume, and :data:`MOVED_CLASSES` the classes of
+  ``evocamp.families.qd`` (one module until it was split into a package) to their
+  modules now (:func:`class_module` applies both).
 """
 
 from __future__ import annotations
 
-from evocamp.families.qd import QDOptimizer
+from evocamp.families.qd.optimizer import QDOptimizer
 
 #: Module of a pickled class in evocamp 0.1 -> its module now.
 MOVED_MODULES = {
@@ -20,6 +22,25 @@ MOVED_MODULES = {
     "evocamp.baselines": "evocamp.families.baselines",
     "evocamp.storage": "evocamp.files.checkpoint",
 }
+
+#: ``(module, class)`` of a class of ``evocamp.families.qd`` when it was one module (the
+#: flat package's ``evocamp.algorithms`` maps to it first) -> its module now.
+MOVED_CLASSES = {
+    ("evocamp.families.qd", name): f"evocamp.families.qd.{module}"
+    for module, names in {
+        "optimizer": ("QDOptimizer",),
+        "batches": ("QDBatch",),
+        "compact": ("ArchiveElites", "_RecordingGenerator"),
+        "components": ("ArchiveKind", "EmitterKind", "SchedulerKind", "QDRecipe"),
+    }.items()
+    for name in names
+}
+
+
+def class_module(module: str, name: str) -> str:
+    """The module that holds now the class a pickle names as ``module.name``."""
+    module = MOVED_MODULES.get(module, module)
+    return MOVED_CLASSES.get((module, name), module)
 
 
 def wrapped_scheduler(scheduler) -> tuple[QDOptimizer, object]:

@@ -1,10 +1,11 @@
 """The ``/optimizer`` group of a checkpoint: the optimizer and the run's archive as one
 compact pickle, plus the rows of archives' per-cell arrays that are read.
 
-With :mod:`evocamp.files.compact_pickle` this is the one place that knows pyribs'
-internals: an archive's ``_store`` (per-cell arrays allocated for every cell, of which
-only occupied cells are ever read) and its ``occupied``/``occupied_list`` bookkeeping,
-and a density archive's preallocated reservoir of measures.
+Which arrays of pyribs' archives are stored compactly comes from
+:mod:`evocamp.families.ribs_internals` (the one place that knows pyribs' internals): an
+archive's per-cell arrays (allocated for every cell, of which only occupied cells are
+ever read) and its list of occupied cells, and a density archive's preallocated
+reservoir of measures.
 The rows of the run's archive are the elites in ``/archive`` (not stored twice); those
 of another archive (CMA-MAE's learning archive) go to ``/optimizer/rows``. A sha256
 over the pickle and every row set detects a damaged file.
@@ -20,7 +21,8 @@ import h5py
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
-from evocamp.families.qd import QDOptimizer
+from evocamp.families import ribs_internals
+from evocamp.families.qd.optimizer import QDOptimizer
 from evocamp.files import compact_pickle
 from evocamp.files.hdf5 import write_dataset
 from evocamp.files.kept_archive import (
@@ -34,34 +36,22 @@ from evocamp.files.legacy import wrapped_scheduler
 from evocamp.model.runspec import run_label
 
 
-def store_rows(store) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``{field: (array, rows that are read)}`` of one pyribs array store: every field at
-    the occupied cells, and the used prefix of the list of occupied cells."""
-    occupied = np.flatnonzero(store._props["occupied"])
-    rows = {name: (array, occupied) for name, array in store._fields.items()}
-    used = np.arange(store._props["n_occupied"])
-    rows["occupied_list"] = (store._props["occupied_list"], used)
-    return rows
-
-
 def partial_arrays(optimizer, archive) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Arrays of which only some rows are read, to store compactly, by owner:
     ``result`` (the run's archive, whose elites ``/archive`` holds) and, when a QD
     scheduler learns on another archive, ``archive``: CMA-MAE's grid, novelty search's
-    and DNS's stores (:func:`store_rows`), or a density archive's reservoir of measures
-    (``buffer``, its first ``n`` rows filled)."""
+    and DNS's stores, or a density archive's reservoir of measures (``buffer``, its
+    first ``n`` rows filled): :func:`evocamp.families.ribs_internals.partial_rows`."""
     arrays = {}
     if isinstance(optimizer, QDOptimizer):
         scheduler = optimizer.scheduler
         learning = scheduler.archive
         if learning is not scheduler.result_archive:
-            if hasattr(learning, "_store"):
-                arrays["archive"] = store_rows(learning._store)
-            elif hasattr(learning, "_buffer"):
-                used = np.arange(learning._n_occupied)
-                arrays["archive"] = {"buffer": (learning._buffer, used)}
+            rows = ribs_internals.partial_rows(learning)
+            if rows:
+                arrays["archive"] = rows
     if archive is not None:
-        arrays["result"] = store_rows(archive._store)
+        arrays["result"] = ribs_internals.store_rows(archive)
     return arrays
 
 

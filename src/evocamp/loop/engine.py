@@ -15,7 +15,8 @@ import numpy as np
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
-from evocamp.families.qd import ArchiveElites, build_passive_archive
+from evocamp.families.passive import build_passive_archive
+from evocamp.families.qd.compact import ArchiveElites
 from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
 from evocamp.files.shard import ATTEMPTS_DTYPE, ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards

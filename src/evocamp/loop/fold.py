@@ -30,7 +30,8 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.catalogue.factory import owns_archive
 from evocamp.domains import domain_group
-from evocamp.families.qd import add_to_passive_archive, cqd_score, cqd_settings
+from evocamp.families.cqd import cqd_score, cqd_settings
+from evocamp.families.passive import add_to_passive_archive
 from evocamp.files.shard import STATUS
 from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
@@ -275,7 +276,7 @@ def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:
 
 def archive_cqd_score(spec: dict, archive) -> float:
     """The CQD score of a run's archive (NaN when the run gets none: see
-    :func:`evocamp.families.qd.cqd_settings`)."""
+    :func:`evocamp.families.cqd.cqd_settings`)."""
     settings = cqd_settings(spec) if archive is not None else None
     return np.nan if settings is None else cqd_score(archive, **settings)
 
