@@ -70,6 +70,7 @@ CONDA_ENV = "../../envs/evocamp.yaml"
 # Figure rules depend on their code: editing it reruns figures only.
 FIGURE_CODE = [
     f"{workflow.basedir}/src/evocamp/reporting/plotting.py",
+    f"{workflow.basedir}/src/evocamp/reporting/campaign_figures.py",
     f"{workflow.basedir}/src/evocamp/reporting/comparison.py",
     f"{workflow.basedir}/src/evocamp/reporting/statistics.py",
     f"{workflow.basedir}/src/evocamp/reporting/significance.py",
