@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -188,6 +189,28 @@ def test_fewer_than_two_seeds_leave_the_tests_out_with_a_note(tmp_path):
     assert tests and all(row["p"] is None and row["significant"] is None for row in tests)
     assert "No significance tests" in significance.tests_caption(tests, alpha=0.05)
     assert ",,,," in significance.tests_csv(tests).splitlines()[1]
+
+
+def test_captions_say_when_the_seeds_are_too_few_for_any_test_to_reject(tmp_path, runs):
+    """2 vs 2 seeds: no p can be below 2 / C(4, 2) = 1/3 (scipy's exact test), nor with
+    ties below the normal approximation's bound; both captions say so, with the fewest
+    seeds that could reject at alpha = 0.05 (4: 2 / C(8, 4) = 0.029)."""
+    tests = significance.significance_tests(
+        load_runs(write_campaign(tmp_path, seeds=2)), alpha=0.05
+    )
+    exact, tied = significance.smallest_p(2, 2)
+    assert exact == pytest.approx(2 / math.comb(4, 2))
+    assert all(row["p"] >= tied for row in tests if row["p"] is not None)
+    sentence = (
+        "Too few seeds for any test to reject at alpha = 0.05: the smallest p a two-sided "
+        f"Mann-Whitney U test can give is 0.3333 for 2 vs 2 seeds ({tied:.4g} if each "
+        "algorithm's runs all tie); 4 seeds per algorithm are the fewest whose p can reach it."
+    )
+    assert sentence in significance.tests_markdown(tests, alpha=0.05).splitlines()[0]
+    assert significance.tests_caption(tests, alpha=0.05).endswith(sentence)
+    five = significance.significance_tests(runs, alpha=0.05)
+    assert "Too few seeds" not in significance.tests_markdown(five, alpha=0.05)
+    assert "Too few seeds" in significance.tests_caption(five, alpha=0.001)
 
 
 def test_aggregates_match_a_direct_computation(runs):
