@@ -10,6 +10,7 @@ import io
 import itertools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from evocamp.reporting.comparison import (
     StatisticsSettings,
     final_metrics_table,
     load_runs,
+    table_html,
     table_markdown,
 )
 
@@ -173,6 +175,18 @@ def test_tables_mark_the_best_and_the_algorithms_tied_with_it(runs):
     markdown = table_markdown(table, marks=marks, note=note)
     good_ackley = next(line for line in markdown.splitlines() if "| ackley5 | good |" in line)
     assert good_ackley.count("**") == 4, "bold best objective and best value"
+    html = table_html(table, marks=marks, note=note)
+    assert html.startswith("<table>\n<caption>Final metrics: mean over seeds") and note in html
+    html_rows = [
+        line.removeprefix("<tr><td>").removesuffix("</td></tr>").split("</td><td>")
+        for line in html.splitlines()
+        if line.startswith("<tr><td>")
+    ]
+    bold = re.compile(r"\*\*(.*?)\*\*")
+    assert html_rows == [
+        [bold.sub(r"<strong>\1</strong>", cell) for cell in row]
+        for row in markdown_rows(markdown)[1:]
+    ], "the Markdown table's cells, the best mean in <strong>"
     for row in tests:
         if row["significant"] is False:
             line = next(
@@ -386,6 +400,16 @@ def test_table_writers_on_a_hand_made_table():
         "| a_b | 3 | 0.3 | - | yes |\n| c | 4 | 1.235e+04 | 1e-07 | no |"
     )
     assert tables.interval((0.5, 0.25, 1.0)) == "0.5 [0.25, 1]"
+    assert tables.html_table(header[:2], [r[:2] for r in rows], caption="a < b's").splitlines() == [
+        "<table>",
+        "<caption>a &lt; b's</caption>",
+        "<thead><tr><th>name</th><th>n</th></tr></thead>",
+        "<tbody>",
+        "<tr><td>a_b</td><td>3</td></tr>",
+        "<tr><td>c</td><td>4</td></tr>",
+        "</tbody>",
+        "</table>",
+    ]
     latex = tables.latex_table(["A", "B"], [["x", "y"]], columns="lr", caption="a_b \u2020")
     assert latex.splitlines() == [
         "% Requires \\usepackage{booktabs}.",

@@ -376,7 +376,7 @@ def compare_campaign(
     Figures: metric curves with bootstrap bands (``curves``), side-by-side heatmaps
     (``heatmaps``), aggregates across domains (``aggregate``), runtime-to-target ECDFs
     (``ecdf``) and the final values of every seed (``seeds``). Tables: final metrics
-    with significance marks (``final_metrics``: CSV, Markdown, LaTeX), the tests
+    with significance marks (``final_metrics``: CSV, Markdown, LaTeX, HTML), the tests
     (``tests``: CSV, Markdown), the aggregates (``aggregate``) and the expected running
     times (``ert``), CSV and Markdown (:mod:`evocamp.reporting.statistics`).
 
