@@ -120,7 +120,8 @@ def colour_range(objective: np.ndarray) -> tuple[float | None, float | None, str
     values = values[np.isfinite(values)]
     if not len(values):
         return None, None, "neither"
-    low, high = float(np.percentile(values, COLOUR_LOW_PERCENTILE)), float(values.max())
+    low = float(np.percentile(values, COLOUR_LOW_PERCENTILE, method="nearest"))
+    high = float(values.max())
     return low, high, "min" if values.min() < low else "neither"
 
 
