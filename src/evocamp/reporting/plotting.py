@@ -246,6 +246,5 @@ def no_measurable_time(evaluating: float, wall: float, *, failing: bool = False)
     failed evaluations are drawn beside the overhead)."""
     rest = "the bars are failed evaluations and overhead" if failing else "every bar is overhead"
     return (
-        f"evaluations took almost no time ({evaluating:.2g} s of {wall:.3g} s wall time):"
-        f"\n{rest}"
+        f"evaluations took almost no time ({evaluating:.2g} s of {wall:.3g} s wall time):\n{rest}"
     )
