@@ -7,6 +7,7 @@ import contextlib
 import csv
 import json
 import operator
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from conftest import (
     PLUGINS,
     archive_digests,
     kill_tree_after,
+    kill_tree_when,
     merged,
     run_folder,
     run_snakemake,
@@ -25,6 +27,7 @@ from conftest import (
 )
 
 from evocamp.base.seeding import evaluation_seeds, run_key
+from evocamp.files.evaluations import read_evaluations
 
 
 def misbehaving_config(small_config, tmp_path, *, evaluation: dict | None = None, **top):
@@ -196,6 +199,49 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
     statuses = [json.loads(line).get("status", 0) for line in log.read_text().splitlines()]
     assert sum(1 for status in statuses if status) >= sum(failed)
+
+
+def test_asynchronous_failures_are_logged_once_and_evaluated_once_across_a_kill(
+    tmp_path, small_config
+):
+    """Asynchronous mode (2 segments), killed in its first segment after a failure was
+    logged, then rerun: every failed completion told has exactly one `(discarded)` line
+    in the run's logs (the rerun tells the killed attempt's completions from the log and
+    says so again; a completion evaluated after a segment's end is told, and named, by
+    the next), no evaluation started after the kill runs twice (a segment waits for
+    those in flight at its end and the next tells them from the log), and the segment
+    line counts them."""
+    (tmp_path / "control").write_text("note %1\nslow %1\nraise %5\n")
+    config = misbehaving_config(
+        small_config,
+        tmp_path,
+        evaluation={"on_failure": "discard"},
+        mode="async",
+        generations=4,
+        checkpoint_every=2,
+        **{"async": {"slots": 3}, "dask": {"workers": 2}},
+    )
+    write_config(tmp_path, config)
+    run = run_folder(tmp_path, config, "me", "sphere", 0)
+    completions = run / "completions.jsonl"
+
+    def a_failure_logged() -> bool:
+        lines = completions.read_text().splitlines() if completions.exists() else []
+        return len(lines) >= 6 and any('"status"' in line for line in lines[:-1])
+
+    assert kill_tree_when(tmp_path, a_failure_logged)
+    noted_at_kill = len((tmp_path / "evaluated").read_text().splitlines())
+    run_snakemake(tmp_path, "runs")
+    rows = read_evaluations(run / "evaluations.h5")
+    assert len(rows.failures) > 0
+    logs = "".join(path.read_text() for path in sorted((tmp_path / "results").rglob("*.log")))
+    discarded = sorted(line for line in logs.splitlines() if line.endswith("(discarded)"))
+    assert discarded == sorted(
+        f"evocamp: warning: {message} (discarded)" for message in rows.failures.values()
+    )
+    after_kill = (tmp_path / "evaluated").read_text().splitlines()[noted_at_kill:]
+    assert len(after_kill) == len(set(after_kill)), "an evaluation ran twice"
+    assert re.search(r"generation 2: \d+ completions beyond it logged for the next segment", logs)
 
 
 def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):
