@@ -21,12 +21,13 @@ from conftest import (
     kill_tree_when,
     merged,
     run_folder,
+    run_log,
     run_snakemake,
     shard_results,
     write_config,
 )
 
-from evocamp.base.seeding import evaluation_seeds, run_key
+from evocamp.base.seeding import asynchronous_evaluation_seeds, evaluation_seeds, run_key
 from evocamp.files.evaluations import read_evaluations
 
 
@@ -242,6 +243,41 @@ def test_asynchronous_failures_are_logged_once_and_evaluated_once_across_a_kill(
     after_kill = (tmp_path / "evaluated").read_text().splitlines()[noted_at_kill:]
     assert len(after_kill) == len(set(after_kill)), "an evaluation ran twice"
     assert re.search(r"generation 2: \d+ completions beyond it logged for the next segment", logs)
+
+
+@pytest.mark.parametrize("mode", ["dask", "async"])
+def test_a_dask_segment_log_holds_one_line_per_failure_and_a_bounded_output(
+    tmp_path, small_config, mode
+):
+    """Dask and asynchronous mode under stop: an evaluation that prints 10 MB leaves its
+    first and last 32 kB in the segment's log with a line saying what was dropped (not
+    in Snakemake's own output), and one that raises stops the segment with evocamp's
+    one line, without distributed's "Compute Failed" block before it."""
+    config = misbehaving_config(
+        small_config,
+        tmp_path,
+        mode=mode,
+        generations=2,
+        checkpoint_every=2,
+        **{"async": {"slots": 2}, "dask": {"workers": 2}},
+    )
+    write_config(tmp_path, config)
+    key = run_key(algorithm="me", domain="sphere", seed=0)
+    shouting = (
+        seed_of(config, 1, 2)
+        if mode == "dask"
+        else int(asynchronous_evaluation_seeds(config["master_seed"], key, [1])[0])
+    )
+    (tmp_path / "control").write_text(f"shout {shouting}\nraise %7\n")
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert failed.returncode != 0
+    assert len(failed.stdout) + len(failed.stderr) < 200_000
+    log = (run_log(tmp_path, "small", "me/sphere/seed0", "gen_000002/segment.log")).read_text()
+    assert len(log) < 200_000
+    assert "bytes of the evaluation's output dropped here" in log
+    assert "Compute Failed" not in log
+    (error,) = [line for line in log.splitlines() if line.startswith("evocamp: error: ")]
+    assert "the evaluation function raised ValueError: simulated failure for seed" in error
 
 
 def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):
