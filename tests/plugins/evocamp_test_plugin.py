@@ -30,9 +30,11 @@ def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=No
     Each line of the control file is ``<kind> <seed>`` or ``<kind> %<k>`` (every
     solution whose evaluation seed is a multiple of ``k``); kinds: ``raise``, ``nan``,
     ``segfault`` (a real SIGSEGV), ``exit`` (``os._exit(3)``), ``sys_exit<code>``
-    (``sys.exit(code)``, 0 without one), ``hang`` (sleeps an hour), and
-    ``segfault_once`` (a SIGSEGV the first time a seed is evaluated, marked in
-    ``marker_dir``: a transient crash).
+    (``sys.exit(code)``, 0 without one), ``hang`` (sleeps an hour), ``segfault_once`` (a
+    SIGSEGV the first time a seed is evaluated, marked in ``marker_dir``: a transient
+    crash), ``slow`` (sleeps 0.2 s), ``note`` (appends the seed to
+    ``marker_dir/evaluated``: which evaluations ran, and how often) and ``shout``
+    (prints 10 MB to standard output).
     """
     lines = Path(control_file).read_text().split("\n") if Path(control_file).exists() else []
     rules = [line.split() for line in lines if line.strip()]
@@ -67,6 +69,16 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
     if kind == "kill_parent":  # the process that runs the evaluation (a Dask worker) dies
         os.kill(os.getppid(), signal.SIGKILL)
         time.sleep(3600)
+    if kind == "slow":
+        time.sleep(0.2)
+        return value
+    if kind == "note":
+        with open(Path(marker_dir) / "evaluated", "a") as noted:
+            noted.write(f"{seed}\n")
+        return value
+    if kind == "shout":
+        print(f"seed {seed} " + "x" * (10 << 20), flush=True)
+        return value
     if kind == "segfault_once":
         marker = Path(marker_dir) / f"crashed-{seed}"
         if not marker.exists():

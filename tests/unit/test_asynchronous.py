@@ -277,6 +277,55 @@ def test_a_plugin_without_the_asynchronous_methods_is_refused():
     ) in error_of(config)
 
 
+def test_a_discarded_evaluation_is_named_when_told_not_when_evaluated(capfd):
+    """Under discard, evaluating an asynchronous evaluation writes nothing; the loop
+    names each failed completion once, as it tells it (a segment that tells it again
+    after a kill names it again, from the log)."""
+    config = merged(
+        FAST,
+        {
+            "evaluation": {"on_failure": "discard"},
+            "domains": {
+                "ackley4": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:fails_on_negative_first",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 4,
+                    "bounds": [-1.0, 1.0],
+                    "measure_ranges": [[-1.0, 1.0]],
+                }
+            },
+        },
+    )
+    config["algorithms"] = {"rs": config["algorithms"]["rs"]}
+    spec = run_spec(validate_config(config), algorithm="rs", domain="ackley4", seed=0)
+    submit, wait = evaluate_in_process(spec)
+    logged, named = [], []
+    AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log([], told=0, spec=spec),
+        submit=submit,
+        wait=wait,
+        record=logged.append,
+        workers=1,
+        discarded=named.append,
+    ).run(until=1)
+    assert capfd.readouterr().err == ""
+    failed = [c for c in logged if c.status]
+    assert failed and [c.evaluation for c in named] == [c.evaluation for c in failed]
+    again = []
+    AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log(logged, told=0, spec=spec),
+        submit=submit,
+        wait=wait,
+        record=lambda c: None,
+        workers=1,
+        discarded=again.append,
+    ).run(until=1)
+    assert [c.evaluation for c in again] == [c.evaluation for c in named]
+
+
 def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
     config = merged(
         FAST,

@@ -381,8 +381,10 @@ def test_metrics_count_attempts_retries_and_the_seconds_failures_took(tmp_path):
 
 
 def test_what_the_child_prints_reaches_the_log_once(tmp_path):
-    """The supervised child's prints are flushed before it ends (os._exit does not),
-    and the parent's pending output is flushed before the fork (never written twice)."""
+    """The supervised child's prints go to the parent's standard error (the job's log),
+    each item's before its result comes back, and are flushed before it ends (os._exit
+    does not); the parent's pending output is flushed before the fork (never written
+    twice) and its standard output holds only its own lines."""
     import subprocess
     import sys
 
@@ -393,12 +395,50 @@ def test_what_the_child_prints_reaches_the_log_once(tmp_path):
         "def task(k):\n"
         "    print(f'child {k}')\n"
         "    return k\n"
-        "print(list(supervised(task, 2)))\n"
+        "for item in supervised(task, 2):\n"
+        "    print(f'got {item}', file=sys.stderr)\n"
+        "print('parent after')\n"
     )
-    out = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.splitlines() == ["parent before", "child 0", "child 1", "[0, 1]"]
+    )
+    assert done.stdout.splitlines() == ["parent before", "parent after"]
+    lines = done.stderr.splitlines()
+    assert sorted(lines) == ["child 0", "child 1", "got 0", "got 1"]
+    assert lines.index("child 0") < lines.index("got 0")
+    assert lines.index("child 1") < lines.index("got 1")
+
+
+def test_an_evaluation_printing_10_mb_leaves_its_first_and_last_bytes_in_the_log():
+    """A child that prints 10 MB (and one that is killed at its time limit after
+    printing as much) leaves the first and last 32 kB in the parent's standard error
+    with one line saying how many bytes were dropped between them, and nothing on the
+    parent's standard output."""
+    import subprocess
+    import sys
+
+    script = (
+        "import time\n"
+        "from evocamp.base.supervised import supervised\n"
+        "def task(k):\n"
+        "    print('first line ' + 'x' * (10 << 20) + ' last line', flush=True)\n"
+        "    if k == 1:\n"
+        "        time.sleep(60)\n"
+        "    return k\n"
+        "print([type(item).__name__ for item in supervised(task, 2, limits=[30, 1])])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "['int', 'Ended']\n"
+    err = done.stderr
+    assert len(err) < 80_000
+    dropped = (10 << 20) * 2 + 2 * len("first line  last line\n") - 2 * 32 * 1024
+    assert (
+        f"[evocamp: {dropped} bytes of the evaluation's output dropped here; "
+        "the first 32768 and the last 32768 are kept]"
+    ) in err
+    assert err.startswith("first line xxx") and err.rstrip().endswith("x last line")
 
 
 def test_policy_defaults_are_the_schemas_and_stay_out_of_run_specs():

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import json
 import operator
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -17,14 +18,17 @@ from conftest import (
     PLUGINS,
     archive_digests,
     kill_tree_after,
+    kill_tree_when,
     merged,
     run_folder,
+    run_log,
     run_snakemake,
     shard_results,
     write_config,
 )
 
-from evocamp.base.seeding import evaluation_seeds, run_key
+from evocamp.base.seeding import asynchronous_evaluation_seeds, evaluation_seeds, run_key
+from evocamp.files.evaluations import read_evaluations
 
 
 def misbehaving_config(small_config, tmp_path, *, evaluation: dict | None = None, **top):
@@ -209,6 +213,84 @@ def test_asynchronous_mode_discards_the_same_failures_on_any_worker_count(tmp_pa
     log = run_folder(tmp_path / "workers1", config, "me", "sphere", 0) / "completions.jsonl"
     statuses = [json.loads(line).get("status", 0) for line in log.read_text().splitlines()]
     assert sum(1 for status in statuses if status) >= sum(failed)
+
+
+def test_asynchronous_failures_are_logged_once_and_evaluated_once_across_a_kill(
+    tmp_path, small_config
+):
+    """Asynchronous mode (2 segments), killed in its first segment after a failure was
+    logged, then rerun: every failed completion told has exactly one `(discarded)` line
+    in the run's logs (the rerun tells the killed attempt's completions from the log and
+    says so again; a completion evaluated after a segment's end is told, and named, by
+    the next), no evaluation started after the kill runs twice (a segment waits for
+    those in flight at its end and the next tells them from the log), and the segment
+    line counts them."""
+    (tmp_path / "control").write_text("note %1\nslow %1\nraise %5\n")
+    config = misbehaving_config(
+        small_config,
+        tmp_path,
+        evaluation={"on_failure": "discard"},
+        mode="async",
+        generations=4,
+        checkpoint_every=2,
+        **{"async": {"slots": 3}, "dask": {"workers": 2}},
+    )
+    write_config(tmp_path, config)
+    run = run_folder(tmp_path, config, "me", "sphere", 0)
+    completions = run / "completions.jsonl"
+
+    def a_failure_logged() -> bool:
+        lines = completions.read_text().splitlines() if completions.exists() else []
+        return len(lines) >= 6 and any('"status"' in line for line in lines[:-1])
+
+    assert kill_tree_when(tmp_path, a_failure_logged)
+    noted_at_kill = len((tmp_path / "evaluated").read_text().splitlines())
+    run_snakemake(tmp_path, "runs")
+    rows = read_evaluations(run / "evaluations.h5")
+    assert len(rows.failures) > 0
+    logs = "".join(path.read_text() for path in sorted((tmp_path / "results").rglob("*.log")))
+    discarded = sorted(line for line in logs.splitlines() if line.endswith("(discarded)"))
+    assert discarded == sorted(
+        f"evocamp: warning: {message} (discarded)" for message in rows.failures.values()
+    )
+    after_kill = (tmp_path / "evaluated").read_text().splitlines()[noted_at_kill:]
+    assert len(after_kill) == len(set(after_kill)), "an evaluation ran twice"
+    assert re.search(r"generation 2: \d+ completions beyond it logged for the next segment", logs)
+
+
+@pytest.mark.parametrize("mode", ["dask", "async"])
+def test_a_dask_segment_log_holds_one_line_per_failure_and_a_bounded_output(
+    tmp_path, small_config, mode
+):
+    """Dask and asynchronous mode under stop: an evaluation that prints 10 MB leaves its
+    first and last 32 kB in the segment's log with a line saying what was dropped (not
+    in Snakemake's own output), and one that raises stops the segment with evocamp's
+    one line, without distributed's "Compute Failed" block before it."""
+    config = misbehaving_config(
+        small_config,
+        tmp_path,
+        mode=mode,
+        generations=2,
+        checkpoint_every=2,
+        **{"async": {"slots": 2}, "dask": {"workers": 2}},
+    )
+    write_config(tmp_path, config)
+    key = run_key(algorithm="me", domain="sphere", seed=0)
+    shouting = (
+        seed_of(config, 1, 2)
+        if mode == "dask"
+        else int(asynchronous_evaluation_seeds(config["master_seed"], key, [1])[0])
+    )
+    (tmp_path / "control").write_text(f"shout {shouting}\nraise %7\n")
+    failed = run_snakemake(tmp_path, "runs", check=False)
+    assert failed.returncode != 0
+    assert len(failed.stdout) + len(failed.stderr) < 200_000
+    log = (run_log(tmp_path, "small", "me/sphere/seed0", "gen_000002/segment.log")).read_text()
+    assert len(log) < 200_000
+    assert "bytes of the evaluation's output dropped here" in log
+    assert "Compute Failed" not in log
+    (error,) = [line for line in log.splitlines() if line.startswith("evocamp: error: ")]
+    assert "the evaluation function raised ValueError: simulated failure for seed" in error
 
 
 def test_a_dask_worker_killed_again_and_again_is_named_as_its_shard(tmp_path, small_config):

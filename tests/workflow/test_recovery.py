@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
+import subprocess
+import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -18,6 +23,7 @@ from conftest import (
     run_log,
     run_snakemake,
     shard_results,
+    snakemake_command,
     write_config,
     write_final,
 )
@@ -264,3 +270,75 @@ def test_failing_plugin_optimizer_names_where_and_resumes(tmp_path, small_config
     write_config(clean, config)
     run_snakemake(clean, "runs")
     assert archive_digests(tmp_path) == archive_digests(clean)
+
+
+def test_a_rerun_ends_the_jobs_a_killed_snakemake_left_running(tmp_path, small_config):
+    """Snakemake alone SIGKILLed while a shard's evaluation hangs (its jobs are not in a
+    group it kills): the rerun ends that job and every process of it (the warm step, its
+    evaluation) before it starts the shard again, says so in one line, and finishes."""
+    import psutil
+
+    config = merged(
+        small_config,
+        {
+            "generations": 1,
+            "checkpoint_every": 1,
+            "shards": 2,
+            "domains": {
+                "sphere": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:hangs_first_attempt",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 6,
+                    "measure_ranges": [[-3, 3], [-3, 3]],
+                    "chunk_size": 8,  # one call per shard: one hang each, the first time
+                }
+            },
+        },
+    )
+    config["algorithms"] = {"me": small_config["algorithms"]["me"]}
+    write_config(tmp_path, config)
+    (tmp_path / "hang-once").mkdir()
+    snakemake = subprocess.Popen(
+        snakemake_command(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    left = []
+    try:
+        deadline = time.time() + 120
+        while not any((tmp_path / "hang-once").iterdir()) and time.time() < deadline:
+            time.sleep(0.1)
+        snakemake.kill()
+        snakemake.wait()
+        left = [p for p in psutil.process_iter() if _works_in(p, tmp_path)]
+        assert any("evaluate" in p.cmdline() for p in left), "no shard job was left running"
+        rerun = run_snakemake(tmp_path, "runs")
+        assert [p for p in left if _alive(p)] == []
+        (ended,) = [line for line in rerun.stderr.splitlines() if line.startswith("evocamp: ended")]
+        assert "job(s) a killed Snakemake left running here: " in ended and "(evaluate)" in ended
+    finally:
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+def _works_in(process, workdir) -> bool:
+    """Whether ``process`` (not this one) runs in ``workdir``."""
+    import psutil
+
+    try:
+        return process.pid != os.getpid() and Path(process.cwd()).resolve() == workdir.resolve()
+    except psutil.Error:
+        return False
+
+
+def _alive(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -25,7 +25,7 @@ from evocamp.config import (
     stored_name_notices,
     validate_config,
 )
-from evocamp.executors.housekeeping import release_stale_locks
+from evocamp.executors.housekeeping import end_jobs_left_running, release_stale_locks
 from evocamp.files.evaluations import SETTINGS_VARIABLE, EvaluationSettings
 from evocamp.files.checkpoint import kept_for_spec
 from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
@@ -65,6 +65,12 @@ if workflow.is_main_process:
 config.clear()
 config.update(_validated)
 
+if workflow.is_main_process and (_ended := end_jobs_left_running(os.getcwd())):
+    print(
+        f"evocamp: ended {len(_ended)} job(s) a killed Snakemake left running here: "
+        + ", ".join(_ended),
+        file=sys.stderr,
+    )
 if workflow.is_main_process and release_stale_locks(os.getcwd()):
     print(
         "evocamp: removed stale Snakemake locks (no other Snakemake runs here)",

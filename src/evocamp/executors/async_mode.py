@@ -5,9 +5,10 @@ an existing one through its scheduler file, as Dask mode): every evaluation in f
 is one Dask task (a decentralised worker's task fits its surrogate and proposes
 first). :class:`~evocamp.loop.asynchronous.AsynchronousLoop` decides which completion
 is told next; every completion is appended to the run's completion log as it
-arrives. At the segment's end, completions that have already arrived are logged (the
-next segment tells them without evaluating them again), the rest are cancelled, and
-the state with the proposals in flight is written.
+arrives. At the segment's end, the evaluations still in flight are waited for and
+logged as they finish (the next segment tells them from the log without evaluating
+them again: each evaluation runs once), and the state with the proposals in flight is
+written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import batch_format
 from evocamp.executors.dask_mode import (
     cluster_workers,
+    configure_worker_logging,
     dask_client,
     gathered,
     lost_worker_retries,
@@ -45,6 +47,14 @@ from evocamp.model.runspec import run_label, where
 from evocamp.model.state import RunState
 
 
+def evaluate_on_slot(spec: dict, entry: InFlight) -> Completion:
+    """Dask task: evaluate one evaluation in flight
+    (:func:`~evocamp.loop.asynchronous.evaluate_in_flight`) in a worker whose logging
+    is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`)."""
+    configure_worker_logging()
+    return evaluate_in_flight(spec, entry)
+
+
 class DaskSlots:
     """Evaluations in flight as Dask tasks, collected as they finish."""
 
@@ -60,7 +70,7 @@ class DaskSlots:
 
     def submit(self, entry: InFlight) -> None:
         """Start evaluating ``entry`` on the cluster."""
-        future = self.client.submit(evaluate_in_flight, self.spec, entry, pure=False)
+        future = self.client.submit(evaluate_on_slot, self.spec, entry, pure=False)
         self.running[future.key] = future
         self.places[future.key] = where(self.spec, 0, evaluation=entry.evaluation, slot=entry.slot)
         self.finished.add(future)
@@ -76,13 +86,28 @@ class DaskSlots:
         return completion
 
     def finish(self, record) -> int:
-        """Log the completions that have already arrived and cancel the rest; returns
-        how many were logged."""
-        done = [future for future in self.running.values() if future.status == "finished"]
-        for future in sorted(done, key=lambda f: f.result().evaluation):
-            record(future.result())
-        self.client.cancel(list(self.running.values()))
-        return len(done)
+        """Wait for the evaluations still in flight and log each as it finishes (in
+        arrival order, as the real clock tells them); returns how many were logged.
+
+        The next segment tells them from the log, so none is evaluated twice (a
+        LocalCluster waits for its running tasks as it closes anyway). One that raised
+        (``on_failure: stop``) or whose workers died is not logged: the next segment
+        evaluates it again and stops there with its message.
+        """
+        logged = 0
+        for future in self.finished:
+            del self.running[future.key]
+            self.places.pop(future.key)
+            if future.status == "finished":
+                record(future.result())
+                logged += 1
+        return logged
+
+
+def _discarded_line(completion: Completion) -> None:
+    """The log line of a failed completion, written as it is told (so once per segment
+    that tells it: a segment killed and run again tells it again, and says so again)."""
+    print(f"evocamp: warning: {completion.message} (discarded)", file=sys.stderr, flush=True)
 
 
 def run_async_segment(
@@ -155,9 +180,10 @@ def run_async_segment(
             wait=slots.wait,
             record=completion_log.append,
             workers=cluster_workers(client) if scheduler_file else workers,
+            discarded=_discarded_line,
         )
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
-        kept = slots.finish(completion_log.append)
+        beyond = slots.finish(completion_log.append)
     kept = (evaluation_settings or EvaluationSettings()).for_run(
         state.spec, batch_size=completions_per_generation(state.spec), total=total
     )
@@ -173,7 +199,7 @@ def run_async_segment(
     began = time.perf_counter()
     write_state(output, state, full_every=full_every)
     print(
-        f"generation {state.generation}: {kept} completions beyond it logged for the next "
+        f"generation {state.generation}: {beyond} completions beyond it logged for the next "
         f"segment; checkpoint written ({Path(output).stat().st_size / 1e6:.2f} MB in "
         f"{time.perf_counter() - began:.3f} s)",
         file=sys.stderr,

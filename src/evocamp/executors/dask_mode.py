@@ -54,7 +54,7 @@ def evaluate_on_worker(
     ``client.run`` on every worker: a broadcast fails when one worker has just died,
     and a worker its nanny started again would log nothing.
     """
-    _configure_worker_logging()
+    configure_worker_logging()
     began = time.perf_counter()
     result = evaluate_shard(
         spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
@@ -279,13 +279,38 @@ def cluster_workers(client) -> int:
     return max(1, len(client.scheduler_info().get("workers", {})))
 
 
-def _configure_worker_logging() -> None:
+def configure_worker_logging() -> None:
+    """Set up this worker process's logging for evocamp's tasks (once per process; each
+    task calls it first, so it holds on any cluster and in a worker started again).
+
+    The ``evocamp.worker`` logger writes the task lines; distributed's own "Compute
+    Failed" block (its worker logs the task, the exception and its traceback when a
+    task raises) is dropped for evocamp's tasks, whose error reaches the segment and is
+    written there as one line naming where it happened (other tasks' blocks stay).
+    """
     logger = logging.getLogger("evocamp.worker")
     if not logger.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+    worker = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _EvocampTaskFailures) for f in worker.filters):
+        worker.addFilter(_EvocampTaskFailures())
+
+
+#: The functions of evocamp's Dask tasks, as a failed task's description names them.
+TASK_FUNCTIONS = ("evaluate_on_worker", "evaluate_on_slot")
+
+
+class _EvocampTaskFailures(logging.Filter):
+    """Drops distributed's "Compute Failed" record of a task of evocamp's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Compute Failed"):
+            return True
+        described = " ".join(str(arg) for arg in record.args or ())
+        return not any(name in described for name in TASK_FUNCTIONS)
 
 
 def run_generations(

@@ -8,6 +8,10 @@ long generation chains on shared clusters:
   owner is alive. Rerunning the same command must resume the campaign, so the
   workflow removes locks when no other Snakemake process works in the directory
   (:func:`release_stale_locks`).
+- **Jobs left running.** A killed ``snakemake`` does not end its local jobs (their
+  shells are its children, not in a group it kills): they run on beside the rerun,
+  which starts the same jobs again. The workflow ends them first, when no other
+  Snakemake works in the directory (:func:`end_jobs_left_running`).
 - **Metadata records.** Snakemake keeps one small file per output it ever made in
   ``.snakemake/metadata`` and never removes them, also not for ``temp()`` outputs it
   deletes itself: a long run would leave one per shard and generation (inode quotas).
@@ -22,8 +26,10 @@ long generation chains on shared clusters:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
 from base64 import urlsafe_b64decode, urlsafe_b64encode
 from pathlib import Path
 
@@ -60,6 +66,89 @@ def other_snakemake_running(workdir: str | Path) -> bool:
         if info["cwd"] and Path(info["cwd"]).resolve() == workdir:
             return True
     return False
+
+
+#: A variable the workflow's shell prefix exports to every job (common.smk): a step
+#: process that has it was started by Snakemake, not by hand.
+JOB_VARIABLE = "EVOCAMP_GENERATIONS"
+
+#: Seconds a job left running has to end after SIGTERM before it gets SIGKILL.
+END_GRACE_SECONDS = 5.0
+
+
+def _is_step(command: list[str]) -> bool:
+    """Whether ``command`` is a step of evocamp's (``python -m evocamp <step>``)."""
+    return (
+        len(command) > 3
+        and Path(command[0]).name.startswith("python")
+        and command[1:3] == ["-m", "evocamp"]
+    )
+
+
+def jobs_left_running(workdir: str | Path) -> list:
+    """The evocamp step jobs (``psutil.Process``) a killed Snakemake left running in
+    ``workdir``: step processes started by the workflow (they have
+    :data:`JOB_VARIABLE`) whose working directory is ``workdir``, when no Snakemake
+    other than this one (and its ancestors) works there; else none."""
+    import psutil
+
+    workdir = Path(workdir).resolve()
+    mine = {os.getpid()}
+    mine.update(parent.pid for parent in psutil.Process().parents())
+    steps = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        command = process.info["cmdline"] or []
+        if process.info["pid"] in mine or not (_is_snakemake(command) or _is_step(command)):
+            continue
+        try:
+            if Path(process.cwd()).resolve() != workdir:
+                continue
+            if _is_snakemake(command):
+                return []
+            if JOB_VARIABLE in process.environ():
+                steps.append(process)
+        except (psutil.Error, OSError):
+            continue
+    return steps
+
+
+def end_jobs_left_running(workdir: str | Path, *, grace: float = END_GRACE_SECONDS) -> list[str]:
+    """End the step jobs a killed Snakemake left running in ``workdir``
+    (:func:`jobs_left_running`): SIGTERM, then SIGKILL for those still running after
+    ``grace`` seconds; returns them as ``<pid> (<step>)``, for one line in the log.
+
+    The rerun starts the same jobs again (Snakemake marked them incomplete), and a job
+    writes its output atomically, so ending one loses only its unfinished work (a
+    Dask or warm-started step's own children die with it).
+    """
+    import psutil
+
+    jobs = jobs_left_running(workdir)
+    ended = []
+    for job in jobs:
+        try:
+            ended.append(f"{job.pid} ({job.cmdline()[3]})")
+            job.terminate()
+        except psutil.Error:
+            continue
+    deadline = time.monotonic() + grace
+    while jobs and time.monotonic() < deadline:
+        jobs = [job for job in jobs if _running(job)]
+        time.sleep(0.05)
+    for job in jobs:
+        with contextlib.suppress(psutil.Error):
+            job.kill()
+    return ended
+
+
+def _running(process) -> bool:
+    """Whether ``process`` runs (an orphan's zombie, unreaped, does not)."""
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def release_stale_locks(workdir: str | Path) -> bool:

@@ -317,15 +317,30 @@ class AsynchronousLoop:
         ``record(completion)`` appends a completion to the log (before it is told).
     workers : int
         Evaluations that can run at once on the executor (the ``utilisation`` column).
+    discarded : callable, optional
+        ``discarded(completion)`` is called with each failed completion as it is told
+        (the segment writes its log line then, not when it was evaluated: a completion
+        evaluated in one segment may be told in the next, or told again after a kill).
     """
 
-    def __init__(self, state: RunState, *, resume: Resume, submit, wait, record, workers: int):
+    def __init__(
+        self,
+        state: RunState,
+        *,
+        resume: Resume,
+        submit,
+        wait,
+        record,
+        workers: int,
+        discarded=None,
+    ):
         self.state = state
         self.spec = state.spec
         self.standing = decode_in_flight(state.next_batch, state.next_seeds)
         self.resume = resume
         self.submit, self.wait, self.record = submit, wait, record
         self.workers = workers
+        self.discarded = discarded
         self.virtual = self.spec["asynchronous"]["clock"] == "virtual"
         self.per_generation = completions_per_generation(self.spec)
         self.arrived: dict[int, Completion] = {}
@@ -388,6 +403,8 @@ class AsynchronousLoop:
         self._check_logged(completion, entry)
         generation = self.state.generation + 1
         fold_evaluations(self.state, as_evaluated(completion), method="tell_async")
+        if completion.status and self.discarded is not None:
+            self.discarded(completion)
         self.standing.told += 1
         self.standing.now = finished
         self.block.append(completion)

@@ -247,8 +247,10 @@ def evaluate_slice(
     evaluator = _ChunkEvaluator(
         load_evaluator(domain), domain, solutions, seeds, calls, repeats=evaluation_repeats(spec)
     )
+    # An asynchronous evaluation's failure is logged by the segment that tells it
+    # (AsynchronousLoop's `discarded`), not here where it ran.
     outcomes = (
-        _supervised_outcomes(evaluator, failure_policy(spec))
+        _supervised_outcomes(evaluator, failure_policy(spec), report=evaluation is None)
         if isolated(spec)
         else _outcomes_in_process(evaluator)
     )
@@ -349,9 +351,12 @@ def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
     return outcomes
 
 
-def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> list[_Outcome]:
+def _supervised_outcomes(
+    evaluator: _ChunkEvaluator, policy: FailurePolicy, *, report: bool = True
+) -> list[_Outcome]:
     """Every call evaluated in supervised children, one child until one crashes or
-    overruns; the policy decides what a failed call becomes (stop: it raises)."""
+    overruns; the policy decides what a failed call becomes (stop: it raises; else
+    recorded as failed, with a ``(discarded)`` line in the log when ``report``)."""
     calls = evaluator.calls
     outcomes: list[_Outcome] = []
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
@@ -372,10 +377,12 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
                 if attempts < policy.attempts():
                     _log_retry(calls[k], result, attempts, policy)
                     break
-                outcome = _ended_outcome(calls[k], result, attempts, policy)
+                outcome = _ended_outcome(calls[k], result, attempts, policy, report=report)
             elif isinstance(result, EvaluationError):
                 attempts, lost = attempts + 1, lost + spent
-                outcome = _failed_outcome(result, STATUS["failed"], calls[k].size, policy)
+                outcome = _failed_outcome(
+                    result, STATUS["failed"], calls[k].size, policy, report=report
+                )
             else:
                 attempts, outcome = attempts + 1, result
             outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
@@ -383,13 +390,15 @@ def _supervised_outcomes(evaluator: _ChunkEvaluator, policy: FailurePolicy) -> l
     return outcomes
 
 
-def _ended_outcome(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> _Outcome:
+def _ended_outcome(
+    call: _Call, ended: Ended, attempts: int, policy: FailurePolicy, *, report: bool
+) -> _Outcome:
     """The outcome of a call whose child crashed or overran (``attempts`` times)."""
     what, status = _what_ended(ended, policy)
     hint = "" if call.size == 1 else " (chunk_size 1 names the exact solution)"
     after = f" ({attempts} attempts)" if attempts > 1 else ""
     error = EvaluationError(f"{call.whole()}: {what}{after}{hint}")
-    return _failed_outcome(error, status, call.size, policy)
+    return _failed_outcome(error, status, call.size, policy, report=report)
 
 
 def _what_ended(ended: Ended, policy: FailurePolicy) -> tuple[str, int]:
@@ -406,12 +415,14 @@ def _what_ended(ended: Ended, policy: FailurePolicy) -> tuple[str, int]:
 
 
 def _failed_outcome(
-    error: EvaluationError, status: int, size: int, policy: FailurePolicy
+    error: EvaluationError, status: int, size: int, policy: FailurePolicy, *, report: bool
 ) -> _Outcome:
-    """A failed call: raised under the ``stop`` action, else recorded as failed."""
+    """A failed call: raised under the ``stop`` action, else recorded as failed (and
+    logged, when ``report``)."""
     if policy.final_action() == "stop":
         raise error
-    print(f"evocamp: warning: {error} (discarded)", file=sys.stderr, flush=True)
+    if report:
+        print(f"evocamp: warning: {error} (discarded)", file=sys.stderr, flush=True)
     return _Outcome(None, 0.0, size, status, str(error))
 
 
