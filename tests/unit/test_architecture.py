@@ -14,10 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "evocamp"
 LAYERS = (
     ("base", ("evocamp.base",)),
     ("model", ("evocamp.model",)),
-    (
-        "families and domains",
-        ("evocamp.families", "evocamp.domains", "evocamp.locomotion", "evocamp.policies"),
-    ),
+    ("tasks", ("evocamp.tasks",)),
+    ("families", ("evocamp.families",)),
     ("catalogue", ("evocamp.catalogue",)),
     ("config", ("evocamp.config",)),
     ("files", ("evocamp.files",)),

@@ -15,8 +15,8 @@ from evocamp.catalogue.algorithms import (
     ALGORITHMS,
     DEFAULT_GRID_CELLS_PER_MEASURE,
 )
+from evocamp.catalogue.domains import DEFAULT_SOLUTION_DIM, DOMAINS
 from evocamp.catalogue.entries import AlgorithmType, Derived
-from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS
 from evocamp.model.runspec import FailurePolicy
 
 

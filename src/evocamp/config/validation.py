@@ -27,6 +27,7 @@ from evocamp.catalogue.algorithms import (
     CELL_ARCHIVE_KEYS,
     TYPE_ARCHIVE_KEYS,
 )
+from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.config.run_specs import (
     experiments_of,
@@ -34,7 +35,6 @@ from evocamp.config.run_specs import (
     resolved_algorithm,
     resolved_domain,
 )
-from evocamp.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
