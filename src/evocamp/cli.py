@@ -177,7 +177,7 @@ def cmd_compare(args) -> None:
     heatmaps on a shared colour scale, final values per seed, aggregates across
     domains, runtime-to-target ECDFs, and the tables (final metrics with significance
     marks, tests, aggregates, expected running times)."""
-    from evocamp.reporting.plotting import compare_campaign
+    from evocamp.reporting.campaign_figures import compare_campaign
 
     compare_campaign(
         metrics=args.metrics,

@@ -61,6 +61,7 @@ LATE_OWN_IMPORTS = {
     ("evocamp.cli", "evocamp.config"),
     ("evocamp.cli", "evocamp.executors.async_mode"),
     ("evocamp.cli", "evocamp.executors.dask_mode"),
+    ("evocamp.cli", "evocamp.reporting.campaign_figures"),
     ("evocamp.cli", "evocamp.reporting.plotting"),
     ("evocamp.cli", "evocamp.reporting.status"),
     ("evocamp.cli", "evocamp.results"),

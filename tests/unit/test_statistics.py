@@ -9,6 +9,8 @@ import csv
 import io
 import itertools
 import json
+import math
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from evocamp.reporting.comparison import (
     StatisticsSettings,
     final_metrics_table,
     load_runs,
+    table_html,
     table_markdown,
 )
 
@@ -172,6 +175,18 @@ def test_tables_mark_the_best_and_the_algorithms_tied_with_it(runs):
     markdown = table_markdown(table, marks=marks, note=note)
     good_ackley = next(line for line in markdown.splitlines() if "| ackley5 | good |" in line)
     assert good_ackley.count("**") == 4, "bold best objective and best value"
+    html = table_html(table, marks=marks, note=note)
+    assert html.startswith("<table>\n<caption>Final metrics: mean over seeds") and note in html
+    html_rows = [
+        line.removeprefix("<tr><td>").removesuffix("</td></tr>").split("</td><td>")
+        for line in html.splitlines()
+        if line.startswith("<tr><td>")
+    ]
+    bold = re.compile(r"\*\*(.*?)\*\*")
+    assert html_rows == [
+        [bold.sub(r"<strong>\1</strong>", cell) for cell in row]
+        for row in markdown_rows(markdown)[1:]
+    ], "the Markdown table's cells, the best mean in <strong>"
     for row in tests:
         if row["significant"] is False:
             line = next(
@@ -188,6 +203,28 @@ def test_fewer_than_two_seeds_leave_the_tests_out_with_a_note(tmp_path):
     assert tests and all(row["p"] is None and row["significant"] is None for row in tests)
     assert "No significance tests" in significance.tests_caption(tests, alpha=0.05)
     assert ",,,," in significance.tests_csv(tests).splitlines()[1]
+
+
+def test_captions_say_when_the_seeds_are_too_few_for_any_test_to_reject(tmp_path, runs):
+    """2 vs 2 seeds: no p can be below 2 / C(4, 2) = 1/3 (scipy's exact test), nor with
+    ties below the normal approximation's bound; both captions say so, with the fewest
+    seeds that could reject at alpha = 0.05 (4: 2 / C(8, 4) = 0.029)."""
+    tests = significance.significance_tests(
+        load_runs(write_campaign(tmp_path, seeds=2)), alpha=0.05
+    )
+    exact, tied = significance.smallest_p(2, 2)
+    assert exact == pytest.approx(2 / math.comb(4, 2))
+    assert all(row["p"] >= tied for row in tests if row["p"] is not None)
+    sentence = (
+        "Too few seeds for any test to reject at alpha = 0.05: the smallest p a two-sided "
+        f"Mann-Whitney U test can give is 0.3333 for 2 vs 2 seeds ({tied:.4g} if each "
+        "algorithm's runs all tie); 4 seeds per algorithm are the fewest whose p can reach it."
+    )
+    assert sentence in significance.tests_markdown(tests, alpha=0.05).splitlines()[0]
+    assert significance.tests_caption(tests, alpha=0.05).endswith(sentence)
+    five = significance.significance_tests(runs, alpha=0.05)
+    assert "Too few seeds" not in significance.tests_markdown(five, alpha=0.05)
+    assert "Too few seeds" in significance.tests_caption(five, alpha=0.001)
 
 
 def test_aggregates_match_a_direct_computation(runs):
@@ -363,6 +400,16 @@ def test_table_writers_on_a_hand_made_table():
         "| a_b | 3 | 0.3 | - | yes |\n| c | 4 | 1.235e+04 | 1e-07 | no |"
     )
     assert tables.interval((0.5, 0.25, 1.0)) == "0.5 [0.25, 1]"
+    assert tables.html_table(header[:2], [r[:2] for r in rows], caption="a < b's").splitlines() == [
+        "<table>",
+        "<caption>a &lt; b's</caption>",
+        "<thead><tr><th>name</th><th>n</th></tr></thead>",
+        "<tbody>",
+        "<tr><td>a_b</td><td>3</td></tr>",
+        "<tr><td>c</td><td>4</td></tr>",
+        "</tbody>",
+        "</table>",
+    ]
     latex = tables.latex_table(["A", "B"], [["x", "y"]], columns="lr", caption="a_b \u2020")
     assert latex.splitlines() == [
         "% Requires \\usepackage{booktabs}.",

@@ -24,8 +24,8 @@ from conftest import (
 
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive
+from evocamp.reporting.campaign_figures import _campaign_rows
 from evocamp.reporting.comparison import load_runs
-from evocamp.reporting.plotting import _campaign_rows
 from evocamp.reporting.status import status_report
 
 

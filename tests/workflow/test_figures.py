@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from html import unescape as html_unescape
 from pathlib import Path
 
 import numpy as np
@@ -178,14 +180,41 @@ def chromium() -> str:
     return shutil.which("chromium")
 
 
-def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
+#: Run in the rendered report (the page as a reader sees it, 1280 pixels wide): the
+#: first page's headings in order, where its final-metrics table, curves and
+#: configuration are, and which of its figures show an image.
+FIRST_SCREEN_PROBE = """<script>
+setTimeout(function () {
+  const box = (element) => element && element.getBoundingClientRect();
+  const figures = Array.from(document.querySelectorAll("img.evocamp-figure"));
+  const probe = document.createElement("pre");
+  probe.id = "probe";
+  probe.textContent = JSON.stringify({
+    width: window.innerWidth,
+    headings: Array.from(document.querySelectorAll(".prose h1, .prose h2"), (h) => h.textContent),
+    table: box(document.querySelector("#final-metrics table")),
+    curves: box(document.querySelector('img[alt="metric curves"]')),
+    configuration: box(document.getElementById("configuration")),
+    folded: !(document.querySelector("#configuration details") || {open: true}).open,
+    shown: figures.filter((image) => image.naturalWidth > 0).map((image) => image.alt),
+    figures: figures.length,
+  });
+  document.body.appendChild(probe);
+}, 3000);
+</script>"""
+
+
+def test_html_report_opens_on_the_answer_and_contains_every_figure(campaign, tmp_path):
+    """Snakemake's report opens on the campaign's answer: its first screen (1280 x 800)
+    shows the final-metrics table and the metric curves; every campaign and run figure
+    follows on the same page, the configuration last, folded."""
     report = campaign / "report.html"
     completed = run_snakemake(
         campaign, "--report", str(report), snakefile=campaign / "code" / "Snakefile"
     )
     assert "Report created" in completed.stdout + completed.stderr
     html = report.read_text()
-    assert html.count("data:image/png") >= 2 * 2 * 3 + 5, "every run figure and campaign figure"
+    assert html.count("data:image/png") == 2 * 2 * 3 + 5, "every figure once: no copies"
     for caption in (
         "95% percentile-bootstrap confidence band",
         "effective utilisation",
@@ -196,16 +225,16 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
         "min-max over all runs of the campaign",
         "Runtime to target",
         "every seed as a labelled point",
+        "Too few seeds for any test to reject at alpha = 0.05",
     ):
         assert caption in html
     screenshot = tmp_path / "report.png"
-    browser = [chromium(), *HEADLESS, "--virtual-time-budget=10000"]
+    browser = [chromium(), *HEADLESS, "--virtual-time-budget=10000", "--window-size=1280,800"]
     subprocess.run(
         [
             *browser,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--hide-scrollbars",
-            "--window-size=1280,900",
             f"--screenshot={screenshot}",
             report.as_uri(),
         ],
@@ -213,18 +242,37 @@ def test_html_report_contains_every_figure_and_renders(campaign, tmp_path):
         capture_output=True,
         timeout=180,
     )
+    probed = tmp_path / "probed.html"
+    page, end, rest = html.rpartition("</body>")  # the last: scripts of the page hold others
+    probed.write_text(page + FIRST_SCREEN_PROBE + end + rest)
     dom = subprocess.run(
-        [*browser, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", report.as_uri()],
+        [*browser, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", probed.as_uri()],
         check=True,
         capture_output=True,
         text=True,
         timeout=180,
     ).stdout
-    assert "Campaign" in dom and "Runs" in dom, "the report's categories are rendered"
+    page = json.loads(html_unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+    assert page["headings"] == [
+        "Campaign fig",
+        "Final metrics",
+        "Metric curves",
+        "More campaign figures",
+        "Per-run figures",
+        "Tables",
+        "Configuration",
+    ]
+    first_screen = 800  # the screenshot's height (the page is laid out from its top)
+    assert page["width"] == 1280
+    assert page["table"]["bottom"] < first_screen, "the whole final-metrics table"
+    assert page["curves"]["top"] < first_screen - 200, "the curves' first panels"
+    assert page["configuration"]["top"] > page["curves"]["bottom"] and page["folded"]
+    assert page["figures"] == 2 * 2 * 3 + 5 and len(page["shown"]) == page["figures"]
+    assert "me on sphere, seed 1: timing" in page["shown"]
     from matplotlib.image import imread
 
     pixels = imread(screenshot)
-    assert pixels.shape[:2] == (900, 1280)
+    assert pixels.shape[:2] == (800, 1280)
     assert pixels.std() > 0.02, "the screenshot is not blank"
 
 

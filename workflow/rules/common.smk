@@ -93,6 +93,7 @@ FIGURE_CODE = [
     f"{PACKAGE}/reporting/{name}.py"
     for name in (
         "plotting",
+        "campaign_figures",
         "comparison",
         "statistics",
         "significance",
@@ -323,7 +324,8 @@ CAMPAIGN_REPORT = {
         {"figure": "aggregates across domains"},
     ),
     "ecdf.png": ("campaign_ecdf.rst", {"figure": "runtime to target"}),
-    "final_metrics.csv": ("campaign_table.rst", {"figure": "final metrics table"}),
+    "final_metrics.html": ("campaign_table.rst", {"figure": "final metrics table"}),
+    "final_metrics.csv": ("campaign_table.rst", {"figure": "final metrics table, CSV"}),
     "tests.csv": ("campaign_tests.rst", {"figure": "significance tests"}),
     "aggregate.csv": ("campaign_aggregate_table.rst", {"figure": "aggregates table"}),
     "ert.csv": ("campaign_ert.rst", {"figure": "expected running time table"}),

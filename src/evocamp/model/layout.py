@@ -46,7 +46,7 @@ RUN_FIGURES = ("heatmap", "curves", "timing")
 CAMPAIGN_FIGURES = ("curves", "heatmaps", "seeds", "aggregate", "ecdf")
 #: The campaign's tables and the formats of each (``evocamp compare``).
 CAMPAIGN_TABLES = {
-    "final_metrics": ("csv", "md", "tex"),
+    "final_metrics": ("csv", "md", "tex", "html"),
     "tests": ("csv", "md"),
     "aggregate": ("csv", "md"),
     "ert": ("csv", "md"),

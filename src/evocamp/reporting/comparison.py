@@ -25,6 +25,7 @@ from evocamp.model.metrics import read_metrics_csv
 from evocamp.reporting.tables import (
     DAGGER,
     csv_text,
+    html_table,
     interval,
     latex_escape,
     latex_table,
@@ -345,13 +346,11 @@ def shown_metrics(table: list[dict]) -> list[tuple[str, str, str]]:
     ]
 
 
-def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
-    """Markdown: mean [95% CI] per metric (those some row has).
-
-    ``marks`` maps (domain, algorithm, metric) to ``best`` (shown bold) or ``tied``
-    (not significantly different from the best: a dagger), and ``note`` is the
-    caption line that says so (:func:`evocamp.reporting.significance.tests_caption`).
-    """
+def marked_rows(table: list[dict], *, marks: dict | None, bold) -> tuple[list[str], list[list]]:
+    """The readable final-metrics table's header and rows: domain, algorithm, seeds and
+    ``mean [95% CI]`` per metric some row has, the best mean shown by ``bold`` (a
+    function of its text) and a dagger after an algorithm tied with it (``marks`` as in
+    :func:`table_markdown`)."""
     marks = marks or {}
     metrics = shown_metrics(table)
     header = ["domain", "algorithm", "seeds"] + [label for _, label, _ in metrics]
@@ -363,18 +362,37 @@ def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | 
             text = interval(row[field])
             if mark == "best":
                 mean, rest = text.split(" ", 1)
-                text = f"**{mean}** {rest}"
+                text = f"{bold(mean)} {rest}"
             elif mark == "tied":
                 text += f" {DAGGER}"
             cells.append(text)
         rows.append(cells)
+    return header, rows
+
+
+def table_caption(table: list[dict], note: str | None) -> str:
+    """The readable final-metrics table's caption: what the cells are, ``note`` (the
+    tests' caption) and the evaluations lost to failures."""
     caption = "Final metrics: mean over seeds [95% bootstrap confidence interval]."
-    if note:
-        caption += " " + note
-    lost = failed_note(table)
-    if lost:
-        caption += " " + lost
-    return markdown_text(caption, markdown_table(header, rows))
+    return " ".join(part for part in (caption, note, failed_note(table)) if part)
+
+
+def table_markdown(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
+    """Markdown: mean [95% CI] per metric (those some row has).
+
+    ``marks`` maps (domain, algorithm, metric) to ``best`` (shown bold) or ``tied``
+    (not significantly different from the best: a dagger), and ``note`` is the
+    caption line that says so (:func:`evocamp.reporting.significance.tests_caption`).
+    """
+    header, rows = marked_rows(table, marks=marks, bold=lambda mean: f"**{mean}**")
+    return markdown_text(table_caption(table, note), markdown_table(header, rows))
+
+
+def table_html(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:
+    """HTML (a ``<table>`` with its caption, for a web page or the report's first
+    screen): the cells of :func:`table_markdown`, the best mean in ``<strong>``."""
+    header, rows = marked_rows(table, marks=marks, bold=lambda mean: f"<strong>{mean}</strong>")
+    return html_table(header, rows, caption=table_caption(table, note))
 
 
 def table_latex(table: list[dict], *, marks: dict | None = None, note: str | None = None) -> str:

@@ -1,9 +1,11 @@
-"""Figures: archive heatmaps and metric curves, as PDF (vector) and PNG.
+"""Figures: the style every figure shares, archive heatmaps and a run's figures, as PDF
+(vector) and PNG.
 
 Figures are written without timestamps, so rebuilding them from the same results
 gives byte-identical files. All figures share one style (``STYLE``): the
-Okabe-Ito colour-blind-safe palette, labelled axes with units, and widths that
-fit one column (3.5 in) or two columns (7.2 in) of a paper.
+Okabe-Ito colour-blind-safe palette, labelled axes and colour bars, and widths that
+fit one column (3.5 in) or two columns (7.2 in) of a paper. The campaign comparison's
+figures are :mod:`evocamp.reporting.campaign_figures`.
 """
 
 from __future__ import annotations
@@ -12,32 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from evocamp.base.files import atomic_write_text
 from evocamp.files.archive import read_archive
-from evocamp.model.layout import CAMPAIGN_FIGURES, RUN_FIGURES
+from evocamp.model.layout import RUN_FIGURES
 from evocamp.model.metrics import read_metrics_csv
-from evocamp.reporting.aggregates import normalisation_statement
-from evocamp.reporting.comparison import (
-    TABLE_METRICS,
-    StatisticsSettings,
-    algorithms_of,
-    aligned,
-    aligned_in_time,
-    best_field,
-    bootstrap_mean_ci,
-    domains_of,
-    final_values,
-    grouped,
-    load_runs,
-)
-from evocamp.reporting.runtime_to_target import ecdf
-from evocamp.reporting.statistics import campaign_statistics
 
 ONE_COLUMN = 3.5
 TWO_COLUMNS = 7.2
 #: Okabe & Ito (2008), a palette distinguishable with every common colour blindness.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 HEATMAP_COLORMAP = "viridis"
+#: A heatmap's colour scale starts at this percentile of its elites' objectives.
+COLOUR_LOW_PERCENTILE = 2
 STYLE = {
     "font.size": 8,
     "axes.titlesize": 8,
@@ -55,17 +42,20 @@ STYLE = {
     "pdf.fonttype": 42,
     "svg.hashsalt": "evocamp",
 }
+#: The metric curves: field, axis label, and the shorter one of a run's one-row figure
+#: (whose panels are too low for the longer ones).
 CURVES = (
-    ("qd_score", "QD score"),
-    ("norm_qd_score", "normalised QD score"),
-    ("coverage", "coverage (fraction of cells)"),
-    ("cqd_score", "CQD score"),
-    ("best_objective", "best objective"),
+    ("qd_score", "QD score", "QD score"),
+    ("norm_qd_score", "normalised QD score", "norm. QD score"),
+    ("coverage", "coverage (fraction of cells)", "coverage"),
+    ("cqd_score", "CQD score", "CQD score"),
+    ("best_objective", "best objective", "best objective"),
 )
 
 
-#: Campaign curves with more algorithms than this have their legend beside the figure.
-LEGEND_INSIDE = 5
+#: The timing figure draws no evaluation bars when evaluating took less than this share
+#: of the wall time (they would not show).
+NO_MEASURABLE_TIME = 0.01
 
 
 def pyplot():
@@ -115,30 +105,45 @@ def archive_from_file(data: dict):
     return archive
 
 
-def _no_heatmap(ax, why: str) -> None:
+def no_figure(ax, why: str) -> None:
+    """Words in place of a drawing on ``ax`` (no axes)."""
     ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()
 
 
-def draw_heatmap(
-    ax, data: dict, *, vmin: float | None = None, vmax: float | None = None, colorbar: bool = True
-):
-    """Draw an archive's elites (grid or CVT, two measures) on ``ax``."""
+def colour_range(objective: np.ndarray) -> tuple[float | None, float | None, str]:
+    """A heatmap's colour scale: from the :data:`COLOUR_LOW_PERCENTILE`-th percentile of
+    its elites' objectives to the best one, so that a few very poor cells do not squash
+    the colours of the rest; the colour bar's ``extend`` (``"min"``: some cells lie below
+    and show in the lowest colour). ``None`` ends for an empty archive."""
+    values = np.asarray(objective, dtype=float)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return None, None, "neither"
+    low = float(np.percentile(values, COLOUR_LOW_PERCENTILE, method="nearest"))
+    high = float(values.max())
+    return low, high, "min" if values.min() < low else "neither"
+
+
+def draw_heatmap(ax, data: dict):
+    """Draw an archive's elites (grid or CVT, two measures) on ``ax``, with a labelled
+    colour bar whose scale is :func:`colour_range`."""
     from ribs.visualize import cvt_archive_heatmap, grid_archive_heatmap
 
     if "objective" not in data:
-        _no_heatmap(ax, "no archive (a domain without measures)")
+        no_figure(ax, "no archive (a domain without measures)")
         return
     if len(data["attrs"]["measure_ranges"]) != 2:
-        _no_heatmap(ax, "heatmaps need 2 measures")
+        no_figure(ax, "heatmaps need 2 measures")
         return
     archive = archive_from_file(data)
+    vmin, vmax, extend = colour_range(data["objective"])
     common = {
         "ax": ax,
         "vmin": vmin,
         "vmax": vmax,
         "cmap": HEATMAP_COLORMAP,
-        "cbar": "auto" if colorbar else None,
+        "cbar_kwargs": {"label": "objective", "extend": extend},
     }
     if data["attrs"]["kind"] == "cvt":
         cvt_archive_heatmap(archive, lw=0.1, **common)
@@ -164,8 +169,8 @@ def plot_run(*, archive: str | Path, metrics: str | Path, outdir: str | Path, wo
     rows = read_metrics_csv(metrics)
     draw = {  # one per name of evocamp.model.layout.RUN_FIGURES
         "heatmap": lambda stem: plot_run_heatmap(data, title=title, stem=stem),
-        "curves": lambda stem: plot_run_curves(rows, title=title, stem=stem),
-        "timing": lambda stem: plot_timing(rows, workers=workers, title=title, stem=stem),
+        "curves": lambda stem: save_figure(run_curves_figure(rows, title=title), stem),
+        "timing": lambda stem: save_figure(timing_figure(rows, workers=workers, title=title), stem),
     }
     for name in RUN_FIGURES:
         draw[name](Path(outdir) / name)
@@ -179,29 +184,33 @@ def plot_run_heatmap(data: dict, *, title: str, stem: Path) -> None:
     save_figure(figure, stem)
 
 
-def plot_run_curves(rows: np.ndarray, *, title: str, stem: Path) -> None:
-    """A run's metrics (:data:`CURVES`) against evaluations."""
+def run_curves_figure(rows: np.ndarray, *, title: str):
+    """A run's metrics (:data:`CURVES`) against evaluations (a matplotlib figure)."""
     figure, axes = pyplot().subplots(1, len(CURVES), figsize=(TWO_COLUMNS, 1.9))
-    for ax, (field, label) in zip(axes, CURVES, strict=True):
+    for ax, (field, _, label) in zip(axes, CURVES, strict=True):
         ax.plot(rows["evaluations"], rows[field], color=PALETTE[0])
         ax.set_xlabel("evaluations")
         ax.set_ylabel(label)
     figure.suptitle(title)
     figure.tight_layout()
-    save_figure(figure, stem)
+    return figure
 
 
-def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> None:
+def timing_figure(rows: np.ndarray, *, workers: int, title: str):
     """Generation wall time split into evaluation, failed evaluations (when some
     failed or were retried) and overhead, and the utilisation (time spent evaluating /
-    (wall time x workers)) per generation."""
+    (wall time x workers)) per generation (a matplotlib figure)."""
     plt = pyplot()
     rows = rows[rows["generation"] > 0]
     wall = rows["wall_seconds"]
     evaluating = np.minimum(rows["eval_seconds"] / workers, wall)
     failing = np.minimum(np.nan_to_num(rows["failed_seconds"]) / workers, wall - evaluating)
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(ONE_COLUMN, 3.2), sharex=True)
-    top.bar(rows["generation"], evaluating, width=1.0, color=PALETTE[0], label="evaluation")
+    if evaluating.sum() > NO_MEASURABLE_TIME * wall.sum():
+        top.bar(rows["generation"], evaluating, width=1.0, color=PALETTE[0], label="evaluation")
+    else:  # bars too thin to see, and a legend entry for nothing: say so in words
+        words = no_measurable_time(rows["eval_seconds"].sum(), wall.sum(), failing=failing.any())
+        top.set_title(words, fontsize=7)
     if failing.any():
         top.bar(
             rows["generation"],
@@ -229,379 +238,13 @@ def plot_timing(rows: np.ndarray, *, workers: int, title: str, stem: Path) -> No
     bottom.xaxis.get_major_locator().set_params(integer=True)
     figure.suptitle(f"{title}\n{workers} workers")
     figure.tight_layout()
-    save_figure(figure, stem)
+    return figure
 
 
-def _campaign_rows(runs) -> list[tuple[str, str]]:
-    """Rows of the campaign figure: the QD metrics some run has, the best objective
-    against evaluations, and again against wall time (fields of :data:`CURVES`, and
-    ``best`` for the best objective, or a minimisation benchmark's best value)."""
-    rows = [
-        (field, label)
-        for field, label in CURVES
-        if field != "best_objective" and any(np.isfinite(r.rows[field]).any() for r in runs)
-    ]
-    return rows + [("best", "evaluations"), ("best", "wall seconds")]
-
-
-def _best_of(members) -> tuple[str, str]:
-    """The best-so-far column of a domain's runs and its label."""
-    if members[0].minimised:
-        return "best_value", f"best {members[0].minimised} value (min.)"
-    return "best_objective", "best objective"
-
-
-def plot_campaign_curves(runs, *, samples: int, seed: int, stem: Path) -> None:
-    """Metric curves: one line per algorithm (mean over seeds with a 95% bootstrap
-    band), one column per domain; rows: the QD metrics the runs have and the best
-    objective (a minimisation benchmark's best value, e.g. Ackley's) against
-    evaluations, then the best against wall time."""
-    plt = pyplot()
-    rng = np.random.default_rng(seed)
-    groups = grouped(runs)
-    domains = list(dict.fromkeys(domain for domain, _ in groups))
-    algorithms = list(dict.fromkeys(algorithm for _, algorithm in groups))
-    rows = _campaign_rows(runs)
-    figure, axes = plt.subplots(
-        len(rows),
-        len(domains),
-        squeeze=False,
-        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.6 * len(rows)),
+def no_measurable_time(evaluating: float, wall: float, *, failing: bool = False) -> str:
+    """The timing figure's words for evaluations too short to show as bars (``failing``:
+    failed evaluations are drawn beside the overhead)."""
+    rest = "the bars are failed evaluations and overhead" if failing else "every bar is overhead"
+    return (
+        f"evaluations took almost no time ({evaluating:.2g} s of {wall:.3g} s wall time):\n{rest}"
     )
-    for column, domain in enumerate(domains):
-        axes[0, column].set_title(domain)
-        domain_runs = [r for (d, _), members in groups.items() if d == domain for r in members]
-        for row, (field, label) in enumerate(rows):
-            ax = axes[row, column]
-            x_label = "evaluations"
-            if field == "best":
-                x_label = label
-                field, label = _best_of(domain_runs)
-            for colour, algorithm in enumerate(algorithms):
-                members = groups.get((domain, algorithm))
-                if not members:
-                    continue
-                if x_label == "wall seconds":
-                    x, values = aligned_in_time(members, field)
-                else:
-                    x, values = aligned(members, field)
-                keep = np.isfinite(values).all(axis=0)
-                mean, low, high = bootstrap_mean_ci(values[:, keep], samples=samples, rng=rng)
-                style = {"color": PALETTE[colour % len(PALETTE)]}
-                dashed = "--" if colour >= len(PALETTE) else "-"  # more algorithms than colours
-                ax.plot(x[keep], mean, dashed, label=f"{algorithm} (n={len(members)})", **style)
-                ax.fill_between(x[keep], low, high, alpha=0.25, linewidth=0, **style)
-            ax.set_ylabel(label)
-            ax.set_xlabel(x_label)
-        if len(algorithms) <= LEGEND_INSIDE:
-            axes[0, column].legend(frameon=False)
-    if len(algorithms) > LEGEND_INSIDE:  # beside the figure, not over the first curves
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        figure.legend(handles, labels, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
-    figure.tight_layout()
-    save_figure(figure, stem, tight=len(algorithms) > LEGEND_INSIDE)
-
-
-def plot_campaign_heatmaps(archives: list[str | Path], *, stem: Path) -> None:
-    """Final archives side by side: one row per domain, one column per algorithm,
-    with one colour scale per domain (its objective's range over all algorithms)."""
-    plt = pyplot()
-    data = [read_archive(path) for path in archives]
-    domains = list(dict.fromkeys(d["file_attrs"]["domain"] for d in data))
-    algorithms = list(dict.fromkeys(d["file_attrs"]["algorithm"] for d in data))
-    figure, axes = plt.subplots(
-        len(domains),
-        len(algorithms),
-        squeeze=False,
-        # At least 2 inches per archive: many algorithms make a wider figure, not
-        # thinner heatmaps.
-        figsize=(max(TWO_COLUMNS, 2.0 * len(algorithms)), 2.2 * len(domains) + 0.3),
-    )
-    for row, domain in enumerate(domains):
-        members = [d for d in data if d["file_attrs"]["domain"] == domain]
-        vmin, vmax = finite_range([d["objective"] for d in members if "objective" in d])
-        for column, algorithm in enumerate(algorithms):
-            ax = axes[row, column]
-            match = [d for d in members if d["file_attrs"]["algorithm"] == algorithm]
-            if not match:
-                ax.set_axis_off()
-                continue
-            draw_heatmap(ax, match[0], vmin=vmin, vmax=vmax, colorbar=column == len(algorithms) - 1)
-            ax.set_title(f"{algorithm}\non {domain} (seed {match[0]['file_attrs']['seed']})")
-    figure.tight_layout()
-    save_figure(figure, stem)
-
-
-def finite_range(values: list[np.ndarray]) -> tuple[float, float] | tuple[None, None]:
-    """Shared colour scale: min and max over several arrays (``None`` if all empty)."""
-    joined = np.concatenate([np.ravel(v) for v in values]) if values else np.zeros(0)
-    joined = joined[np.isfinite(joined)]
-    if not len(joined):
-        return None, None
-    return float(joined.min()), float(joined.max())
-
-
-def _label(metric: str) -> str:
-    return {name: label for name, label, _ in TABLE_METRICS}.get(metric, metric)
-
-
-def _colours(algorithms: list[str]) -> dict[str, str]:
-    return {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(algorithms)}
-
-
-def _nothing_to_show(plt, why: str, stem: Path) -> None:
-    figure, ax = plt.subplots(figsize=(ONE_COLUMN, 1.0))
-    _no_heatmap(ax, why)
-    save_figure(figure, stem)
-
-
-def plot_aggregate(aggregates: list, *, algorithms: list[str], stem: Path) -> None:
-    """rliable's three views per aggregated metric (one block each, titled with the
-    metric and how each domain was normalised): IQM with its 95% stratified-bootstrap
-    interval per algorithm, performance profiles with bands, and below them the
-    probability of improvement of each pair."""
-    plt = pyplot()
-    if not aggregates:
-        _nothing_to_show(plt, "no final metric to aggregate (figures.aggregate_metrics)", stem)
-        return
-    colours = _colours(algorithms)
-    heights = [2.0 + 0.22 * len(a.improvement) + 0.5 for a in aggregates]
-    figure = plt.figure(figsize=(TWO_COLUMNS, sum(heights)), layout="constrained")
-    blocks = figure.subfigures(len(aggregates), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for block, aggregate in zip(blocks, aggregates, strict=True):
-        metric = _label(aggregate.normalised.metric)
-        block.suptitle(f"{metric}, {normalisation_statement(aggregate)}", fontsize=8)
-        pairs = list(aggregate.improvement.items())
-        grid = block.add_gridspec(2, 2, height_ratios=[1.6, 0.22 * len(pairs) + 0.45])
-        left, middle = block.add_subplot(grid[0, 0]), block.add_subplot(grid[0, 1])
-        names = aggregate.algorithms
-        for y, algorithm in enumerate(names):
-            value, low, high = aggregate.summaries["iqm"][algorithm]
-            left.errorbar(
-                value,
-                y,
-                xerr=[[value - low], [high - value]],
-                fmt="o",
-                color=colours[algorithm],
-                capsize=3,
-            )
-        left.set_yticks(range(len(names)), [f"{a} (n={aggregate.runs[a]})" for a in names])
-        left.set_ylim(len(names) - 0.5, -0.5)
-        left.set_xlim(aggregate.taus[0] - 0.03, aggregate.taus[-1] + 0.03)
-        left.set_xlabel(f"IQM of normalised {metric} (95% CI)")
-        left.grid(axis="y", visible=False)
-        for algorithm in names:
-            fraction, low, high = aggregate.profiles[algorithm]
-            style = {"color": colours[algorithm]}
-            middle.plot(aggregate.taus, fraction, label=algorithm, **style)
-            middle.fill_between(aggregate.taus, low, high, alpha=0.25, linewidth=0, **style)
-        middle.set_xlabel(f"normalised {metric} \u03c4")
-        middle.set_ylabel("fraction of runs > \u03c4")
-        middle.set_ylim(-0.02, 1.02)
-        middle.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        if pairs:
-            right = block.add_subplot(grid[1, :])
-            for y, (_, (value, low, high)) in enumerate(pairs):
-                right.errorbar(
-                    value,
-                    y,
-                    xerr=[[value - low], [high - value]],
-                    fmt="o",
-                    color="black",
-                    capsize=3,
-                )
-            right.axvline(0.5, color="grey", linewidth=0.8, linestyle="--")
-            right.set_yticks(range(len(pairs)), [f"P({a} > {b})" for (a, b), _ in pairs])
-            right.set_ylim(len(pairs) - 0.5, -0.5)
-            right.set_xlim(-0.02, 1.02)
-            right.set_xlabel("probability of improvement (95% CI; 0.5: no difference)")
-            right.grid(axis="y", visible=False)
-    save_figure(figure, stem)
-
-
-def _steps(runtimes: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
-    """Budgets at which the ECDF of ``runtimes`` steps (from 0 to ``end``) and its
-    value there."""
-    finite = np.unique(runtimes[np.isfinite(runtimes)])
-    budgets = np.concatenate([[0.0], finite, [max(end, finite.max() if len(finite) else 0.0)]])
-    return budgets, ecdf(runtimes, budgets)
-
-
-def plot_ecdf(runtimes: list, *, algorithms: list[str], stem: Path) -> None:
-    """Runtime to target: per domain (columns) the fraction of (run, target) pairs
-    reached against evaluations (top) and against wall seconds (bottom)."""
-    plt = pyplot()
-    if not runtimes:
-        _nothing_to_show(plt, "no run has a best objective yet", stem)
-        return
-    colours = _colours(algorithms)
-    figure, axes = plt.subplots(
-        2,
-        len(runtimes),
-        squeeze=False,
-        figsize=(TWO_COLUMNS if len(runtimes) > 1 else ONE_COLUMN, 3.6),
-    )
-    for column, entry in enumerate(runtimes):
-        label = entry.field.replace("_", " ")
-        axes[0, column].set_title(
-            f"{entry.domain}: {len(entry.targets)} targets on {label}\n"
-            f"{entry.targets[0]:.3g} to {entry.targets[-1]:.3g} ({entry.spacing})"
-        )
-        for row, (costs, totals, x_label) in enumerate(
-            (
-                (entry.evaluations, entry.total_evaluations, "evaluations"),
-                (entry.seconds, entry.total_seconds, "wall seconds"),
-            )
-        ):
-            ax = axes[row, column]
-            for algorithm, values in costs.items():
-                budgets, fractions = _steps(values, float(totals[algorithm].max()))
-                ax.step(
-                    budgets,
-                    fractions,
-                    where="post",
-                    color=colours[algorithm],
-                    label=f"{algorithm} (n={len(values)})",
-                )
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_xlabel(x_label)
-            ax.set_ylabel("fraction of (run, target)\npairs reached")
-        axes[0, column].legend(frameon=False)
-    figure.tight_layout()
-    save_figure(figure, stem)
-
-
-def _seed_rows(runs) -> list[str]:
-    """Final metrics of the per-seed figure: the QD ones some run has, then the best."""
-    rows = [
-        name
-        for name in ("qd_score", "coverage")
-        if any(np.isfinite(r.values(name)[-1]) for r in runs)
-    ]
-    return rows + ["best"]
-
-
-def plot_seeds(runs, *, stem: Path) -> None:
-    """Final values of every seed: per domain (columns) and final metric (rows), a box
-    per algorithm with every seed as a point beside it (labelled with its seed)."""
-    plt = pyplot()
-    groups = grouped(runs)
-    domains = domains_of(runs)
-    algorithms = algorithms_of(runs)
-    colours = _colours(algorithms)
-    rows = _seed_rows(runs)
-    figure, axes = plt.subplots(
-        len(rows),
-        len(domains),
-        squeeze=False,
-        figsize=(TWO_COLUMNS if len(domains) > 1 else ONE_COLUMN, 1.9 * len(rows) + 0.3),
-    )
-    for column, domain in enumerate(domains):
-        members = {a: m for (d, a), m in groups.items() if d == domain}
-        axes[0, column].set_title(domain)
-        for row, metric in enumerate(rows):
-            ax = axes[row, column]
-            field = best_field(next(iter(members.values()))) if metric == "best" else metric
-            names = [a for a in algorithms if a in members]
-            for x, algorithm in enumerate(names):
-                values = final_values(members[algorithm], field)
-                seeds = [r.seed for r in members[algorithm]]
-                keep = np.isfinite(values)
-                if not keep.any():
-                    continue
-                ax.boxplot(
-                    values[keep],
-                    positions=[x],
-                    widths=0.5,
-                    showfliers=False,
-                    medianprops={"color": colours[algorithm]},
-                )
-                offsets = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else [0.0]
-                ax.scatter(
-                    x + 0.38 + np.asarray(offsets)[keep],
-                    values[keep],
-                    s=9,
-                    color=colours[algorithm],
-                    zorder=3,
-                )
-                if len(values) <= 10:
-                    for xo, value, seed in zip(
-                        np.asarray(offsets)[keep],
-                        values[keep],
-                        np.asarray(seeds)[keep],
-                        strict=True,
-                    ):
-                        ax.annotate(
-                            str(seed),
-                            (x + 0.38 + xo, value),
-                            xytext=(2, 0),
-                            textcoords="offset points",
-                            fontsize=5,
-                            va="center",
-                            color="dimgrey",
-                        )
-            ax.set_xticks(range(len(names)), names, rotation=15)
-            ax.set_xlim(-0.6, len(names) - 0.1)
-            ax.grid(axis="x", visible=False)
-            ax.set_ylabel(f"final {_label(field)}")
-    figure.suptitle(
-        "Final values: a box per algorithm, every seed a point (labelled with its seed)",
-        fontsize=8,
-    )
-    figure.tight_layout()
-    save_figure(figure, stem)
-
-
-def compare_campaign(
-    *,
-    metrics: list[str | Path],
-    archives: list[str | Path],
-    figures: Path,
-    tables: Path,
-    samples: int,
-    seed: int,
-    settings: dict | None = None,
-) -> None:
-    """The campaign comparison, from every run's results.
-
-    Figures: metric curves with bootstrap bands (``curves``), side-by-side heatmaps
-    (``heatmaps``), aggregates across domains (``aggregate``), runtime-to-target ECDFs
-    (``ecdf``) and the final values of every seed (``seeds``). Tables: final metrics
-    with significance marks (``final_metrics``: CSV, Markdown, LaTeX), the tests
-    (``tests``: CSV, Markdown), the aggregates (``aggregate``) and the expected running
-    times (``ert``), CSV and Markdown (:mod:`evocamp.reporting.statistics`).
-
-    Parameters
-    ----------
-    metrics : list of path
-        ``metrics.csv`` of every run.
-    archives : list of path
-        The final archives the heatmaps show.
-    figures, tables : Path
-        Folders of the figures and the tables.
-    samples : int
-        Bootstrap resamples.
-    seed : int
-        Seed of the bootstraps.
-    settings : dict, optional
-        The campaign's ``figures`` section (alpha, aggregated metrics, targets,
-        reference values); keys left out take their defaults.
-    """
-    runs = load_runs(metrics)
-    results = campaign_statistics(
-        runs, samples=samples, seed=seed, settings=StatisticsSettings.from_figures(settings or {})
-    )
-    for name, text in results.tables.items():
-        atomic_write_text(tables / name, text)
-    algorithms = algorithms_of(runs)
-    draw = {  # one per name of evocamp.model.layout.CAMPAIGN_FIGURES
-        "curves": lambda stem: plot_campaign_curves(runs, samples=samples, seed=seed, stem=stem),
-        "heatmaps": lambda stem: plot_campaign_heatmaps(archives, stem=stem),
-        "seeds": lambda stem: plot_seeds(runs, stem=stem),
-        "aggregate": lambda stem: plot_aggregate(
-            results.aggregates, algorithms=algorithms, stem=stem
-        ),
-        "ecdf": lambda stem: plot_ecdf(results.runtimes, algorithms=algorithms, stem=stem),
-    }
-    for name in CAMPAIGN_FIGURES:
-        draw[name](figures / name)

@@ -163,20 +163,68 @@ def table_marks(tests: list[dict]) -> dict[tuple[str, str, str], str]:
     return marks
 
 
+def smallest_p(runs: int, reference_runs: int) -> tuple[float, float]:
+    """The smallest p-values the two-sided Mann-Whitney U test of
+    :func:`significance_tests` (scipy's) can give for ``runs`` against
+    ``reference_runs`` runs: of two samples wholly apart with no tie (below 8 runs on each
+    side scipy's exact test: 2 / C(runs + reference_runs, runs), 1/3 for 2 vs 2), and
+    of two samples apart whose runs all tie within each (scipy's normal approximation,
+    which ties bring lower)."""
+    from scipy.stats import mannwhitneyu
+
+    apart = np.arange(runs), np.arange(runs, runs + reference_runs)
+    tied = np.zeros(runs), np.ones(reference_runs)
+    return tuple(
+        float(mannwhitneyu(*pair, alternative="two-sided").pvalue) for pair in (apart, tied)
+    )
+
+
+def too_few_seeds(tests: list[dict], *, alpha: float) -> str | None:
+    """A sentence when the seeds are too few for a test's p to reach ``alpha`` (naming
+    the smallest p of each such sample size, :func:`smallest_p`), or ``None``."""
+    sizes = sorted({(row["n"], row["n_reference"]) for row in tests if row["p"] is not None})
+    bounds = {size: smallest_p(*size) for size in sizes}
+    too_few = [size for size in sizes if bounds[size][0] > alpha]
+    if not too_few:
+        return None
+    which = (
+        "any test"
+        if len(too_few) == len(sizes)
+        else "the tests of " + ", ".join(f"{n} vs {m}" for n, m in too_few) + " seeds"
+    )
+    unless = " (unless runs tie)" if any(bounds[size][1] <= alpha for size in too_few) else ""
+    smallest = ", ".join(
+        f"{bounds[n, m][0]:.4g} for {n} vs {m} seeds "
+        f"({bounds[n, m][1]:.4g} if each algorithm's runs all tie)"
+        for n, m in too_few
+    )
+    text = (
+        f"Too few seeds for {which} to reject at alpha = {alpha:g}{unless}: the smallest "
+        f"p a two-sided Mann-Whitney U test can give is {smallest}"
+    )
+    enough = next((n for n in range(2, 100) if smallest_p(n, n)[0] <= alpha), None)
+    if enough is not None:
+        text += f"; {enough} seeds per algorithm are the fewest whose p can reach it"
+    return text + "."
+
+
 def tests_caption(tests: list[dict], *, alpha: float) -> str:
     """The caption line of the comparison tables: which test, correction and alpha (or
-    why there are no tests)."""
+    why there are no tests), and when the seeds are too few for any test to reject
+    (:func:`too_few_seeds`)."""
     what = "Bold: the best mean of the domain and metric."
     if not any(row["p"] is not None for row in tests):
         return (
             f"{what} No significance tests: they need at least 2 seeds per algorithm "
             "(and 2 algorithms)."
         )
-    return (
+    caption = (
         f"{what} {DAGGER}: not significantly different from it (two-sided Mann-Whitney U "
         f"test, p-values Holm-corrected within each domain and metric, alpha = {alpha:g}; "
         "tables/tests.csv)."
     )
+    few = too_few_seeds(tests, alpha=alpha)
+    return f"{caption} {few}" if few else caption
 
 
 def tests_csv(tests: list[dict]) -> str:
@@ -200,4 +248,7 @@ def tests_markdown(tests: list[dict], *, alpha: float) -> str:
         "the algorithm beats a run of the reference (ties half; lower is better for "
         "best_value and elapsed_seconds). Tests need at least 2 seeds on each side."
     )
+    few = too_few_seeds(tests, alpha=alpha)
+    if few:
+        caption += " " + few
     return markdown_text(caption, markdown_table(header, rows))

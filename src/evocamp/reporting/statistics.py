@@ -32,6 +32,7 @@ from evocamp.reporting.comparison import (
     StatisticsSettings,
     final_metrics_table,
     table_csv,
+    table_html,
     table_latex,
     table_markdown,
 )
@@ -63,7 +64,7 @@ def campaign_statistics(
     runs: list[RunMetrics], *, samples: int, seed: int, settings: StatisticsSettings
 ) -> CampaignStatistics:
     """Every table of the campaign comparison: final metrics with significance marks
-    (CSV, Markdown, LaTeX), the tests, the aggregates of ``settings.aggregate_metrics``
+    (CSV, Markdown, LaTeX, HTML), the tests, the aggregates of ``settings.aggregate_metrics``
     and the expected running times (CSV and Markdown each).
 
     Parameters
@@ -93,6 +94,7 @@ def campaign_statistics(
         "final_metrics.csv": lambda: table_csv(table),
         "final_metrics.md": lambda: table_markdown(table, marks=marks, note=note),
         "final_metrics.tex": lambda: table_latex(table, marks=marks, note=note),
+        "final_metrics.html": lambda: table_html(table, marks=marks, note=note),
         "tests.csv": lambda: tests_csv(tests),
         "tests.md": lambda: tests_markdown(tests, alpha=settings.alpha),
         "aggregate.csv": lambda: aggregate_csv(aggregates),

@@ -1,5 +1,5 @@
 """Table writing of the campaign comparison: one number format, one CSV writer, one
-Markdown and one LaTeX table writer.
+Markdown, one LaTeX and one HTML table writer.
 
 Every table of a campaign's ``tables/`` folder is written with these functions: the
 final metrics (:mod:`evocamp.reporting.comparison`), the tests
@@ -11,6 +11,8 @@ numbers); Markdown and LaTeX show numbers with 4 significant digits (:func:`numb
 """
 
 from __future__ import annotations
+
+import html
 
 import numpy as np
 
@@ -73,6 +75,25 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 def markdown_text(*parts: str) -> str:
     """A Markdown file: captions, headings and tables, a blank line between each."""
     return "\n\n".join(parts) + "\n"
+
+
+def html_table(header: list[str], rows: list[list], *, caption: str) -> str:
+    """An HTML ``<table>`` with a ``<caption>``: header and caption escaped, cells by
+    :func:`markdown_cell`, already HTML (e.g. a ``<strong>`` mean); one line per row."""
+    lines = [
+        "<table>",
+        f"<caption>{html.escape(caption, quote=False)}</caption>",
+        "<thead><tr>"
+        + "".join(f"<th>{html.escape(title, quote=False)}</th>" for title in header)
+        + "</tr></thead>",
+        "<tbody>",
+    ]
+    lines += [
+        "<tr>" + "".join(f"<td>{markdown_cell(value)}</td>" for value in row) + "</tr>"
+        for row in rows
+    ]
+    lines += ["</tbody>", "</table>"]
+    return "\n".join(lines) + "\n"
 
 
 def latex_escape(text: str) -> str:
