@@ -34,9 +34,9 @@ def run(job: tuple[str, bool, int, int, int]) -> dict:
     """One run: coverage and QD score after the first batch and the last generation."""
     from evocamp.catalogue.factory import build_optimizer
     from evocamp.config import run_spec, validate_config
-    from evocamp.domains import ant_omni
     from evocamp.families.qd import ArchiveElites, QDBatch
     from evocamp.model.protocol import ELITES
+    from evocamp.tasks.functions import ant_omni
 
     name, random, seed, generations, length = job
     shipped = yaml.safe_load((REPO / "config" / "qd_rl.yaml").read_text())

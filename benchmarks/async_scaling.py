@@ -33,9 +33,9 @@ from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.domains import ackley_value
 from evocamp.families.bo import DecentralisedBatch, DecentralisedQUCB
 from evocamp.files.completions import Completion
+from evocamp.tasks.functions import ackley_value
 
 BOUND = 32.768
 

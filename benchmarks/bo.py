@@ -246,8 +246,8 @@ def bo_defaults() -> dict:
 def our_step_seconds(dim: int, history: int, *, batch: int, trees: int) -> tuple[float, bool]:
     """One fit + proposal of ``batch`` points by evocamp's qUCB, and whether a second
     call with the same seed proposes the same points."""
-    from evocamp.domains import ackley_value
     from evocamp.families.bo import exploration_weights, propose
+    from evocamp.tasks.functions import ackley_value
 
     defaults = bo_defaults()
     rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from evocamp.domains import sphere
+from evocamp.tasks.functions import sphere
 
 #: Hang this long: far past any ``evaluation.timeout`` of the chaos benchmark.
 HANG_SECONDS = 3600.0

@@ -3,7 +3,7 @@
     python benchmarks/locomotion_speed.py [--steps 5000] [--shard-sizes 1 8 64]
         [--tasks hopper_uni ...]
 
-Per task (evocamp.locomotion.TASKS): environment steps per second of the bare
+Per task (evocamp.tasks.locomotion.TASKS): environment steps per second of the bare
 simulator (gymnasium's environment, unwrapped, stepped with uniform random actions,
 reset when the robot falls) and of evocamp's rollouts with the default policy (the
 64-64 tanh MLP, random weights of scale 0.1, deterministic starts); the policy's share
@@ -23,14 +23,14 @@ import numpy as np
 from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
-from evocamp.locomotion import (
+from evocamp.tasks.locomotion import (
     DEFAULT_HIDDEN,
     TASKS,
     evaluate_task,
     feet_on_floor,
     make_environment,
 )
-from evocamp.policies import mlp_layers, mlp_output
+from evocamp.tasks.policies import mlp_layers, mlp_output
 
 
 def bare_steps_per_second(task, steps: int) -> float:

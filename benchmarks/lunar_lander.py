@@ -8,7 +8,7 @@ with the given generations and seeds, and, for the same seeds, the tutorial's lo
 itself (GridArchive 50 x 50 over x in [-1, 1] and y velocity in [-3, 0], QD score
 offset -600, 5 EvolutionStrategyEmitters of batch 30, sigma0 1.0, ranker 2imp;
 ``scheduler.ask()`` / evaluate / ``scheduler.tell()`` in one process). Both evaluate
-with ``evocamp.domains.lunar_lander`` (env seed 52), so the task is the same; seeds
+with ``evocamp.tasks.functions.lunar_lander`` (env seed 52), so the task is the same; seeds
 differ in how they are derived, so runs are compared as distributions. Prints final
 QD score, coverage, best return and wall time per algorithm (mean over seeds).
 """
@@ -33,7 +33,7 @@ def tutorial_loop(seed: int, generations: int) -> dict:
     from ribs.emitters import EvolutionStrategyEmitter
     from ribs.schedulers import Scheduler
 
-    from evocamp.domains import lunar_lander
+    from evocamp.tasks.functions import lunar_lander
 
     began = time.perf_counter()
     archive = GridArchive(

@@ -6,7 +6,7 @@
 Both run CVT-MAP-Elites with iso-line variation (QDax's default variation: iso_sigma
 0.005, line_sigma 0.05) on a CVT archive of 1,024 cells (k-means on 20,000 samples),
 one emitter of ``--batch`` solutions per generation, from x0 = 0, on the same task
-(``evocamp.domains.walker2d_uni``: 64-64 tanh MLP policies, ``--episode-length`` steps,
+(``evocamp.tasks.functions.walker2d_uni``: 64-64 tanh MLP policies, ``--episode-length`` steps,
 QD score offset 1.413 per step). The peer is pyribs' documented loop (``CVTArchive``,
 ``IsoLineEmitter``, ``Scheduler``; ``ask`` / evaluate / ``tell`` in one process, one
 core); evocamp runs the same settings as a campaign in Dask mode with one worker and
@@ -39,7 +39,8 @@ def peer_loop(seed: int, *, generations: int, batch: int, episode_length: int) -
     from ribs.emitters import IsoLineEmitter
     from ribs.schedulers import Scheduler
 
-    from evocamp.domains import DOMAINS, walker2d_uni
+    from evocamp.catalogue.domains import DOMAINS
+    from evocamp.tasks.functions import walker2d_uni
 
     began = time.perf_counter()
     params = {"episode_length": episode_length}

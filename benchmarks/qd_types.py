@@ -3,7 +3,7 @@
     python benchmarks/qd_types.py [--seeds 0 1 2 3 4] [--generations 100]
         [--bop-seeds 0 1 2] [--bop-generations 10] [--only NAME ...]
 
-Task: the planar arm (``evocamp.domains.arm``), 10 joints of length 1, angles in
+Task: the planar arm (``evocamp.tasks.functions.arm``), 10 joints of length 1, angles in
 [-pi, pi], objective -Var(theta), measures = end-effector (x, y) in [-10, 10]^2, a
 20 x 20 grid result archive with QD score offset -pi^2. For every algorithm and seed,
 two runs with the same components, hyperparameters and budget:
@@ -37,11 +37,12 @@ import numpy as np
 from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
+from evocamp.catalogue.domains import objective_max
 from evocamp.config import run_spec, validate_config
-from evocamp.domains import arm
 from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.loop.engine import initialise, tell
 from evocamp.loop.evaluation import evaluate_shard
+from evocamp.tasks.functions import arm
 
 JOINTS = 10
 DIMS = [20, 20]
@@ -118,7 +119,9 @@ def summary(archive, spec: dict) -> dict:
     return {
         "qd_score": stats.qd_score,
         "coverage": stats.coverage,
-        "cqd": cqd_score(archive, **cqd_settings(spec)),
+        "cqd": cqd_score(
+            archive, **cqd_settings(spec, objective_max=objective_max(spec["domain_spec"]))
+        ),
         "best": stats.obj_max,
     }
 

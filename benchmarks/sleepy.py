@@ -2,7 +2,7 @@
 
 import time
 
-from evocamp.domains import sphere
+from evocamp.tasks.functions import sphere
 
 
 def sleepy_sphere(solutions, seeds, *, seconds=0.0):

@@ -1,7 +1,7 @@
 # my_es.py, used as  class: "my_es:CompactOnePlusLambda"  with  python_path: "."
 import numpy as np
 
-from evocamp.model.protocol import CompactBatch
+from evocamp.plugins import CompactBatch
 
 
 class ParentAndNoise(CompactBatch):

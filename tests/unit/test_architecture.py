@@ -14,10 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "evocamp"
 LAYERS = (
     ("base", ("evocamp.base",)),
     ("model", ("evocamp.model",)),
-    (
-        "families and domains",
-        ("evocamp.families", "evocamp.domains", "evocamp.locomotion", "evocamp.policies"),
-    ),
+    ("tasks", ("evocamp.tasks",)),
+    ("families", ("evocamp.families",)),
     ("catalogue", ("evocamp.catalogue",)),
     ("config", ("evocamp.config",)),
     ("files", ("evocamp.files",)),
@@ -25,7 +23,16 @@ LAYERS = (
     ("executors", ("evocamp.executors",)),
     ("reporting", ("evocamp.reporting",)),
     ("results", ("evocamp.results",)),
-    ("entry", ("evocamp.cli", "evocamp.cli_reference", "evocamp.warmstart", "evocamp.__main__")),
+    (
+        "entry",
+        (
+            "evocamp.cli",
+            "evocamp.cli_reference",
+            "evocamp.warmstart",
+            "evocamp.__main__",
+            "evocamp.plugins",
+        ),
+    ),
 )
 #: Libraries whose import is slow enough to keep out of the short steps that do not
 #: need them (pyribs and scikit-learn pull in scipy and pandas; jsonschema only

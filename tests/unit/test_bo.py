@@ -10,7 +10,6 @@ from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import batch_format, optimizer_class
 from evocamp.config import run_spec, validate_config
-from evocamp.domains import ackley_value
 from evocamp.families.bo import (
     exploration_weights,
     fit_surrogate,
@@ -20,6 +19,7 @@ from evocamp.families.bo import (
     ucb,
 )
 from evocamp.loop.engine import initialise, tell
+from evocamp.tasks.functions import ackley_value
 
 
 def run_in_memory(config: dict, algorithm: str, domain: str, *, generations: int):

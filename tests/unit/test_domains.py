@@ -7,7 +7,10 @@ import pytest
 from conftest import shard_results
 
 from evocamp.config import resolved_domain, run_spec, validate_config
-from evocamp.domains import (
+from evocamp.loop.engine import initialise
+from evocamp.loop.evaluation import simulated_seconds
+from evocamp.model.runspec import measure_dim
+from evocamp.tasks.functions import (
     PROJECTION_SHIFT,
     ackley,
     arm,
@@ -19,9 +22,6 @@ from evocamp.domains import (
     rastrigin,
     sphere,
 )
-from evocamp.loop.engine import initialise
-from evocamp.loop.evaluation import simulated_seconds
-from evocamp.model.runspec import measure_dim
 
 SEEDS = np.zeros(3, dtype=np.uint64)
 

@@ -14,10 +14,11 @@ import pytest
 import yaml
 from conftest import REPO, error_of, merged, shard_results
 
+from evocamp.catalogue.domains import DOMAINS
 from evocamp.config import load_config_file, resolved_domain, run_spec, validate_config
-from evocamp.domains import DOMAINS, ant_omni, humanoid_omni, humanoid_uni, walker2d_uni
 from evocamp.loop.engine import initialise
-from evocamp.policies import mlp_size
+from evocamp.tasks.functions import ant_omni, humanoid_omni, humanoid_uni, walker2d_uni
+from evocamp.tasks.policies import mlp_size
 
 STEPS = 50
 

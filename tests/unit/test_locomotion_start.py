@@ -15,7 +15,7 @@ import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
 from evocamp.families.qd import compact_emitters
-from evocamp.policies import mlp_layers
+from evocamp.tasks.policies import mlp_layers
 
 HIDDEN = [4]
 SIZES = [27, 4, 8]  # ant_omni: 27 observations, 8 actions

@@ -13,11 +13,11 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
 from evocamp.catalogue.factory import batch_format
 from evocamp.config import run_spec, validate_config
-from evocamp.domains import lunar_lander, lunar_lander_noisy
 from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import held_batch, initialise
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate, reevaluate_shard
+from evocamp.tasks.functions import lunar_lander, lunar_lander_noisy
 
 NOISY = {
     "generations": 2,

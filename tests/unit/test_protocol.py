@@ -3,11 +3,14 @@ names class, method, run, generation (and shard) whenever a user's method fails.
 
 from __future__ import annotations
 
+import ast
 import os
 import pickle
+import re
 
 import numpy as np
 import pytest
+import yaml
 from conftest import PLUGINS, REPO, SMALL_CAMPAIGN, error_of, merged, shard_results
 
 from evocamp.base.errors import (
@@ -39,6 +42,78 @@ def plugin_config(cls: str, *, module: str = "evocamp_test_optimizers", **params
 
 def optimizer_config(control_file) -> dict:
     return plugin_config("RandomSearch", batch=8, control_file=str(control_file))
+
+
+#: A code example of docs/plugins.md that is a whole plugin module: its header names the
+#: file and how a campaign uses it; the YAML block right after it, if any, is its entry.
+DOCS_EXAMPLE = re.compile(
+    r"```python\n(?P<code># (?P<module>\w+)\.py, used as +(?P<kind>class|function): "
+    r'"\w+:(?P<name>\w+)".*?)```(?:\n\n```yaml\n(?P<entry>.*?)```)?',
+    re.DOTALL,
+)
+
+
+def docs_examples() -> list[dict]:
+    text = (REPO / "docs" / "plugins.md").read_text()
+    return [match.groupdict() for match in DOCS_EXAMPLE.finditer(text)]
+
+
+def test_the_docs_name_every_plugin_example_they_show():
+    assert [example["module"] for example in docs_examples()] == [
+        "my_domain",
+        "my_optimizers",
+        "my_es",
+        "my_async",
+    ]
+
+
+@pytest.mark.parametrize("example", docs_examples(), ids=lambda example: example["module"])
+def test_every_plugin_example_of_the_docs_runs_a_generation(tmp_path, example):
+    """Each plugin module docs/plugins.md shows, written as it stands (under a module name
+    of its own, so that tests/plugins' copies cannot stand in) and used as its YAML entry
+    says, is imported by the configuration check and runs a generation through the real
+    optimizer factory and the shard step, in this process."""
+    module = f"docs_{example['module']}"
+    (tmp_path / f"{module}.py").write_text(example["code"])
+    where = {"python_path": str(tmp_path)}
+    config = merged(SMALL_CAMPAIGN, {"shards": 2})
+    if example["kind"] == "function":
+        (name, entry), *_ = yaml.safe_load(example["entry"])["domains"].items()
+        entry.update(where, function=f"{module}:{example['name']}")
+        config["domains"] = {name: entry}
+        algorithm, domain = "me", name
+    else:
+        entry = {"type": "plugin"}
+        if example["entry"]:
+            entry = next(iter(yaml.safe_load(example["entry"])["algorithms"].values()))
+        entry.update(where, **{"class": f"{module}:{example['name']}"})
+        config["algorithms"] = {"mine": entry}
+        algorithm, domain = "mine", "sphere"
+    state = initialise(
+        run_spec(validate_config(config), algorithm=algorithm, domain=domain, seed=0)
+    )
+    state = tell(state, shard_results(state, 2))
+    assert state.generation == 1
+    assert np.isfinite(state.metrics_window[-1]["best_objective"])
+
+
+def test_plugins_import_from_evocamp_only_its_public_face():
+    """The docs' examples and the test plugins import only ``evocamp.plugins``, which
+    exports what it names in ``__all__``."""
+    import evocamp.plugins
+
+    sources = [example["code"] for example in docs_examples()]
+    sources += [path.read_text() for path in sorted(PLUGINS.glob("*.py"))]
+    imported = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert {name for name in imported if name.startswith("evocamp")} == {"evocamp.plugins"}
+    assert all(hasattr(evocamp.plugins, name) for name in evocamp.plugins.__all__)
+    assert "CompactBatch" in evocamp.plugins.__all__
 
 
 def test_docs_compact_batch_example_is_the_tested_plugin():
@@ -126,7 +201,7 @@ def test_old_style_compact_hooks_get_one_message_saying_what_to_change():
     assert (
         "key 'algorithms.rs.class': optimizer class evocamp_test_optimizers:OldStyleCompact "
         "describes compact batches with batch_size, solutions on the optimizer class itself "
-        "(evocamp 0.1); move them to a subclass of evocamp.model.protocol.CompactBatch"
+        "(evocamp 0.1); move them to a subclass of evocamp.plugins.CompactBatch"
     ) in message
     assert "batch_format = MyBatch" in message
 

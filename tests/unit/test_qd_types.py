@@ -8,9 +8,11 @@ import pytest
 
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.catalogue.algorithms import ALGORITHMS, CELL_ARCHIVE_KEYS
+from evocamp.catalogue.domains import objective_max
 from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
-from evocamp.families.cqd import cqd_score, cqd_settings
+from evocamp.families.cqd import cqd_score
+from evocamp.families.cqd import cqd_settings as settings_with
 
 
 def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", seed: int = 0):
@@ -22,6 +24,12 @@ def spec_of(algorithm: dict, domain: dict | None = None, *, name: str = "a", see
         }
     )
     return run_spec(config, algorithm=name, domain="arm", seed=seed)
+
+
+def cqd_settings(spec: dict):
+    """The CQD settings of a run, its domain's best objective from the catalogue (as the
+    fold asks them)."""
+    return settings_with(spec, objective_max=objective_max(spec["domain_spec"]))
 
 
 def test_cqd_score_normalises_objectives_to_zero_one():

@@ -12,8 +12,8 @@ import yaml
 from conftest import REPO, SMALL_CAMPAIGN
 
 from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
-from evocamp.domains import DOMAINS, PLUGIN_DOMAIN
 from evocamp.reporting.reference import render
 
 #: The keys of an algorithm entry that every type has.

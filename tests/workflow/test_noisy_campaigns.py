@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from conftest import archive_digests, jobs_run, merged, run_folder, run_snakemake, write_config
 
-from evocamp.domains import lunar_lander_noisy
 from evocamp.files.reevaluation import CORRECTED_METRICS, read_reevaluation
 from evocamp.model.metrics import read_metrics_csv
 from evocamp.reporting.comparison import final_metrics_table, load_runs, table_csv
+from evocamp.tasks.functions import lunar_lander_noisy
 
 #: Two generations of MAP-Elites and OpenAI-ES (its passive archive) on the noisy Lunar
 #: Lander, each solution evaluated twice, each final elite twice more.

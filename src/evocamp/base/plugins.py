@@ -17,7 +17,7 @@ def import_plugin(target: str, python_path: str | None):
     ------
     ImportError, AttributeError
         As raised by the import; callers turn them into a message naming the
-        configuration key (:func:`evocamp.config.plugin_import_problem`) or the run.
+        configuration key (:func:`evocamp.config.plugin_problems`) or the run.
     """
     module_name, _, name = target.partition(":")
     if python_path:

@@ -1,9 +1,10 @@
-"""The catalogue of algorithm types and built-in domains.
+"""The catalogue of algorithm types, built-in domains and families.
 
-:mod:`~evocamp.catalogue.entries` defines what an algorithm type is,
-:mod:`~evocamp.catalogue.algorithms` lists every type (one entry each; built-in domains
-declare their entries beside their functions, :mod:`evocamp.domains`), and
-:mod:`~evocamp.catalogue.factory` builds a run's optimizer (importing a plugin's class).
-Configuration validation, defaults, run specs, the schema's type lists and the reference
-tables of ``docs/configuration.md`` all read the entries.
+:mod:`~evocamp.catalogue.entries` defines what an algorithm type is (and names the
+families, ``FAMILIES``), :mod:`~evocamp.catalogue.algorithms` lists every type (one entry
+each), :mod:`~evocamp.catalogue.domains` every built-in domain (one entry each, its
+evaluation function in :mod:`evocamp.tasks`), and :mod:`~evocamp.catalogue.factory`
+builds a run's optimizer (importing a plugin's class) and finds a domain's evaluation
+function. Configuration validation, defaults, run specs, the schema's type lists and the
+reference tables of ``docs/configuration.md`` all read the entries.
 """

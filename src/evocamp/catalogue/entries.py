@@ -8,8 +8,15 @@ from dataclasses import dataclass, field
 
 from evocamp.families.qd.components import QDRecipe
 
-#: Families, in the order the documentation lists them.
-FAMILIES = ("qd", "es", "bo", "baseline", "plugin")
+#: Families (``AlgorithmType.family``), in the order the documentation lists them, with
+#: how its tables name them.
+FAMILIES = {
+    "qd": "QD (pyribs)",
+    "es": "evolution strategies",
+    "bo": "Bayesian optimisation",
+    "baseline": "baseline",
+    "plugin": "your own class",
+}
 
 
 @dataclass(frozen=True)

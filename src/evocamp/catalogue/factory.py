@@ -14,8 +14,8 @@ from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.base.seeding import optimizer_seeds
 from evocamp.catalogue.algorithms import algorithm_type
+from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.catalogue.entries import AlgorithmType
-from evocamp.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.model.protocol import (
     BatchFormat,
     batch_format_of,
@@ -129,7 +129,9 @@ def build_optimizer(spec: dict):
     if missing:
         raise OptimizerError(f"run {run_label(spec)}: {missing}")
     if entry.recipe is not None:
-        return cls.from_spec(spec, recipe=entry.recipe)
+        domain = DOMAINS.get(spec["domain_spec"]["type"])
+        draw = domain.initial_solutions if domain is not None else None
+        return cls.from_spec(spec, recipe=entry.recipe, draw=draw)
     algorithm = spec["algorithm_spec"]
     domain = spec["domain_spec"]
     common = {

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from evocamp.base.seeding import domain_rng
-from evocamp.domains import DOMAINS
 
 
 def cqd_score(
@@ -48,7 +47,7 @@ def cqd_score(
 CQD_DEFAULTS = {"target_points": 200, "iterations": 1, "penalties": 5}
 
 
-def cqd_settings(spec: dict) -> dict | None:
+def cqd_settings(spec: dict, *, objective_max: float | None) -> dict | None:
     """The arguments of :func:`cqd_score` for a run, or ``None`` when
     the run gets no CQD score (no grid archive, no measures, an unknown best objective,
     or ``cqd.target_points: 0``).
@@ -56,13 +55,13 @@ def cqd_settings(spec: dict) -> dict | None:
     Defaults (:data:`CQD_DEFAULTS`; ``domains.NAME.cqd`` overrides each): target points
     drawn uniformly within the measure ranges from the master seed and the domain's
     name (the same for every algorithm and seed of the campaign), ``obj_min`` the
-    archive's QD score offset, ``obj_max`` the domain's best objective, ``dist_max``
-    the diagonal of the measure ranges.
+    archive's QD score offset, ``obj_max`` the domain's best objective
+    (``objective_max``, its catalogue entry's: :func:`evocamp.catalogue.domains.objective_max`),
+    ``dist_max`` the diagonal of the measure ranges.
     """
     domain = spec["domain_spec"]
     given = {**CQD_DEFAULTS, **(domain.get("cqd") or {})}
-    entry = DOMAINS.get(domain["type"])
-    obj_max = given.get("obj_max", entry.objective_max if entry else None)
+    obj_max = given.get("obj_max", objective_max)
     grid = "dims" in spec["algorithm_spec"]["archive"]  # the run's archive is a grid
     if not (grid and domain.get("measure_ranges")):
         return None

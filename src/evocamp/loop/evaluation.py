@@ -20,8 +20,8 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
+from evocamp.catalogue.domains import domain_group
 from evocamp.catalogue.factory import batch_format, load_evaluator
-from evocamp.domains import domain_group
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment

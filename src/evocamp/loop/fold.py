@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from evocamp.base.errors import EvaluationError
+from evocamp.catalogue.domains import domain_group, objective_max
 from evocamp.catalogue.factory import owns_archive
-from evocamp.domains import domain_group
 from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.families.passive import add_to_passive_archive
 from evocamp.files.shard import STATUS
@@ -277,7 +277,11 @@ def optimizer_stats(spec: dict, generation: int, optimizer) -> dict:
 def archive_cqd_score(spec: dict, archive) -> float:
     """The CQD score of a run's archive (NaN when the run gets none: see
     :func:`evocamp.families.cqd.cqd_settings`)."""
-    settings = cqd_settings(spec) if archive is not None else None
+    settings = (
+        cqd_settings(spec, objective_max=objective_max(spec["domain_spec"]))
+        if archive is not None
+        else None
+    )
     return np.nan if settings is None else cqd_score(archive, **settings)
 
 

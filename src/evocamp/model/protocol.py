@@ -201,7 +201,7 @@ def batch_format_of(cls: type, *, name: str) -> BatchFormat:
             raise OptimizerError(
                 f"optimizer class {name} describes compact batches with "
                 f"{', '.join(old)} on the optimizer class itself (evocamp 0.1); move them "
-                "to a subclass of evocamp.model.protocol.CompactBatch (static methods "
+                "to a subclass of evocamp.plugins.CompactBatch (static methods "
                 "size(batch), formerly batch_size, and solutions(batch, start, stop); "
                 "attributes proposes_in_shards, shard_modules) and name it in the class: "
                 "batch_format = MyBatch (docs/plugins.md)"
@@ -210,7 +210,7 @@ def batch_format_of(cls: type, *, name: str) -> BatchFormat:
     if not (isinstance(compact, type) and issubclass(compact, CompactBatch)):
         raise OptimizerError(
             f"optimizer class {name}: batch_format must be a subclass of "
-            f"evocamp.model.protocol.CompactBatch, not {compact!r}"
+            f"evocamp.plugins.CompactBatch, not {compact!r}"
         )
     missing = [
         method

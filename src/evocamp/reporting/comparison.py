@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evocamp.domains import minimised_value
+from evocamp.catalogue.domains import minimised_value
 from evocamp.files.reevaluation import CORRECTED_METRICS
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import read_metrics_csv
@@ -102,7 +102,7 @@ class RunMetrics:
     """The metrics history of one run.
 
     ``minimised`` names what a minimisation benchmark's objective is minus (e.g.
-    ``ackley``; ``evocamp.domains.MINIMISED_VALUE``), else ``None``.
+    ``ackley``; ``evocamp.catalogue.domains.DomainType.minimised``), else ``None``.
     """
 
     algorithm: str

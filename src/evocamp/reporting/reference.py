@@ -13,16 +13,9 @@ import sys
 from pathlib import Path
 
 from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.domains import DOMAINS
 from evocamp.catalogue.entries import FAMILIES, Derived
-from evocamp.domains import DOMAINS
 
-FAMILY_NAMES = {
-    "qd": "QD (pyribs)",
-    "es": "evolution strategies",
-    "bo": "Bayesian optimisation",
-    "baseline": "baseline",
-    "plugin": "your own class",
-}
 BLOCK = re.compile(
     r"(<!-- BEGIN generated: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)"
     r"(<!-- END generated: (?P=name) -->)",
@@ -68,7 +61,7 @@ def algorithms_table() -> str:
                 notes.append("`archive.cells`, `archive.cvt_samples` instead of `archive.dims`")
             summary = entry.summary + (f" ({'; '.join(notes)})" if notes else "")
             lines.append(
-                f"| `{entry.name}` | {FAMILY_NAMES[family]} | {summary} | "
+                f"| `{entry.name}` | {FAMILIES[family]} | {summary} | "
                 f"{', '.join(keys) or '-'} | {entry.reference or '-'} |"
             )
     return "\n".join(lines) + "\n"

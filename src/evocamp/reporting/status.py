@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
-from evocamp.domains import minimised_value
+from evocamp.catalogue.domains import minimised_value
 from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.base.seeding import initial_population_rng, optimizer_seeds
-from evocamp.domains import DOMAINS
 from evocamp.model.runspec import measure_dim, spec_run_key, stored_fields
 
 
@@ -67,7 +66,9 @@ class EmitterKind:
     name : str
         How the documentation names it.
     build : callable
-        ``(spec, archive, *, options, seed) -> emitter``.
+        ``(spec, archive, *, options, seed, draw) -> emitter``; ``draw`` is the domain's
+        initialisation (:attr:`evocamp.catalogue.domains.DomainType.initial_solutions`)
+        or ``None``.
     keys : tuple of str
         The algorithm keys it reads (``options`` may set some instead).
     """
@@ -221,11 +222,11 @@ def random_start(algorithm: dict) -> bool:
     return algorithm.get("initial_population", "x0") == "random"
 
 
-def _varying_args(spec: dict, *, seed: int, population: bool) -> dict:
+def _varying_args(spec: dict, *, seed: int, population: bool, draw: Callable | None) -> dict:
     """Keyword arguments of the emitters that vary solutions from ``x0`` or, with
     ``initial_population: random``, from solutions drawn from the domain's own
-    initialisation (:attr:`evocamp.domains.DomainType.initial_solutions`, from the
-    emitter's :func:`~evocamp.base.seeding.initial_population_rng`): a whole batch as
+    initialisation (``draw``, :attr:`evocamp.catalogue.domains.DomainType.initial_solutions`,
+    from the emitter's :func:`~evocamp.base.seeding.initial_population_rng`): a whole batch as
     ``initial_solutions`` (``population``: Gaussian and iso-line emitters, whose first
     batch they are) or one as ``x0`` (evolution strategies' starting mean)."""
     domain = spec["domain_spec"]
@@ -234,7 +235,6 @@ def _varying_args(spec: dict, *, seed: int, population: bool) -> dict:
     if not random_start(spec["algorithm_spec"]):
         args["x0"] = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
         return args
-    draw = DOMAINS[domain["type"]].initial_solutions
     count = args["batch_size"] if population else 1
     drawn = draw(initial_population_rng(seed), count, domain["params"])
     if population:
@@ -244,15 +244,15 @@ def _varying_args(spec: dict, *, seed: int, population: bool) -> dict:
     return args
 
 
-def _gaussian_emitter(spec: dict, archive, *, options: dict, seed: int):
+def _gaussian_emitter(spec: dict, archive, *, options: dict, seed: int, draw: Callable | None):
     from ribs import emitters
 
     sigma = spec["algorithm_spec"]["sigma"]
-    common = _varying_args(spec, seed=seed, population=True)
+    common = _varying_args(spec, seed=seed, population=True, draw=draw)
     return emitters.GaussianEmitter(archive, sigma=sigma, **common, **options)
 
 
-def _iso_line_emitter(spec: dict, archive, *, options: dict, seed: int):
+def _iso_line_emitter(spec: dict, archive, *, options: dict, seed: int, draw: Callable | None):
     from ribs import emitters
 
     algorithm = spec["algorithm_spec"]
@@ -260,12 +260,14 @@ def _iso_line_emitter(spec: dict, archive, *, options: dict, seed: int):
         archive,
         iso_sigma=algorithm["iso_sigma"],
         line_sigma=algorithm["line_sigma"],
-        **_varying_args(spec, seed=seed, population=True),
+        **_varying_args(spec, seed=seed, population=True, draw=draw),
         **options,
     )
 
 
-def _evolution_strategy_emitter(spec: dict, archive, *, options: dict, seed: int):
+def _evolution_strategy_emitter(
+    spec: dict, archive, *, options: dict, seed: int, draw: Callable | None
+):
     from ribs import emitters
 
     algorithm = spec["algorithm_spec"]
@@ -275,12 +277,14 @@ def _evolution_strategy_emitter(spec: dict, archive, *, options: dict, seed: int
     return emitters.EvolutionStrategyEmitter(
         archive,
         sigma0=algorithm["sigma"],
-        **_varying_args(spec, seed=seed, population=False),
+        **_varying_args(spec, seed=seed, population=False, draw=draw),
         **options,
     )
 
 
-def _bayesian_optimization_emitter(spec: dict, archive, *, options: dict, seed: int):
+def _bayesian_optimization_emitter(
+    spec: dict, archive, *, options: dict, seed: int, draw: Callable | None
+):
     from ribs import emitters
 
     algorithm = spec["algorithm_spec"]
@@ -296,9 +300,9 @@ def _bayesian_optimization_emitter(spec: dict, archive, *, options: dict, seed: 
     )
 
 
-def _variation_emitter(spec: dict, archive, *, options: dict, seed: int):
+def _variation_emitter(spec: dict, archive, *, options: dict, seed: int, draw: Callable | None):
     chosen = VARIATIONS[spec["algorithm_spec"]["variation"]]
-    return chosen.build(spec, archive, options=options, seed=seed)
+    return chosen.build(spec, archive, options=options, seed=seed, draw=draw)
 
 
 #: :class:`ribs.emitters.GaussianEmitter`.
@@ -415,7 +419,7 @@ class QDRecipe:
         return self.result_kind.grid if self.result_archive else self.archive.grid
 
 
-def build_scheduler(spec: dict, *, recipe: QDRecipe):
+def build_scheduler(spec: dict, *, recipe: QDRecipe, draw: Callable | None = None):
     """Create the scheduler (archive, emitters, result archive) of a run.
 
     Parameters
@@ -424,6 +428,10 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
         A run spec from :func:`evocamp.config.run_spec`.
     recipe : QDRecipe
         The components of the run's algorithm type.
+    draw : callable or None
+        The domain's own initialisation, ``(rng, count, params) -> solutions``
+        (:attr:`evocamp.catalogue.domains.DomainType.initial_solutions`), which
+        ``initial_population: random`` draws from; ``None``: the domain has none.
 
     Returns
     -------
@@ -450,6 +458,7 @@ def build_scheduler(spec: dict, *, recipe: QDRecipe):
             learns_on,
             options={**recipe.emitter_options, **options},
             seed=next(emitter_seeds),
+            draw=draw,
         )
         for kind, options in recipe.emitter_kinds
         for _ in range(algorithm["emitters"])

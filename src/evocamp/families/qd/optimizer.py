@@ -118,10 +118,11 @@ class QDOptimizer:
             self.seconds = {"fit_seconds": np.nan, "propose_seconds": np.nan}
 
     @classmethod
-    def from_spec(cls, spec: dict, *, recipe: QDRecipe) -> QDOptimizer:
-        """The seeded scheduler of a run spec (:func:`build_scheduler`)."""
+    def from_spec(cls, spec: dict, *, recipe: QDRecipe, draw=None) -> QDOptimizer:
+        """The seeded scheduler of a run spec (:func:`build_scheduler`; ``draw``: the
+        domain's own initialisation, or ``None``)."""
         return cls(
-            build_scheduler(spec, recipe=recipe),
+            build_scheduler(spec, recipe=recipe, draw=draw),
             surrogate=recipe.scheduler.surrogate,
         )
 

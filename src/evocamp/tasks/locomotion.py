@@ -1,5 +1,5 @@
 """QD-RL locomotion tasks on MuJoCo (gymnasium's v5 environments) as QDax defines them,
-flown by MLP or linear policies whose weights are the solution (:mod:`evocamp.policies`).
+flown by MLP or linear policies whose weights are the solution (:mod:`evocamp.tasks.policies`).
 
 A task's evaluation is one rollout of at most ``episode_length`` physics steps per
 solution, ended early when the robot falls (gymnasium's ``terminated``):
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.policies import lecun_uniform, mlp_layers, mlp_output, mlp_size
+from evocamp.tasks.policies import lecun_uniform, mlp_layers, mlp_output, mlp_size
 
 #: Default hidden layer widths of the policy (QDax's examples use (64, 64)).
 DEFAULT_HIDDEN = (64, 64)
@@ -95,7 +95,7 @@ class LocomotionTask:
 
     def initial_policies(self, rng: np.random.Generator, count: int, params: dict) -> np.ndarray:
         """``count`` policies as QDax initialises its populations: the MLP's weights
-        LeCun-uniform, biases 0 (:func:`evocamp.policies.lecun_uniform`)."""
+        LeCun-uniform, biases 0 (:func:`evocamp.tasks.policies.lecun_uniform`)."""
         return lecun_uniform(rng, self.layer_sizes(params.get("hidden", DEFAULT_HIDDEN)), count)
 
     def score_offset(self, params: dict) -> float:

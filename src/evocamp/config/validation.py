@@ -1,24 +1,18 @@
-"""Campaign configuration: validation, defaults, run specs.
-
-A campaign file is checked, before any job runs, in this order: YAML syntax (file,
-line, column), finite numbers, the JSON schema shipped with the package
-(``evocamp/schemas/config.schema.yaml``, checked against the catalogue by a test),
-then what a schema cannot express (keys a type does not use, shards against batch
-sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
+"""Validating a campaign configuration: finite numbers, the JSON schema shipped with the
+package (``evocamp/schemas/config.schema.yaml``, its ``type`` lists taken from the
+catalogue), then what a schema cannot express (keys a type does not use, shards against
+batch sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
 imported). Every problem is reported with its key. Defaults come from the schema
-(campaign-wide keys, ``archive.*``, domain keys) and from the catalogue
-(:mod:`evocamp.catalogue`, :mod:`evocamp.domains`: everything particular to an
-algorithm type or a built-in domain). A key written under the name the run spec
-stores it by (a QD type's per-emitter ``batch_size``) is read as the key it is, and
-:func:`stored_name_notices` says what to write instead.
+(campaign-wide keys, ``archive.*``, domain keys); those particular to an algorithm type
+or a built-in domain are filled by :mod:`evocamp.config.run_specs`. A key written under
+the name the run spec stores it by (a QD type's per-emitter ``batch_size``) is read as
+the key it is, and :func:`stored_name_notices` says what to write instead.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import inspect
-import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -31,12 +25,16 @@ from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.catalogue.algorithms import (
     ALGORITHMS,
     CELL_ARCHIVE_KEYS,
-    DEFAULT_GRID_CELLS_PER_MEASURE,
     TYPE_ARCHIVE_KEYS,
 )
-from evocamp.catalogue.entries import AlgorithmType, Derived
+from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
 from evocamp.catalogue.factory import missing_extra, plugin_class
-from evocamp.domains import DEFAULT_SOLUTION_DIM, DOMAINS, PLUGIN_DOMAIN, DomainType
+from evocamp.config.run_specs import (
+    experiments_of,
+    failure_policy_spec,
+    resolved_algorithm,
+    resolved_domain,
+)
 from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
@@ -194,19 +192,6 @@ def stored_name_notices(config: dict) -> list[str]:
         f"{algorithm['type']}: write '{spec_name.key}: {algorithm[spec_name.stored]}'"
         for name, algorithm, spec_name in _keys_under_stored_names(config)
     ]
-
-
-def seeds_of(config: dict) -> list[int]:
-    """The campaign's seeds: ``0..n-1`` for an integer, else the list given."""
-    seeds = config["seeds"]
-    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-
-
-def experiments_of(config: dict) -> list[tuple[str, str]]:
-    """The (algorithm, domain) pairs of the campaign, in configuration order."""
-    if config.get("experiments"):
-        return [(e["algorithm"], e["domain"]) for e in config["experiments"]]
-    return [(a, d) for a in config["algorithms"] for d in config["domains"]]
 
 
 def _semantic_problems(config: dict, *, check_results_dir: bool) -> list[str]:
@@ -581,189 +566,3 @@ def plugin_problems(config: dict) -> list[str]:
                 f"{type(error).__name__}: {error}"
             )
     return problems
-
-
-def resolved_domain(domain: dict) -> dict:
-    """A domain entry with the built-in's defaults filled in (solution_dim, measure
-    ranges, bounds, parameters, extra fields)."""
-    spec = copy.deepcopy(domain)
-    entry = DOMAINS.get(spec["type"])
-    params = spec.setdefault("params", {})
-    if entry is not None and entry.fixed_dim is not None:
-        spec["solution_dim"] = entry.fixed_dim(params)
-    else:
-        spec["solution_dim"] = spec.get("solution_dim", DEFAULT_SOLUTION_DIM)
-    if entry is None:
-        return spec
-    spec.setdefault("measure_ranges", entry.measure_ranges(spec["solution_dim"], params))
-    if entry.bounds is not None:
-        spec.setdefault("bounds", list(entry.bounds))
-    for name, value in entry.params.items():
-        params.setdefault(name, value)
-    if entry.extra_fields and not spec.get("extra_fields"):
-        spec["extra_fields"] = list(entry.extra_fields)
-    return spec
-
-
-def _default_value(value, domain_spec: dict):
-    return value.compute(domain_spec) if isinstance(value, Derived) else copy.deepcopy(value)
-
-
-def resolved_algorithm(algorithm: dict, domain_spec: dict) -> dict:
-    """An algorithm entry with its type's defaults filled in for a resolved domain, its
-    keys named as the run spec stores them (``AlgorithmType.spec_names``)."""
-    spec = copy.deepcopy(algorithm)
-    entry: AlgorithmType = ALGORITHMS[spec["type"]]
-    for name, value in entry.defaults.items():
-        if name not in spec:
-            spec[name] = _default_value(value, domain_spec)
-    archive = spec.setdefault("archive", {})
-    if entry.grid_archive:
-        archive.setdefault(
-            "dims", [DEFAULT_GRID_CELLS_PER_MEASURE] * len(domain_spec["measure_ranges"])
-        )
-    for name, value in entry.archive_defaults.items():
-        if name not in archive:
-            archive[name] = _default_value(value, domain_spec)
-    if entry.recipe is not None:
-        archive.pop("passive", None)  # the run's archive is the optimizer's own
-    return entry.as_stored(spec)
-
-
-def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
-    """The resolved, self-contained description of one run (:mod:`evocamp.model.runspec`).
-
-    It holds everything that fixes the run's results and nothing that may change
-    during its life (``generations`` and ``shards`` are left out on purpose, but for
-    types whose shards are workers of the algorithm).
-    """
-    domain_spec = resolved_domain(config["domains"][domain])
-    algorithm_spec = resolved_algorithm(config["algorithms"][algorithm], domain_spec)
-    entry = ALGORITHMS[algorithm_spec["type"]]
-    asynchronous = asynchronous_spec(config, domain_spec)
-    if entry.shards_in_spec:
-        # Every shard (asynchronous mode: every slot) is a worker of the algorithm.
-        algorithm_spec["shards"] = asynchronous["slots"] if asynchronous else config["shards"]
-    domain_entry = DOMAINS.get(domain_spec["type"])
-    offset = domain_entry.score_offset(domain_spec["params"]) if domain_entry else 0.0
-    if offset:
-        algorithm_spec["archive"].setdefault("qd_score_offset", offset)
-    spec = {
-        "campaign": config["campaign"],
-        "master_seed": config["master_seed"],
-        "checkpoint_every": config["checkpoint_every"],
-        "algorithm": algorithm,
-        "domain": domain,
-        "seed": seed,
-        "algorithm_spec": algorithm_spec,
-        "domain_spec": domain_spec,
-    }
-    if asynchronous:
-        spec["asynchronous"] = asynchronous
-    evaluation = {**(failure_policy_spec(config) or {}), **evaluation_spec(config)}
-    if evaluation:
-        spec["evaluation"] = evaluation
-    return spec
-
-
-def evaluation_spec(config: dict) -> dict:
-    """The repeats of a run spec's ``evaluation`` part: ``repeats`` when not 1, so that the run
-    specs of campaigns without it stay what they were. ``reevaluate`` is no part of
-    it: it changes no archive, only adds the final re-evaluation (a rule parameter)."""
-    repeats = int((config.get("evaluation") or {}).get("repeats", 1))
-    return {"repeats": repeats} if repeats != 1 else {}
-
-
-def failure_policy_spec(config: dict) -> dict | None:
-    """The failure policy's part of a run spec's ``evaluation``: its keys
-    (:class:`~evocamp.model.runspec.FailurePolicy`) when any differs from its default,
-    else ``None`` (run specs with the defaults stay those of earlier versions).
-    ``max_failed_fraction`` only stops a campaign: it is not part of it."""
-    default = dataclasses.asdict(FailurePolicy())
-    settings = {name: config["evaluation"][name] for name in default}
-    if settings["on_failure"] != "retry":  # the retry keys change nothing then
-        settings.update(retries=default["retries"], after_retries=default["after_retries"])
-    return settings if settings != default else None
-
-
-def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:
-    """The ``asynchronous`` part of a run spec (``None`` unless ``mode: async``): the
-    slot count, the clock and, when the virtual clock needs them, the virtual durations
-    (a domain's ``simulated_seconds`` are used instead when it has them)."""
-    if config["mode"] != "async":
-        return None
-    settings = config["async"]
-    spec = {"slots": settings["slots"] or config["dask"]["workers"], "clock": settings["clock"]}
-    if settings["clock"] == "virtual" and not domain_spec.get("simulated_seconds"):
-        spec["virtual_seconds"] = dict(settings["virtual_seconds"])
-    return spec
-
-
-def run_spec_json(spec: dict) -> str:
-    """Canonical JSON of a run spec (sorted keys, no spaces)."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
-def load_config_file(
-    path: str | Path, *, check_plugins: bool = True, check_results_dir: bool = True
-) -> dict:
-    """Read and validate a campaign file (the checks: :func:`validate_config`).
-
-    Raises
-    ------
-    ConfigError
-        For a missing file, a YAML syntax error (file, line and column) or an invalid
-        configuration.
-    """
-    return validate_config(
-        read_yaml(path), check_plugins=check_plugins, check_results_dir=check_results_dir
-    )
-
-
-def read_yaml(path: str | Path) -> dict:
-    """A campaign file's content; a syntax error names the file, line and column."""
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ConfigError(f"campaign file {path} cannot be read: {error.strerror}") from None
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = error.problem or error.context or "syntax error"
-        raise ConfigError(f"campaign file {path} is not valid YAML{where}: {problem}") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"campaign file {path} is not valid YAML: {error}") from None
-    if loaded is not None and not isinstance(loaded, dict):
-        raise ConfigError(
-            f"campaign file {path} holds a {type(loaded).__name__}, not a mapping of keys"
-        )
-    twice = _keys_given_twice(yaml.compose(text, Loader=yaml.SafeLoader))
-    if twice:
-        raise ConfigError(
-            f"campaign file {path}: " + "; ".join(twice) + " (a YAML mapping keeps the last "
-            "of keys given twice, silently replacing the first: rename or remove one)"
-        )
-    return loaded or {}
-
-
-def _keys_given_twice(node, path: tuple = ()) -> list[str]:
-    """``key 'algorithms.me' is given twice (lines 8 and 14)`` for every key of a
-    composed YAML document that a mapping holds twice."""
-    found = []
-    if isinstance(node, yaml.MappingNode):
-        lines: dict = {}
-        for key_node, value_node in node.value:
-            name = key_node.value
-            line = key_node.start_mark.line + 1
-            if name in lines:
-                dotted = ".".join(map(str, (*path, name)))
-                found.append(f"key '{dotted}' is given twice (lines {lines[name]} and {line})")
-            else:
-                lines[name] = line
-            found += _keys_given_twice(value_node, (*path, name))
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            found += _keys_given_twice(item, (*path, index))
-    return found

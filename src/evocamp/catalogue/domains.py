@@ -1,0 +1,305 @@
+"""The built-in domains (``domains.NAME.type``), one :class:`DomainType` entry each, in
+:data:`DOMAINS`: what each is (dimension rule, measure ranges, bounds, QD score offset,
+minimised value, params and their rules, optional extra), its evaluation function being
+task code (:mod:`evocamp.tasks`).
+
+Adding a built-in domain is one function in :mod:`evocamp.tasks.functions` and one entry
+here; ``python -m evocamp.reporting.reference docs/configuration.md`` then regenerates
+the documentation's table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evocamp.model.runspec import PLUGIN
+from evocamp.tasks import functions, locomotion
+
+#: Solution dimension of domains that do not fix it.
+DEFAULT_SOLUTION_DIM = 20
+#: The domain type of users' own evaluation functions.
+PLUGIN_DOMAIN = PLUGIN
+
+
+@dataclass(frozen=True)
+class DomainType:
+    """One built-in domain.
+
+    Attributes
+    ----------
+    name : str
+        The ``type`` value.
+    summary : str
+        One line for the documentation.
+    evaluate : callable
+        The evaluation function ``(solutions, seeds, **params) -> dict``.
+    fixed_dim : callable or None
+        The solution dimension fixed by the task, from the params (``None``: the
+        ``solution_dim`` key decides, default :data:`DEFAULT_SOLUTION_DIM`).
+    measure_ranges : callable
+        ``(solution_dim, params) -> [[low, high], ...]`` (``[]``: no measures).
+    measure_dim : int
+        Number of measures.
+    bounds : list or None
+        ``[low, high]`` of every parameter (``None``: unbounded).
+    qd_score_offset : float or callable
+        At or below the worst objective (the QD score's offset), or ``params -> offset``
+        when the params decide it (:meth:`score_offset`).
+    minimised : str or None
+        Minimisation benchmarks: the extra field holding the value to report as a
+        minimum (the objective is its negative).
+    params : dict
+        Defaults of the evaluation function's keyword arguments.
+    extra_fields : tuple of str
+        Extra outputs stored with every elite by default.
+    objective_max : float or None
+        The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
+        needs ``cqd.obj_max``).
+    extra : str or None
+        The optional dependency group of evocamp the domain needs (``pip install
+        'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
+        distributions): a campaign using the domain is refused, with that command, when
+        one is missing.
+    param_rules : callable or None
+        Checks of the ``params`` values the schema cannot express: ``params -> [(name,
+        problem), ...]``.
+    initial_solutions : callable or None
+        ``(rng, count, params) -> (count, solution_dim)``: ``count`` solutions drawn from
+        the domain's own initialisation (a policy's weights as QDax draws them), what QD
+        emitters start from with ``initial_population: random``; ``None``: the domain
+        has none.
+    """
+
+    name: str
+    summary: str
+    evaluate: Callable
+    measure_ranges: Callable[[int, dict], list]
+    measure_dim: int
+    fixed_dim: Callable[[dict], int] | None = None
+    bounds: list | None = None
+    qd_score_offset: float | Callable[[dict], float] = 0.0
+    minimised: str | None = None
+    params: dict = field(default_factory=dict)
+    extra_fields: tuple[str, ...] = ()
+    objective_max: float | None = None
+    extra: str | None = None
+    param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
+    initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
+
+    def score_offset(self, params: dict) -> float:
+        """The QD score offset with the domain's (resolved) ``params``."""
+        if callable(self.qd_score_offset):
+            return float(self.qd_score_offset(params))
+        return self.qd_score_offset
+
+
+def _no_measures(dim: int, params: dict) -> list:
+    return []
+
+
+def _projection_ranges(dim: int, params: dict) -> list:
+    half_span = dim / 2 * functions.PROJECTION_BOUND
+    return [[-half_span, half_span], [-half_span, half_span]]
+
+
+def _arm_ranges(dim: int, params: dict) -> list:
+    reach = float(functions.arm_link_lengths(dim, params.get("link_lengths")).sum())
+    return [[-reach, reach], [-reach, reach]]
+
+
+def _lunar_lander_ranges(dim: int, params: dict) -> list:
+    return [[-1.0, 1.0], [-3.0, 0.0]]
+
+
+def _lunar_lander_dim(params: dict) -> int:
+    return int(np.prod(functions.LUNAR_LANDER_SHAPE))
+
+
+def _digits_dim(params: dict) -> int:
+    return functions.digits_solution_dim(params.get("hidden", 32))
+
+
+def _locomotion(name: str, summary: str) -> DomainType:
+    """The entry of the locomotion task ``name`` (:data:`evocamp.tasks.locomotion.TASKS`),
+    whose evaluation function is ``evocamp.tasks.functions.<name>``."""
+    task = locomotion.TASKS[name]
+    return DomainType(
+        name=name,
+        summary=summary,
+        evaluate=getattr(functions, name),
+        fixed_dim=task.solution_dim,
+        measure_ranges=lambda dim, params: task.measure_ranges(),
+        measure_dim=task.measure_dim,
+        qd_score_offset=task.score_offset,
+        params={
+            "hidden": list(locomotion.DEFAULT_HIDDEN),
+            "episode_length": locomotion.DEFAULT_EPISODE_LENGTH,
+            "random_starts": False,
+        },
+        extra_fields=("episode_steps",),
+        extra="mujoco",
+        param_rules=locomotion.param_problems,
+        initial_solutions=task.initial_policies,
+    )
+
+
+def _uni(name: str, feet: str) -> str:
+    environment = locomotion.TASKS[name].environment
+    return (
+        f"QDax's {name} on MuJoCo (gymnasium's {environment}) flown by an MLP policy: "
+        f"objective = summed reward, measures = fraction of steps each foot ({feet}) "
+        "touches the floor (params: hidden, episode_length, random_starts)"
+    )
+
+
+def _omni(name: str) -> str:
+    environment = locomotion.TASKS[name].environment
+    return (
+        f"QDax's {name} on MuJoCo (gymnasium's {environment}) flown by an MLP policy: "
+        "objective = summed reward without its forward term, measures = final torso x, y "
+        "clipped to [-30, 30] (params: hidden, episode_length, random_starts)"
+    )
+
+
+#: Every built-in domain by its ``type``, in the order the documentation lists them.
+DOMAINS: dict[str, DomainType] = {
+    entry.name: entry
+    for entry in (
+        DomainType(
+            name="sphere",
+            summary=(
+                "CMA-ME paper: shifted sphere (0.4 x 5.12), objective normalised to [0, 100], "
+                "measures = sums of the clipped halves, ranges +-(n/2) x 5.12"
+            ),
+            evaluate=functions.sphere,
+            measure_ranges=_projection_ranges,
+            measure_dim=2,
+            objective_max=100.0,
+        ),
+        DomainType(
+            name="rastrigin",
+            summary="CMA-ME paper: shifted Rastrigin, otherwise as sphere",
+            evaluate=functions.rastrigin,
+            measure_ranges=_projection_ranges,
+            measure_dim=2,
+            objective_max=100.0,
+        ),
+        DomainType(
+            name="arm",
+            summary=(
+                "planar robotic arm: objective -Var(theta), measures = end-effector x, y "
+                "(params: link_lengths)"
+            ),
+            evaluate=functions.arm,
+            measure_ranges=_arm_ranges,
+            measure_dim=2,
+            bounds=[-math.pi, math.pi],
+            qd_score_offset=-(math.pi**2),
+            objective_max=0.0,
+        ),
+        DomainType(
+            name="lunar_lander",
+            summary=(
+                "gymnasium's LunarLander-v3 flown by a linear policy (pyribs' tutorial); "
+                "measures = x position and y velocity at touchdown (params: env_seed)"
+            ),
+            evaluate=functions.lunar_lander,
+            fixed_dim=_lunar_lander_dim,
+            measure_ranges=_lunar_lander_ranges,
+            measure_dim=2,
+            qd_score_offset=-600.0,
+            objective_max=300.0,
+            params={"env_seed": functions.LUNAR_LANDER_ENV_SEED},
+        ),
+        DomainType(
+            name="lunar_lander_noisy",
+            summary=(
+                "as lunar_lander, but each episode starts from the evaluation's seed (its "
+                "terrain and initial push vary): returns are noisy, for evaluation.repeats "
+                "and reevaluate"
+            ),
+            evaluate=functions.lunar_lander_noisy,
+            fixed_dim=_lunar_lander_dim,
+            measure_ranges=_lunar_lander_ranges,
+            measure_dim=2,
+            qd_score_offset=-600.0,
+            objective_max=300.0,
+        ),
+        DomainType(
+            name="digits",
+            summary=(
+                "an MLP (64-hidden-10) classifying scikit-learn's digits; objective = minus the "
+                "cross-entropy of a seeded minibatch (params: hidden, minibatch)"
+            ),
+            evaluate=functions.digits,
+            fixed_dim=_digits_dim,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            params={"hidden": 32, "minibatch": 256},
+            extra_fields=("test_accuracy",),
+        ),
+        DomainType(
+            name="ackley",
+            summary="Ackley (a = 20, b = 0.2, c = 2 pi), maximised as its negative",
+            evaluate=functions.ackley,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            bounds=[-functions.ACKLEY_BOUND, functions.ACKLEY_BOUND],
+            minimised="ackley",
+            extra_fields=("ackley",),
+        ),
+        DomainType(
+            name="plain_sphere",
+            summary="the unshifted sphere function, maximised as its negative",
+            evaluate=functions.plain_sphere,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            bounds=[-functions.PROJECTION_BOUND, functions.PROJECTION_BOUND],
+            minimised="sphere",
+            extra_fields=("sphere",),
+        ),
+        DomainType(
+            name="plain_rastrigin",
+            summary="the unshifted Rastrigin function, maximised as its negative",
+            evaluate=functions.plain_rastrigin,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            bounds=[-functions.PROJECTION_BOUND, functions.PROJECTION_BOUND],
+            minimised="rastrigin",
+            extra_fields=("rastrigin",),
+        ),
+        _locomotion("hopper_uni", _uni("hopper_uni", "foot_geom")),
+        _locomotion("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom")),
+        _locomotion("halfcheetah_uni", _uni("halfcheetah_uni", "bfoot, ffoot")),
+        _locomotion("ant_uni", _uni("ant_uni", "the four *_ankle_geom")),
+        _locomotion("ant_omni", _omni("ant_omni")),
+        _locomotion("humanoid_uni", _uni("humanoid_uni", "left_foot, right_foot")),
+        _locomotion("humanoid_omni", _omni("humanoid_omni")),
+    )
+}
+
+
+def minimised_value(domain_spec: dict) -> str | None:
+    """The extra field holding a minimisation benchmark's value (e.g. ``ackley``), whose
+    best is reported as a minimum; ``None`` for other domains."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.minimised if entry else None
+
+
+def domain_group(domain_spec: dict) -> str | None:
+    """The optional dependency group a built-in domain needs (e.g. ``mujoco``), whose
+    numeric packages its runs record (:func:`evocamp.model.numerics.environment`);
+    ``None`` for the others and for plugins."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.extra if entry else None
+
+
+def objective_max(domain_spec: dict) -> float | None:
+    """A built-in domain's best objective (the CQD score's default ``obj_max``); ``None``
+    when unknown and for plugins."""
+    entry = DOMAINS.get(domain_spec["type"])
+    return entry.objective_max if entry else None
