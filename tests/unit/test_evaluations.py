@@ -165,11 +165,11 @@ def test_auto_keeps_bo_and_small_runs():
     settings = EvaluationSettings()
     me = spec_of("me")
     assert settings.row_bytes(me) == 8 * (5 + 2 + 6)
-    assert settings.keeps(me, batch_size=16, total=6)
-    assert not settings.keeps(me, batch_size=16, total=10**6)
-    assert not settings.keeps(me, batch_size=16, total=None)
-    assert EvaluationSettings(keep=True).keeps(me, batch_size=16, total=None)
-    assert not EvaluationSettings(keep=False).keeps(me, batch_size=16, total=6)
+    assert settings.keeps(me, generation_size=16, total=6)
+    assert not settings.keeps(me, generation_size=16, total=10**6)
+    assert not settings.keeps(me, generation_size=16, total=None)
+    assert EvaluationSettings(keep=True).keeps(me, generation_size=16, total=None)
+    assert not EvaluationSettings(keep=False).keeps(me, generation_size=16, total=6)
     assert EvaluationSettings(max_solution_params=5).row_bytes(me) == 8 * (5 + 2)
     bo = validate_config(
         {
@@ -179,7 +179,7 @@ def test_auto_keeps_bo_and_small_runs():
         check_plugins=False,
     )
     spec = run_spec(bo, algorithm="bo", domain="ackley", seed=0)
-    assert settings.keeps(spec, batch_size=4, total=None)
+    assert settings.keeps(spec, generation_size=4, total=None)
     oes = spec_of("oes")
     assert not settings.stores_solutions(oes) and settings.row_bytes(oes) == 8 * (5 + 2 + 1)
     round_trip = EvaluationSettings.from_config(

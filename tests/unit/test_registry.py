@@ -138,7 +138,7 @@ def test_every_type_has_a_summary_and_its_defaults_validate(name):
     )
     spec = run_spec(config, algorithm="a", domain="d", seed=0)
     assert set(entry.as_stored(entry.defaults)) <= set(spec["algorithm_spec"])
-    assert entry.batch_size(spec["algorithm_spec"]) >= 1
+    assert entry.generation_size(spec["algorithm_spec"]) >= 1
 
 
 def test_configuration_reference_is_generated_from_the_catalogue():

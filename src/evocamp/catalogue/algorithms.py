@@ -38,7 +38,7 @@ _QD_DEFAULTS = {
 _EMITTER_BATCH_SIZE = SpecName("emitter_batch_size", "batch_size", "per emitter")
 
 
-def _qd_batch(algorithm: dict) -> int:
+def _qd_generation(algorithm: dict) -> int:
     """Solutions per generation of a QD type's resolved spec: every emitter's batch."""
     return algorithm["emitters"] * algorithm["batch_size"]
 
@@ -50,7 +50,7 @@ def _qd(
     recipe: QDRecipe,
     *,
     defaults: dict | None = None,
-    batch_size: Callable[[dict], int] = _qd_batch,
+    generation_size: Callable[[dict], int] = _qd_generation,
     **more,
 ) -> AlgorithmType:
     """A QD type: ``defaults`` (:data:`_QD_DEFAULTS` unless given) plus ``ranker``, if
@@ -71,7 +71,7 @@ def _qd(
         defaults=defaults,
         cls=QDOptimizer,
         recipe=recipe,
-        batch_size=batch_size,
+        generation_size=generation_size,
         needs_measures=True,
         grid_archive=recipe.grid_result,
         spec_names=(_EMITTER_BATCH_SIZE,),
@@ -99,7 +99,7 @@ def _density_bandwidth(domain: dict) -> float:
 _VARIATION_DEFAULTS = {**_QD_DEFAULTS, "variation": "gaussian"}
 
 
-def _bop_batch(algorithm: dict) -> int:
+def _bop_generation(algorithm: dict) -> int:
     """BOP-Elites' smallest batch: its initial design or a later proposal."""
     return algorithm["emitters"] * min(algorithm["batch_size"], algorithm["initial_points"])
 
@@ -288,7 +288,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
                 "search_restarts": 5,
                 "entropy_ejie": False,
             },
-            batch_size=_bop_batch,
+            generation_size=_bop_generation,
             needs_bounds=True,
             extra="bop",
         ),
@@ -345,7 +345,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             },
             params=("popsize", "sigma"),
             cls=es.CMAES,
-            batch_size=_population,
+            generation_size=_population,
         ),
         AlgorithmType(
             name="openai_es",
@@ -355,7 +355,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             defaults={"popsize": 100, "sigma": 0.02, "learning_rate": 0.01, "weight_decay": 0.005},
             params=("popsize", "sigma", "learning_rate", "weight_decay"),
             cls=es.OpenAIES,
-            batch_size=_population,
+            generation_size=_population,
             async_refusal=_ES_WHOLE_BATCHES,
             rules=(_antithetic_pairs,),
             noise_seed_rows=True,
@@ -373,7 +373,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             },
             params=("popsize", "sigma", "eta_mu", "eta_sigma"),
             cls=es.SNES,
-            batch_size=_population,
+            generation_size=_population,
             async_refusal=_ES_WHOLE_BATCHES,
             noise_seed_rows=True,
         ),
@@ -386,7 +386,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             defaults=dict(_BO_DEFAULTS),
             params=tuple(_BO_DEFAULTS),
             cls=bo.CentralisedQUCB,
-            batch_size=_batch_size,
+            generation_size=_batch_size,
             needs_bounds=True,
             async_refusal=None,
             keeps_evaluations=True,
@@ -400,7 +400,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             defaults=dict(_BO_DEFAULTS),
             params=(*_BO_DEFAULTS, "shards"),
             cls=bo.DecentralisedQUCB,
-            batch_size=_batch_size,
+            generation_size=_batch_size,
             needs_bounds=True,
             shards_in_spec=True,
             async_refusal=None,
@@ -414,7 +414,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             defaults={"batch_size": 32},
             params=("batch_size",),
             cls=RandomSearch,
-            batch_size=_batch_size,
+            generation_size=_batch_size,
             needs_bounds=True,
             async_refusal=None,
         ),

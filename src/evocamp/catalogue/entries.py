@@ -82,7 +82,7 @@ class AlgorithmType:
     recipe : QDRecipe or None
         QD types: the pyribs components; the class is :class:`QDOptimizer`, whose
         archive is the run's archive (other families fill a passive archive).
-    batch_size : callable or None
+    generation_size : callable or None
         Solutions per generation, from the resolved algorithm spec (``None``: the class
         decides, as plugins do).
     needs_measures : bool
@@ -129,7 +129,7 @@ class AlgorithmType:
     params: tuple[str, ...] = ()
     cls: type | None = None
     recipe: QDRecipe | None = None
-    batch_size: Callable[[dict], int] | None = None
+    generation_size: Callable[[dict], int] | None = None
     needs_measures: bool = False
     needs_bounds: bool = False
     grid_archive: bool = True

@@ -465,8 +465,8 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
             f"'{domain_name}' has none; give domains.{domain_name}.bounds"
         )
-    if entry.batch_size is not None:
-        solutions = entry.batch_size(resolved_algorithm(algorithm, domain_spec))
+    if entry.generation_size is not None:
+        solutions = entry.generation_size(resolved_algorithm(algorithm, domain_spec))
         if shards > solutions:
             problems.append(
                 f"key 'shards': {shards} shards is more than the {solutions} solutions per "

@@ -133,7 +133,7 @@ def run_async_segment(
     state_path, output : str or Path
         The state to continue from and the one to write.
     until : int
-        The last generation (``batch_size`` completions each) to complete.
+        The last generation (``generation_size`` completions each) to complete.
     completions : str or Path
         The run's completion log (read back on resume, appended to).
     scheduler_file : str, optional
@@ -185,7 +185,7 @@ def run_async_segment(
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         beyond = slots.finish(completion_log.append)
     kept = (evaluation_settings or EvaluationSettings()).for_run(
-        state.spec, batch_size=completions_per_generation(state.spec), total=total
+        state.spec, generation_size=completions_per_generation(state.spec), total=total
     )
     rows = completion_rows(state.spec, loop.told, evaluation_settings=kept) if kept else None
     if rows is not None:

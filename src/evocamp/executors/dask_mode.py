@@ -347,7 +347,7 @@ def run_generations(
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
     kept = (evaluation_settings or EvaluationSettings()).for_run(
-        state.spec, batch_size=len(state.next_seeds), total=total
+        state.spec, generation_size=len(state.next_seeds), total=total
     )
     told = []
     while state.generation < until:

@@ -134,7 +134,7 @@ def keep_step(
     kept = read_state(state, with_optimizer=False)
     keep_whole(state, checkpoint, full_every=full_every)
     evaluation_settings = (evaluation_settings or EvaluationSettings()).for_run(
-        kept.spec, batch_size=len(kept.next_seeds), total=total
+        kept.spec, generation_size=len(kept.next_seeds), total=total
     )
     # Before the metrics window (the rule's output) and the pruning: a kill in between
     # reruns this step, which records the same rows again in their place.
@@ -283,7 +283,7 @@ def finalise_step(
         up_to=generation,
         total=generation,
         evaluation_settings=(evaluation_settings or EvaluationSettings()).for_run(
-            final_state.spec, batch_size=len(final_state.next_seeds), total=generation
+            final_state.spec, generation_size=len(final_state.next_seeds), total=generation
         ),
     )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}

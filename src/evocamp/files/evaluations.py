@@ -132,13 +132,13 @@ class EvaluationSettings:
         return 8 * values
 
     def for_run(
-        self, spec: dict, *, batch_size: int, total: int | None
+        self, spec: dict, *, generation_size: int, total: int | None
     ) -> EvaluationSettings | None:
         """These settings when the run keeps its evaluations (:meth:`keeps`), else
         ``None``: what :func:`evocamp.loop.engine.tell` takes as ``record``."""
-        return self if self.keeps(spec, batch_size=batch_size, total=total) else None
+        return self if self.keeps(spec, generation_size=generation_size, total=total) else None
 
-    def keeps(self, spec: dict, *, batch_size: int, total: int | None) -> bool:
+    def keeps(self, spec: dict, *, generation_size: int, total: int | None) -> bool:
         """Whether a run keeps its evaluations (``total``: its generations, ``None``
         when unknown, which ``auto`` treats as too many but for BO)."""
         if self.keep != "auto":
@@ -147,7 +147,7 @@ class EvaluationSettings:
             return True
         if total is None:
             return False
-        return total * batch_size * self.row_bytes(spec) <= self.auto_max_mb * 1e6
+        return total * generation_size * self.row_bytes(spec) <= self.auto_max_mb * 1e6
 
 
 @dataclass

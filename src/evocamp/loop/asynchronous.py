@@ -3,7 +3,8 @@
 A run keeps ``slots`` evaluations in flight. When one finishes it is logged
 (:mod:`evocamp.files.completions`), told to the optimizer (``tell_async``), and its
 slot at once gets a new proposal (``ask_async``), numbered by the next evaluation id.
-A *generation* is ``batch_size`` consecutive completions: metrics rows, checkpoints
+A *generation* is as many consecutive completions as a synchronous generation has
+solutions (:func:`completions_per_generation`): metrics rows, checkpoints
 (every ``checkpoint_every`` generations) and ``generations`` count them, so curves
 line up with synchronous runs.
 
@@ -59,11 +60,12 @@ def asynchronous_settings(spec: dict) -> dict | None:
 
 
 def completions_per_generation(spec: dict) -> int:
-    """Completions that make one generation (the algorithm's batch size)."""
+    """Completions that make one generation: the type's ``generation_size`` (a
+    plugin's ``batch_size`` key, else ``slots``)."""
     algorithm = spec["algorithm_spec"]
     entry = ALGORITHMS[algorithm["type"]]
-    if entry.batch_size is not None:
-        return int(entry.batch_size(algorithm))
+    if entry.generation_size is not None:
+        return int(entry.generation_size(algorithm))
     return int(algorithm.get("batch_size") or spec["asynchronous"]["slots"])
 
 
@@ -417,7 +419,7 @@ class AsynchronousLoop:
             self._close_generation()
 
     def _close_generation(self) -> None:
-        """Close the generation the last ``batch_size`` completions make."""
+        """Close the generation the last :attr:`per_generation` completions make."""
         block = self.block
         close_generation(
             self.state,

@@ -13,7 +13,7 @@ The synchronous loop (:func:`evocamp.loop.engine.tell`) folds a generation's sha
 results at once, in index order, asks the next batch, and closes the generation. The
 asynchronous loop (:class:`evocamp.loop.asynchronous.AsynchronousLoop`) folds one
 completion at a time (``tell_async``), gives its slot a new proposal, and closes a
-generation every ``batch_size`` completions. Either way the generation folded into is
+generation every ``generation_size`` completions. Either way the generation folded into is
 the one after the state's.
 """
 
