@@ -12,18 +12,29 @@ import yaml
 from conftest import REPO, SMALL_CAMPAIGN
 
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN
+from evocamp.catalogue.domains import DOMAINS
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
+from evocamp.model.runspec import PLUGIN
 from evocamp.reporting.reference import render
 
 #: The keys of an algorithm entry that every type has.
 COMMON_KEYS = {"type", "archive"}
 
 
+def test_plugin_is_spelt_once_in_the_code():
+    """``PLUGIN`` is the one spelling of the word as a value: no module writes it out."""
+    spelt = [
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "src" / "evocamp").rglob("*.py"))
+        if re.search(r"""["']plugin["']""", path.read_text())
+    ]
+    assert spelt == ["src/evocamp/model/runspec.py"]
+
+
 def test_schema_types_are_the_catalogue_entries():
     definitions = load_schema()["$defs"]
     assert definitions["algorithm"]["properties"]["type"]["enum"] == list(ALGORITHMS)
-    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN_DOMAIN]
+    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN]
 
 
 def test_schema_keys_are_the_keys_some_type_accepts():

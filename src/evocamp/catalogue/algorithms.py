@@ -420,7 +420,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name=PLUGIN,
-            family="plugin",
+            family=PLUGIN,
             summary="your own optimizer class (docs/plugins.md)",
             required=("class",),
             optional=("python_path", "params"),

@@ -16,13 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evocamp.model.runspec import PLUGIN
 from evocamp.tasks import functions, locomotion
 
 #: Solution dimension of domains that do not fix it.
 DEFAULT_SOLUTION_DIM = 20
-#: The domain type of users' own evaluation functions.
-PLUGIN_DOMAIN = PLUGIN
 
 
 @dataclass(frozen=True)

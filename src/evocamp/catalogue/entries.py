@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evocamp.families.qd.components import QDRecipe
+from evocamp.model.runspec import PLUGIN
 
 #: Families (``AlgorithmType.family``), in the order the documentation lists them, with
 #: how its tables name them.
@@ -15,7 +16,7 @@ FAMILIES = {
     "es": "evolution strategies",
     "bo": "Bayesian optimisation",
     "baseline": "baseline",
-    "plugin": "your own class",
+    PLUGIN: "your own class",
 }
 
 

@@ -14,7 +14,7 @@ from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.base.seeding import optimizer_seeds
 from evocamp.catalogue.algorithms import algorithm_type
-from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
+from evocamp.catalogue.domains import DOMAINS, DomainType
 from evocamp.catalogue.entries import AlgorithmType
 from evocamp.model.protocol import (
     BatchFormat,
@@ -22,7 +22,7 @@ from evocamp.model.protocol import (
     call_optimizer,
     check_methods,
 )
-from evocamp.model.runspec import run_label, spec_run_key
+from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
 
 #: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
 #: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
@@ -58,7 +58,7 @@ def missing_extra(entry: AlgorithmType | DomainType) -> str | None:
 
 def load_evaluator(domain_spec: dict) -> Callable:
     """The evaluation function of a resolved domain spec (a plugin's is imported)."""
-    if domain_spec["type"] != PLUGIN_DOMAIN:
+    if domain_spec["type"] != PLUGIN:
         return DOMAINS[domain_spec["type"]].evaluate
     return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
 

@@ -27,7 +27,7 @@ from evocamp.catalogue.algorithms import (
     CELL_ARCHIVE_KEYS,
     TYPE_ARCHIVE_KEYS,
 )
-from evocamp.catalogue.domains import DOMAINS, PLUGIN_DOMAIN, DomainType
+from evocamp.catalogue.domains import DOMAINS, DomainType
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.config.run_specs import (
     experiments_of,
@@ -37,7 +37,13 @@ from evocamp.config.run_specs import (
 )
 from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
-from evocamp.model.runspec import MEASURES_SPREAD, OBJECTIVE_SPREAD, FailurePolicy, measure_dim
+from evocamp.model.runspec import (
+    MEASURES_SPREAD,
+    OBJECTIVE_SPREAD,
+    PLUGIN,
+    FailurePolicy,
+    measure_dim,
+)
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -50,7 +56,7 @@ def load_schema() -> dict:
     schema = yaml.safe_load(resources.files(package).joinpath(name).read_text())
     definitions = schema["$defs"]
     definitions["algorithm"]["properties"]["type"]["enum"] = list(ALGORITHMS)
-    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN_DOMAIN]
+    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN]
     return schema
 
 
@@ -324,7 +330,7 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     key = f"domains.{name}"
     kind = domain["type"]
     problems = []
-    if kind == PLUGIN_DOMAIN:
+    if kind == PLUGIN:
         for required in ("function", "measure_ranges"):
             if required not in domain:
                 problems.append(f"key '{key}.{required}': required for type plugin")
@@ -519,7 +525,7 @@ def plugin_problems(config: dict) -> list[str]:
     ``ask``/``tell``), each named with its key, module and ``python_path``."""
     problems = []
     for name, domain in config["domains"].items():
-        if domain["type"] != PLUGIN_DOMAIN or "function" not in domain:
+        if domain["type"] != PLUGIN or "function" not in domain:
             continue
         key = f"domains.{name}.function"
         try:

@@ -27,6 +27,7 @@ from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.runspec import (
+    PLUGIN,
     FailurePolicy,
     evaluation_repeats,
     failure_policy,
@@ -230,7 +231,7 @@ def evaluate_slice(
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
-    size = domain.get("chunk_size") or (1 if domain["type"] == "plugin" else count)
+    size = domain.get("chunk_size") or (1 if domain["type"] == PLUGIN else count)
     calls = [
         _Call(
             spec,
@@ -273,7 +274,7 @@ def isolated(spec: dict) -> bool:
     policy other than ``stop`` asks for it."""
     policy = failure_policy(spec)
     return (
-        spec["domain_spec"]["type"] == "plugin"
+        spec["domain_spec"]["type"] == PLUGIN
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )

@@ -21,7 +21,9 @@ from dataclasses import dataclass, fields
 
 from evocamp.base.seeding import run_key
 
-#: The algorithm type of users' own optimizer classes.
+#: The one spelling of "plugin" in the code: the algorithm type and family of users'
+#: own optimizer classes and the domain type of their own evaluation functions
+#: (``type: plugin`` in a campaign file).
 PLUGIN = "plugin"
 
 
