@@ -16,8 +16,8 @@ when the cache no longer holds it (telling the window again). Run it with
 PYTHONPATH=<other clone>/src to measure another version of the layered package, and with
 EVOCAMP_STATE_CACHE=0 to write every state whole (no cache); --keep-evaluations keeps
 every evaluation (solutions of 100 parameters included: the rows go into each state
-and, at kept generations, into the window's evaluations segment; not counted: the final
-merge into evaluations.h5, once per run); for a version from before
+and, at kept generations, into the window's evaluations file; not counted: the final
+index evaluations.h5, once per run); for a version from before
 the layers (flat modules: evocamp.engine, evocamp.storage, ...), run that clone's own
 copy of this script.
 """

@@ -126,7 +126,7 @@ def run_async_segment(
     """Run an asynchronous run from the checkpoint ``state_path`` until generation
     ``until`` is complete, on Dask, and write the resulting state to ``output``. The
     completions told, when the run keeps its evaluations (``evaluations``), are recorded
-    first in the run's evaluation segment named after ``until``, as Dask mode does.
+    first in the run's evaluation window file named after ``until``, as Dask mode does.
 
     Parameters
     ----------

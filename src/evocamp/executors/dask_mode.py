@@ -1,11 +1,11 @@
-"""Dask mode: one job runs a segment of generations, evaluating each batch on Dask.
+"""Dask mode: one job (a segment) runs a window's generations, each batch on Dask.
 
 For evaluations of milliseconds to seconds a Snakemake job per shard costs more than
 the work. Here one process asks, evaluates and tells ``checkpoint_every``
 generations in a row; each generation's batch is split exactly as in shard mode
 (``shard_bounds``) and the slices are evaluated on a Dask cluster, then folded in
 solution-index order by the same :func:`evocamp.loop.engine.tell`. Results are therefore
-bitwise identical to shard mode. Checkpoints are written at segment ends only.
+bitwise identical to shard mode. Checkpoints are written at window ends only.
 """
 
 from __future__ import annotations
@@ -389,9 +389,9 @@ def run_segment(
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
     The evaluations of these generations, when kept (``evaluations``), are recorded
-    first, in the segment of the run's evaluations named after ``until``
+    first, in the run's evaluation window file named after ``until``
     (``<run>/evaluations/segment_<until>.h5``, the run being the folder of ``output``'s
-    folder; the run's last segment straight into ``evaluations.h5``:
+    folder; after the run's last window, ``evaluations.h5`` indexes them:
     :func:`~evocamp.files.evaluations.record_window_rows`): a kill before the
     checkpoint is written makes the job run again and record them again, in place of
     the first.
@@ -422,7 +422,7 @@ def run_segment(
             evaluation_settings=evaluation_settings,
         )
     if state.evaluations is not None:
-        segment = record_window_rows(
+        written = record_window_rows(
             RunFolder.holding(output),
             state.evaluations,
             spec=state.spec,
@@ -431,7 +431,7 @@ def run_segment(
         )
         print(
             f"generation {state.generation}: {len(state.evaluations)} evaluations recorded "
-            f"in {segment}",
+            f"in {written}",
             file=sys.stderr,
             flush=True,
         )

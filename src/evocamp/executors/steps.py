@@ -161,11 +161,12 @@ def record_window(
 ) -> None:
     """Record the evaluations of the generations still in a shard-mode run's working
     folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
-    window's file or, for the run's last generation, in ``evaluations.h5``
+    window's file and, for the run's last generation, ``evaluations.h5`` written as
+    the index of the window files
     (:func:`~evocamp.files.evaluations.record_window_rows`); when the run does not
-    keep them (``evaluation_settings`` ``None``), only the merge of windows recorded
-    before. Dask and asynchronous modes record their rows in their segment jobs, so
-    there the working folder holds no shard files and only the merge is left."""
+    keep them (``evaluation_settings`` ``None``), only that index of the windows
+    recorded before. Dask and asynchronous modes record their rows in their segment
+    jobs, so there the working folder holds no shard files and only the index is left."""
     rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
     path = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:

@@ -2,15 +2,20 @@
 
 A block of rows (:class:`EvaluationRows`) holds what a generation's files already
 hold: the seeds and batch of the state it was asked in, and the shard results. Rows
-reach the shared filesystem once, in the segment of their window
-(``evaluations/segment_<g>.h5``), and once more when ``finalise`` merges the segments
-into ``evaluations.h5`` (:func:`record_evaluations` in both cases; the paths are
-:class:`evocamp.model.layout.RunFolder`'s). In shard mode the tell writes no rows:
-``keep`` builds its window's rows from the window's shard files and states before it
-prunes them (:func:`evocamp.executors.steps.stored_rows`, reads only), and
-``finalise`` the last window's; Dask and asynchronous modes make them in their
-segment job (:func:`evocamp.loop.engine.tell` with ``record``) and record them in
-that segment before the job writes its checkpoint.
+reach the shared filesystem once, in the file of their window
+(``evaluations/segment_<g>.h5``, :func:`record_window_rows`, which writes it with
+:func:`record_evaluations`). When the run's last window is recorded,
+``evaluations.h5`` is written as an index of the window files
+(:mod:`evocamp.files.evaluation_index`: HDF5 virtual datasets, a few kilobytes, no
+second copy of the rows); only when the windows interleave, or an ``evaluations.h5``
+written by an earlier version holds rows of its own, are the rows merged into it and
+the window files removed. The paths are :class:`evocamp.model.layout.RunFolder`'s.
+In shard mode the tell writes no rows: ``keep`` builds its window's rows from the
+window's shard files and states before it prunes them
+(:func:`evocamp.executors.steps.stored_rows`, reads only), and ``finalise`` the last
+window's; Dask and asynchronous modes make them in their segment job
+(:func:`evocamp.loop.engine.tell` with ``record``) and record them before the job
+writes its checkpoint.
 
 Recording is keyed by generation: the rows of a generation replace the rows of the
 same generation already in the file, rows of other generations are kept, and a file
@@ -364,7 +369,7 @@ def read_evaluations_group(parent: h5py.Group) -> EvaluationRows | None:
 
 
 def read_evaluations(path: str | Path, *, spec: dict | None = None) -> EvaluationRows | None:
-    """The rows of an evaluations file (segment or ``evaluations.h5``).
+    """The rows of an evaluations file (a window file or ``evaluations.h5``).
 
     Parameters
     ----------
