@@ -51,7 +51,7 @@ def measure(
     from evocamp.base.files import atomic_copy
     from evocamp.config import run_spec, validate_config
     from evocamp.files.checkpoint import write_state
-    from evocamp.files.evaluations import EvaluationSettings, gather_states, record_evaluations
+    from evocamp.files.evaluations import StorageSettings, gather_states, record_evaluations
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import initialise, tell
     from evocamp.loop.evaluation import evaluate_shard
@@ -98,8 +98,8 @@ def measure(
             began = time.perf_counter()
             state = read_full_state(previous)  # light: from the cache
             told = time.perf_counter()
-            record = EvaluationSettings(keep=True) if keep_evaluations else None
-            state = tell(state, [read_shard(shard_path)], evaluation_settings=record)
+            record = StorageSettings(keep=True) if keep_evaluations else None
+            state = tell(state, [read_shard(shard_path)], storage=record)
             tells.append(time.perf_counter() - told)
             path = run.work_state(generation)
             write_told_state(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
-from evocamp.files.evaluations import EvaluationSettings
+from evocamp.files.evaluations import StorageSettings
 from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import RunFolder
 
@@ -88,7 +88,7 @@ def cmd_segment(args) -> None:
             workers=args.workers,
             total=args.total,
             log=steps.progress,
-            evaluation_settings=EvaluationSettings.from_environment(),
+            storage=StorageSettings.from_environment(),
             full_every=args.full_every,
         )
         return
@@ -103,7 +103,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
-        evaluation_settings=EvaluationSettings.from_environment(),
+        storage=StorageSettings.from_environment(),
         full_every=args.full_every,
     )
 
@@ -125,7 +125,7 @@ def cmd_keep(args) -> None:
         metrics_window=args.metrics_window,
         logs=args.logs,
         total=args.total,
-        evaluation_settings=EvaluationSettings.from_environment(),
+        storage=StorageSettings.from_environment(),
         full_every=args.full_every,
     )
 
@@ -141,7 +141,7 @@ def cmd_finalise(args) -> None:
         summary=args.summary,
         work=args.work,
         logs=args.logs,
-        evaluation_settings=EvaluationSettings.from_environment(),
+        storage=StorageSettings.from_environment(),
         reevaluation=args.reevaluation or None,
         full_every=args.full_every,
     )

@@ -14,7 +14,7 @@ from conftest import shard_results
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.evaluations import (
-    EvaluationSettings,
+    StorageSettings,
     concatenate,
     read_evaluations,
     record_evaluations,
@@ -35,7 +35,7 @@ def told_rows(spec: dict, *, generations: int, shards: int, settings=None) -> li
         state = tell(
             state,
             shard_results(state, shards),
-            evaluation_settings=settings or EvaluationSettings(),
+            storage=settings or StorageSettings(),
         )
         blocks.append(state.evaluations)
     return blocks
@@ -76,7 +76,7 @@ def test_rows_do_not_depend_on_the_shards(algorithm):
 def test_rows_are_never_written_with_the_state(tmp_path):
     spec = spec_of("me")
     state = initialise(spec)
-    state = tell(state, shard_results(state, 2), evaluation_settings=EvaluationSettings())
+    state = tell(state, shard_results(state, 2), storage=StorageSettings())
     write_state(tmp_path / "state.h5", state)
     assert read_state(tmp_path / "state.h5").evaluations is None
     assert read_evaluations(tmp_path / "state.h5") is None, "rows reach the files once"
@@ -98,7 +98,7 @@ def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
         results = shard_results(state, shards)
         for result in results:
             write_shard(folder.shard(generation, result.shard), result)
-        state = tell(state, results, evaluation_settings=EvaluationSettings())
+        state = tell(state, results, storage=StorageSettings())
         blocks.append(state.evaluations)
         write_state(folder.work_state(generation), state)
     return blocks
@@ -121,14 +121,12 @@ def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
         spec = spec_of(algorithm)
     told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=3)
     folder = RunFolder(tmp_path / "run")
-    rebuilt = stored_rows(folder, spec=spec, up_to=3, evaluation_settings=EvaluationSettings())
+    rebuilt = stored_rows(folder, spec=spec, up_to=3, storage=StorageSettings())
     assert same_rows(rebuilt, concatenate(told))
     assert np.array_equal(rebuilt.eval_seconds, concatenate(told).eval_seconds)
-    assert stored_rows(folder, spec=spec, up_to=3, evaluation_settings=None) is None, "not kept"
+    assert stored_rows(folder, spec=spec, up_to=3, storage=None) is None, "not kept"
     assert list(
-        stored_rows(
-            folder, spec=spec, up_to=2, evaluation_settings=EvaluationSettings()
-        ).generations()
+        stored_rows(folder, spec=spec, up_to=2, storage=StorageSettings()).generations()
     ) == [1, 2]
 
 
@@ -162,15 +160,15 @@ def test_recording_is_keyed_by_generation(tmp_path):
 
 
 def test_auto_keeps_bo_and_small_runs():
-    settings = EvaluationSettings()
+    settings = StorageSettings()
     me = spec_of("me")
     assert settings.row_bytes(me) == 8 * (5 + 2 + 6)
     assert settings.keeps(me, generation_size=16, total=6)
     assert not settings.keeps(me, generation_size=16, total=10**6)
     assert not settings.keeps(me, generation_size=16, total=None)
-    assert EvaluationSettings(keep=True).keeps(me, generation_size=16, total=None)
-    assert not EvaluationSettings(keep=False).keeps(me, generation_size=16, total=6)
-    assert EvaluationSettings(max_solution_params=5).row_bytes(me) == 8 * (5 + 2)
+    assert StorageSettings(keep=True).keeps(me, generation_size=16, total=None)
+    assert not StorageSettings(keep=False).keeps(me, generation_size=16, total=6)
+    assert StorageSettings(max_solution_params=5).row_bytes(me) == 8 * (5 + 2)
     bo = validate_config(
         {
             "algorithms": {"bo": {"type": "qucb_centralised", "batch_size": 4}},
@@ -182,12 +180,12 @@ def test_auto_keeps_bo_and_small_runs():
     assert settings.keeps(spec, generation_size=4, total=None)
     oes = spec_of("oes")
     assert not settings.stores_solutions(oes) and settings.row_bytes(oes) == 8 * (5 + 2 + 1)
-    round_trip = EvaluationSettings.from_config(
-        __import__("json").loads(EvaluationSettings(keep=True, auto_max_mb=3).to_json())
+    round_trip = StorageSettings.from_config(
+        __import__("json").loads(StorageSettings(keep=True, auto_max_mb=3).to_json())
     )
-    assert round_trip == EvaluationSettings(keep=True, auto_max_mb=3)
+    assert round_trip == StorageSettings(keep=True, auto_max_mb=3)
     from_command_line = {"keep_evaluations": "false"}  # --config keep_evaluations=false
-    assert EvaluationSettings.from_config(from_command_line).keep is False
+    assert StorageSettings.from_config(from_command_line).keep is False
 
 
 def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
@@ -204,12 +202,12 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     folder = RunFolder(run)
     segment = folder.evaluation_window(3)
     shard_mode_files(run, spec, generations=5, shards=2)
-    settings = EvaluationSettings()
+    settings = StorageSettings()
     for _ in range(2):
-        record_window(folder, spec=spec, up_to=3, total=5, evaluation_settings=settings)
+        record_window(folder, spec=spec, up_to=3, total=5, storage=settings)
     shutil.rmtree(folder.work / "gen_000002")  # killed while pruning the window
     folder.work_state(1).unlink()
-    record_window(folder, spec=spec, up_to=3, total=5, evaluation_settings=settings)
+    record_window(folder, spec=spec, up_to=3, total=5, storage=settings)
     assert list(read_evaluations(segment, spec=spec).generations()) == [1, 2, 3]
     folder.checkpoint(3).parent.mkdir(exist_ok=True)
     shutil.copyfile(folder.work_state(3), folder.checkpoint(3))  # the kept checkpoint
@@ -218,7 +216,7 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
     for _ in range(2):  # finalise, killed after writing evaluations.h5 and run again
-        record_window(folder, spec=spec, up_to=5, total=5, evaluation_settings=settings)
+        record_window(folder, spec=spec, up_to=5, total=5, storage=settings)
     assert segment.read_bytes() == kept
     assert [p.name for p in folder.evaluation_window_files()] == [
         "segment_000003.h5",
@@ -240,15 +238,15 @@ def test_the_last_window_is_written_once(tmp_path):
     spec = spec_of("me")
     folder = RunFolder(tmp_path / "run")
     told = shard_mode_files(folder.path, spec, generations=6, shards=2)
-    settings = EvaluationSettings()
-    record_window(folder, spec=spec, up_to=3, total=6, evaluation_settings=settings)
+    settings = StorageSettings()
+    record_window(folder, spec=spec, up_to=3, total=6, storage=settings)
     folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
     prune_work_files(folder.work, up_to=3)
-    record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # keep 6
+    record_window(folder, spec=spec, up_to=6, total=6, storage=settings)  # keep 6
     windows = {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()}
     assert len(windows) == 2
     prune_work_files(folder.work, up_to=6)
-    record_window(folder, spec=spec, up_to=6, total=6, evaluation_settings=settings)  # finalise
+    record_window(folder, spec=spec, up_to=6, total=6, storage=settings)  # finalise
     assert {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()} == windows
     assert folder.evaluations.stat().st_size < 20_000 < sum(p.stat().st_size for p in windows)
     assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))

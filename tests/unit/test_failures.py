@@ -342,7 +342,7 @@ def test_metrics_count_attempts_retries_and_the_seconds_failures_took(tmp_path):
     and a hang retried once: metrics count every attempt, the retries and the seconds
     the failed attempts took (eval_seconds leaves them out), through real shard files;
     the kept evaluations hold each solution's attempts."""
-    from evocamp.files.evaluations import EvaluationSettings, read_evaluations
+    from evocamp.files.evaluations import StorageSettings, read_evaluations
     from evocamp.files.evaluations import write_evaluations_file as write_rows
     from evocamp.files.shard import read_shard, write_shard
     from evocamp.loop.engine import tell
@@ -351,8 +351,8 @@ def test_metrics_count_attempts_retries_and_the_seconds_failures_took(tmp_path):
         paths = [tmp_path / f"{state.spec['evaluation']['on_failure']}_{k}.h5" for k in (0, 1)]
         for path, result in zip(paths, shard_results(state, 2), strict=True):
             write_shard(path, result)
-        keep = EvaluationSettings(keep=True)
-        return tell(state, [read_shard(p) for p in paths], evaluation_settings=keep)
+        keep = StorageSettings(keep=True)
+        return tell(state, [read_shard(p) for p in paths], storage=keep)
 
     state = plugin_state(tmp_path, evaluation={"on_failure": "discard", "timeout": 0.3})
     (tmp_path / "control").write_text(f"hang {seed_at(state, 5)}")

@@ -26,7 +26,7 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.executors.housekeeping import end_jobs_left_running, release_stale_locks
-from evocamp.files.evaluations import SETTINGS_VARIABLE, EvaluationSettings
+from evocamp.files.evaluations import SETTINGS_VARIABLE, StorageSettings
 from evocamp.files.checkpoint import kept_for_spec
 from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import (
@@ -119,7 +119,7 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 # kept checkpoints store their archive): they change no result, so they are no part of
 # the run spec or of any rule's params.
 # (shell.prefix formats its text once more, hence the doubled braces.)
-EVALUATIONS = shlex.quote(EvaluationSettings.from_config(config).to_json())
+EVALUATIONS = shlex.quote(StorageSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
     + (

@@ -29,7 +29,7 @@ from evocamp.executors.dask_mode import (
 )
 from evocamp.files.checkpoint import write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
-from evocamp.files.evaluations import EvaluationSettings, record_window_rows
+from evocamp.files.evaluations import StorageSettings, record_window_rows
 from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     InFlight,
@@ -120,7 +120,7 @@ def run_async_segment(
     workers: int,
     total: int | None,
     log=print,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
     full_every: int = 1,
 ) -> RunState:
     """Run an asynchronous run from the checkpoint ``state_path`` until generation
@@ -144,7 +144,7 @@ def run_async_segment(
         Generations of the run, for the progress lines.
     log : callable
         Receives one progress line per generation.
-    evaluation_settings : EvaluationSettings, optional
+    storage : StorageSettings, optional
         Which completions to keep as evaluation rows (default: the defaults).
     full_every : int
         ``checkpoint_full_every``: the written state's archive may be a delta of the
@@ -184,10 +184,10 @@ def run_async_segment(
         )
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         beyond = slots.finish(completion_log.append)
-    kept = (evaluation_settings or EvaluationSettings()).for_run(
+    kept = (storage or StorageSettings()).for_run(
         state.spec, generation_size=completions_per_generation(state.spec), total=total
     )
-    rows = completion_rows(state.spec, loop.told, evaluation_settings=kept) if kept else None
+    rows = completion_rows(state.spec, loop.told, storage=kept) if kept else None
     if rows is not None:
         record_window_rows(
             RunFolder.holding(output),

@@ -23,7 +23,7 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import write_state
-from evocamp.files.evaluations import EvaluationSettings, concatenate, record_window_rows
+from evocamp.files.evaluations import StorageSettings, concatenate, record_window_rows
 from evocamp.files.shard import ShardResult
 from evocamp.loop.engine import held_batch, tell
 from evocamp.loop.evaluation import evaluate_shard
@@ -322,7 +322,7 @@ def run_generations(
     workers: int,
     total: int | None,
     log=print,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
 ) -> RunState:
     """Advance ``state`` generation by generation up to ``until`` (inclusive).
 
@@ -342,11 +342,11 @@ def run_generations(
         Generations of the run, for the progress line.
     log : callable
         Receives one progress line per generation.
-    evaluation_settings : EvaluationSettings, optional
+    storage : StorageSettings, optional
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
-    kept = (evaluation_settings or EvaluationSettings()).for_run(
+    kept = (storage or StorageSettings()).for_run(
         state.spec, generation_size=len(state.next_seeds), total=total
     )
     told = []
@@ -367,7 +367,7 @@ def run_generations(
             pure=False,
         )
         results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
-        state = tell(state, results, workers=workers, evaluation_settings=kept)
+        state = tell(state, results, workers=workers, storage=kept)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))
@@ -383,7 +383,7 @@ def run_segment(
     workers: int,
     total: int | None,
     log=print,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
     full_every: int = 1,
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
@@ -419,7 +419,7 @@ def run_segment(
             workers=cluster_workers(client) if scheduler_file else workers,
             total=total,
             log=log,
-            evaluation_settings=evaluation_settings,
+            storage=storage,
         )
     if state.evaluations is not None:
         written = record_window_rows(

@@ -20,7 +20,7 @@ from evocamp.files.checkpoint import read_state, with_stored_elites, write_state
 from evocamp.files.completions import read_completions
 from evocamp.files.evaluations import (
     EvaluationRows,
-    EvaluationSettings,
+    StorageSettings,
     concatenate,
     held,
     record_window_rows,
@@ -122,18 +122,18 @@ def keep_step(
     metrics_window: str | Path,
     logs: str | Path,
     total: int | None = None,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
     full_every: int = 1,
 ) -> None:
     """Keep a checkpoint (every K-th generation), save its metrics window, record the
-    window's evaluations when the run keeps them (``evaluation_settings``, default:
+    window's evaluations when the run keeps them (``storage``, default:
     the defaults; ``total``: the run's generations), delete the working files of the
     generations it covers and fold their job logs. ``full_every``
     (``checkpoint_full_every``): the kept archive may be a delta of the previous
     kept checkpoint's."""
     kept = read_state(state, with_optimizer=False)
     keep_whole(state, checkpoint, full_every=full_every)
-    evaluation_settings = (evaluation_settings or EvaluationSettings()).for_run(
+    storage = (storage or StorageSettings()).for_run(
         kept.spec, generation_size=len(kept.next_seeds), total=total
     )
     # Before the metrics window (the rule's output) and the pruning: a kill in between
@@ -143,7 +143,7 @@ def keep_step(
         spec=kept.spec,
         up_to=kept.generation,
         total=total,
-        evaluation_settings=evaluation_settings,
+        storage=storage,
     )
     write_rows(metrics_window, kept.metrics_window)
     log(f"generation {kept.generation}: kept {checkpoint}")
@@ -157,17 +157,17 @@ def record_window(
     spec: dict,
     up_to: int,
     total: int | None,
-    evaluation_settings: EvaluationSettings | None,
+    storage: StorageSettings | None,
 ) -> None:
     """Record the evaluations of the generations still in a shard-mode run's working
     folder (``<= up_to``), rebuilt from their files (:func:`stored_rows`), in the
     window's file and, for the run's last generation, ``evaluations.h5`` written as
     the index of the window files
     (:func:`~evocamp.files.evaluations.record_window_rows`); when the run does not
-    keep them (``evaluation_settings`` ``None``), only that index of the windows
+    keep them (``storage`` ``None``), only that index of the windows
     recorded before. Dask and asynchronous modes record their rows in their segment
     jobs, so there the working folder holds no shard files and only the index is left."""
-    rows = stored_rows(folder, spec=spec, up_to=up_to, evaluation_settings=evaluation_settings)
+    rows = stored_rows(folder, spec=spec, up_to=up_to, storage=storage)
     path = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
     if rows is not None:
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
@@ -178,7 +178,7 @@ def record_window(
 
 
 def stored_rows(
-    folder: RunFolder, *, spec: dict, up_to: int, evaluation_settings: EvaluationSettings | None
+    folder: RunFolder, *, spec: dict, up_to: int, storage: StorageSettings | None
 ) -> EvaluationRows | None:
     """The evaluation rows of the generations whose shard files are in a run's working
     folder (``<= up_to``), made from files the run has already written (reads only):
@@ -186,21 +186,19 @@ def stored_rows(
     working state of the generation before, else its kept checkpoint).
 
     A generation whose files are incomplete (a kill while its window was being pruned,
-    after it was recorded) is passed over; ``None`` without rows or ``evaluation_settings``.
+    after it was recorded) is passed over; ``None`` without rows or ``storage``.
     """
-    if evaluation_settings is None:
+    if storage is None:
         return None
     blocks = []
     for shard_folder in SHARD_FOLDER.in_folder(folder.work, up_to=up_to):
         generation = SHARD_FOLDER.number_of(shard_folder.name)
-        blocks.append(
-            _generation_rows(folder, generation, spec=spec, evaluation_settings=evaluation_settings)
-        )
+        blocks.append(_generation_rows(folder, generation, spec=spec, storage=storage))
     return concatenate(blocks)
 
 
 def _generation_rows(
-    folder: RunFolder, generation: int, *, spec: dict, evaluation_settings: EvaluationSettings
+    folder: RunFolder, generation: int, *, spec: dict, storage: StorageSettings
 ) -> EvaluationRows | None:
     """One generation's rows from its shard files and the state of its batch."""
     holders = (folder.work_state(generation - 1), folder.checkpoint(generation - 1))
@@ -217,9 +215,7 @@ def _generation_rows(
         results = combine_shards(spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
-    return evaluation_rows(
-        before, results, generation=generation, evaluation_settings=evaluation_settings
-    )
+    return evaluation_rows(before, results, generation=generation, storage=storage)
 
 
 def tidy_window(*, work: Path, logs: str | Path, up_to: int, own_log: Path | None = None) -> None:
@@ -258,13 +254,13 @@ def finalise_step(
     summary: str | Path,
     work: str | Path,
     logs: str | Path,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
     reevaluation: str | Path | None = None,
     full_every: int = 1,
 ) -> None:
     """Write the final archive and metrics.csv of a run, keep its last checkpoint (its
     archive a delta when ``full_every`` allows, :func:`keep_step`) and merge its kept
-    evaluations (``evaluation_settings``, default: the defaults) into
+    evaluations (``storage``, default: the defaults) into
     ``evaluations.h5``; with a ``reevaluation`` file (:func:`reevaluate_step`), the
     summary's final metrics get its corrected metrics beside the raw ones."""
     final_state = read_full_state(state)
@@ -283,7 +279,7 @@ def finalise_step(
         spec=final_state.spec,
         up_to=generation,
         total=generation,
-        evaluation_settings=(evaluation_settings or EvaluationSettings()).for_run(
+        storage=(storage or StorageSettings()).for_run(
             final_state.spec, generation_size=len(final_state.next_seeds), total=generation
         ),
     )

@@ -68,7 +68,7 @@ def keeps_noise_seeds(spec: dict) -> bool:
 
 
 @dataclass(frozen=True)
-class EvaluationSettings:
+class StorageSettings:
     """What to keep of every evaluation (configuration keys ``keep_evaluations`` and
     ``evaluations``).
 
@@ -89,7 +89,7 @@ class EvaluationSettings:
     auto_max_mb: float = 100.0
 
     @classmethod
-    def from_config(cls, config: dict) -> EvaluationSettings:
+    def from_config(cls, config: dict) -> StorageSettings:
         """The settings of a validated campaign configuration."""
         more = config.get("evaluations") or {}
         keep = config.get("keep_evaluations", "auto")
@@ -113,7 +113,7 @@ class EvaluationSettings:
         )
 
     @classmethod
-    def from_environment(cls) -> EvaluationSettings:
+    def from_environment(cls) -> StorageSettings:
         """The settings in :data:`SETTINGS_VARIABLE` (the defaults when unset)."""
         text = os.environ.get(SETTINGS_VARIABLE, "")
         return cls.from_config(json.loads(text)) if text else cls()
@@ -138,7 +138,7 @@ class EvaluationSettings:
 
     def for_run(
         self, spec: dict, *, generation_size: int, total: int | None
-    ) -> EvaluationSettings | None:
+    ) -> StorageSettings | None:
         """These settings when the run keeps its evaluations (:meth:`keeps`), else
         ``None``: what :func:`evocamp.loop.engine.tell` takes as ``record``."""
         return self if self.keeps(spec, generation_size=generation_size, total=total) else None

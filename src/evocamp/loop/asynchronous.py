@@ -37,7 +37,7 @@ from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.completions import Completion
-from evocamp.files.evaluations import EvaluationRows, EvaluationSettings
+from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
@@ -455,7 +455,7 @@ class AsynchronousLoop:
 
 
 def completion_rows(
-    spec: dict, told: list[tuple[int, Completion]], *, evaluation_settings: EvaluationSettings
+    spec: dict, told: list[tuple[int, Completion]], *, storage: StorageSettings
 ) -> EvaluationRows | None:
     """The kept-evaluation rows (:mod:`evocamp.files.evaluations`) of completions told
     by an asynchronous loop (:attr:`AsynchronousLoop.told`), in (generation, evaluation
@@ -482,7 +482,7 @@ def completion_rows(
         },
         eval_seconds=np.asarray([c.eval_seconds for c in completions], dtype=np.float64),
         solution=np.stack([c.solution for c in completions])
-        if evaluation_settings.stores_solutions(spec)
+        if storage.stores_solutions(spec)
         else None,
         status=np.asarray([c.status for c in completions], dtype=np.uint8),
         failures={(generation, c.evaluation): c.message for generation, c in told if c.status},

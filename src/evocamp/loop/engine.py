@@ -17,7 +17,7 @@ from evocamp.base.sharding import ElitesAt
 from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
 from evocamp.families.passive import build_passive_archive
 from evocamp.families.qd.compact import ArchiveElites
-from evocamp.files.evaluations import EvaluationRows, EvaluationSettings, keeps_noise_seeds
+from evocamp.files.evaluations import EvaluationRows, StorageSettings, keeps_noise_seeds
 from evocamp.files.shard import ATTEMPTS_DTYPE, ShardResult
 from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.loop.fold import (
@@ -112,7 +112,7 @@ def tell(
     shards: list[ShardResult],
     *,
     workers: int | None = None,
-    evaluation_settings: EvaluationSettings | None = None,
+    storage: StorageSettings | None = None,
 ) -> RunState:
     """Fold a generation's shard results, in index order, into a new state
     (:mod:`evocamp.loop.fold`: archive, best solution, optimizer, metrics row) and ask
@@ -127,7 +127,7 @@ def tell(
     workers : int, optional
         Evaluations that could run at once, for the ``utilisation`` column (Dask
         mode: its workers); the number of shards when not given (shard mode).
-    evaluation_settings : EvaluationSettings, optional
+    storage : StorageSettings, optional
         Keep the generation's evaluations: the returned state's ``evaluations``
         holds one row per solution (:func:`evaluation_rows`); ``None``: not kept.
 
@@ -157,10 +157,8 @@ def tell(
         return np.stack([solution(int(row)) for row in rows])
 
     rows = None
-    if evaluation_settings is not None:
-        rows = evaluation_rows(
-            state, results, generation=generation, evaluation_settings=evaluation_settings
-        )
+    if storage is not None:
+        rows = evaluation_rows(state, results, generation=generation, storage=storage)
     after = replace(state, evaluations=rows)
     evaluated = Evaluated(
         objective=results.objective,
@@ -191,11 +189,11 @@ def evaluation_rows(
     results: GenerationResults,
     *,
     generation: int,
-    evaluation_settings: EvaluationSettings,
+    storage: StorageSettings,
 ) -> EvaluationRows:
     """One row per solution of a generation (the batch of ``state``, evaluated as
     ``results``): generation, index, evaluation seed, objective, measures, extra fields,
-    seconds, and the solution when small (``evaluation_settings``); evolution strategies store
+    seconds, and the solution when small (``storage``); evolution strategies store
     each offspring's noise seed and the generation's centre and sigma instead, from
     which :meth:`~evocamp.model.protocol.BatchFormat.materialise` regenerates it.
     Another compact batch's solutions are materialised once for the whole batch."""
@@ -214,7 +212,7 @@ def evaluation_rows(
                 if name != "noise"
             }
         )
-    elif evaluation_settings.stores_solutions(state.spec):
+    elif storage.stores_solutions(state.spec):
         if results.solutions is not None:
             solution = results.solutions
         elif set(state.next_batch) == {"solutions"}:
