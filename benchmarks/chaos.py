@@ -85,7 +85,7 @@ def campaign(args, *, mode: str, faults: bool) -> dict:
         "seeds": 1,
         "mode": mode,
         "dask": {"workers": 2},
-        "keep_evaluations": True,
+        "storage": {"keep_evaluations": True},
         "evaluation": {
             "on_failure": "retry",
             "retries": args.retries,

@@ -57,6 +57,7 @@ def main() -> None:
         }
         if args.keep_evaluations is not None:
             keep = {"true": True, "false": False}.get(args.keep_evaluations, "auto")
+            # the old key (storage.keep_evaluations now): earlier checkouts read it too
             config["keep_evaluations"] = keep
         write_config(workdir, config)
         checkout = args.checkout.resolve()

@@ -71,6 +71,7 @@ def campaign(
         "generations": generations,
         "shards": shards,
         "checkpoint_every": every,
+        # the old key (storage.keep_evaluations now): earlier checkouts read it too
         "keep_evaluations": keep,
         "algorithms": algorithm,
         "domains": {"sphere": {"type": "sphere", "solution_dim": dim}},

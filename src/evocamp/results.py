@@ -234,7 +234,7 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         message, else empty), ``attempts`` (times it was evaluated: 1 + its retries;
         absent from files of earlier versions) and, for evolution strategies,
         ``noise_seed``. Runs that keep no evaluations give no
-        rows (``keep_evaluations``).
+        rows (``storage.keep_evaluations``).
     """
     import pandas as pd
 

@@ -350,7 +350,7 @@ def test_requeued_and_timed_out_shard_jobs_give_the_undisturbed_archive(slurm_cl
     campaign finishes in one invocation with the local run's archive and evaluations,
     every evaluation counted once."""
     config = tiny_config(SMALL_CAMPAIGN, generations=1, checkpoint_every=1, shards=2)
-    config["keep_evaluations"] = True
+    config["storage"] = {"keep_evaluations": True}
     config["domains"] = plugin_domain()
     config["domains"]["sphere"]["function"] = "evocamp_test_plugin:hangs_first_attempt"
     config["domains"]["sphere"]["chunk_size"] = 100  # one call per shard

@@ -399,6 +399,46 @@ def test_old_per_emitter_batch_size_is_read_with_one_line_and_the_same_run_spec(
     ]
 
 
+def test_old_storage_keys_are_read_with_one_line_and_the_same_result(
+    tmp_path, capsys, small_config
+):
+    """The storage keys are under ``storage``; a campaign that still writes
+    ``keep_evaluations`` and ``evaluations.*`` gets the same settings and run specs, with
+    one line saying what to write instead; both ways at once are refused."""
+    from evocamp.files.evaluations import StorageSettings
+
+    small_config = with_emitter_batch_size(small_config)  # no other old key
+    storage = {"keep_evaluations": True, "max_solution_params": 5, "auto_max_mb": 3}
+    new_way = merged(small_config, {"storage": storage})
+    old_way = merged(
+        small_config,
+        {"keep_evaluations": True, "evaluations": {"max_solution_params": 5, "auto_max_mb": 3}},
+    )
+    new, old = validate_config(new_way), validate_config(old_way)
+    assert StorageSettings.from_config(old) == StorageSettings.from_config(new)
+    assert StorageSettings.from_config(new) == StorageSettings(
+        keep=True, max_solution_params=5, auto_max_mb=3
+    )
+    assert "keep_evaluations" not in old and "evaluations" not in old
+    for name in ("me", "cmame"):
+        new_spec = run_spec(new, algorithm=name, domain="sphere", seed=0)
+        old_spec = run_spec(old, algorithm=name, domain="sphere", seed=0)
+        assert run_spec_json(old_spec) == run_spec_json(new_spec)
+    assert stored_name_notices(new_way) == []
+    path = write_config(tmp_path, old_way)
+    assert main(["check-config", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [
+        "evocamp: warning: keep_evaluations and evaluations are under storage now: "
+        "write 'storage: {keep_evaluations: true, max_solution_params: 5, auto_max_mb: 3}'"
+    ]
+    both = merged(small_config, {"keep_evaluations": True, "storage": {"keep_evaluations": True}})
+    assert (
+        "key 'storage.keep_evaluations': the old key for it is given too; "
+        "give only storage.keep_evaluations"
+    ) in error_of(both)
+
+
 def test_old_and_new_per_emitter_batch_size_together_are_refused(small_config):
     config = merged(small_config, {"algorithms": {"me": {"emitter_batch_size": 8}}})
     assert (

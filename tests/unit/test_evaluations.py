@@ -184,7 +184,7 @@ def test_auto_keeps_bo_and_small_runs():
         __import__("json").loads(StorageSettings(keep=True, auto_max_mb=3).to_json())
     )
     assert round_trip == StorageSettings(keep=True, auto_max_mb=3)
-    from_command_line = {"keep_evaluations": "false"}  # --config keep_evaluations=false
+    from_command_line = {"storage": {"keep_evaluations": "false"}}  # a string from --config
     assert StorageSettings.from_config(from_command_line).keep is False
 
 

@@ -94,7 +94,7 @@ def test_deterministic_failures_give_one_archive_in_every_mode_and_after_a_kill(
     failures, the hangs and the attempts alike, and the seconds the hangs took."""
     evaluation = {"on_failure": "discard", "timeout": 1.0}
     campaigns = {
-        "shards3": {"keep_evaluations": True},
+        "shards3": {"storage": {"keep_evaluations": True}},
         "shards2": {"shards": 2},
         "dask": {"mode": "dask", "dask": {"workers": 2}},
         "killed": {},

@@ -26,7 +26,7 @@ NOISY_CAMPAIGN = {
     "checkpoint_every": 2,
     "shards": 1,
     "seeds": 1,
-    "keep_evaluations": True,
+    "storage": {"keep_evaluations": True},
     "evaluation": {"repeats": 2, "reevaluate": 2},
     "algorithms": {
         "me": {

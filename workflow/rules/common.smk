@@ -114,7 +114,7 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 # also in a `--sdm conda` environment (which holds the dependencies only). The tell
 # steps print "generation g/N"; N reaches them through this prefix so that raising
 # `generations` changes no rule's params or code (nothing reruns).
-# The keys keep_evaluations and evaluations reach them the same way, and so do
+# The storage keys (storage.*) reach them the same way, and so do
 # evaluation.max_failed_fraction (it only stops a run) and checkpoint_full_every (how
 # kept checkpoints store their archive): they change no result, so they are no part of
 # the run spec or of any rule's params.

@@ -113,7 +113,7 @@ class AlgorithmType:
         Kept evaluations hold each offspring's noise seed instead of the solution: the
         batches are a centre and noise seeds, from which the offspring regenerate.
     keeps_evaluations : bool
-        ``keep_evaluations: auto`` keeps every evaluation of the type, whatever their
+        ``storage.keep_evaluations: auto`` keeps every evaluation of the type, whatever their
         size (Bayesian optimisation: the evaluations are the surrogate's data).
     spec_names : tuple of SpecName
         Keys the run spec stores under another name (QD: ``emitter_batch_size`` as

@@ -55,7 +55,7 @@ FAILURES = "failures"
 #: Columns measured in seconds: they differ between runs of the same campaign.
 TIMING_FIELDS = ("eval_seconds",)
 #: Environment variable through which the workflow hands the campaign's
-#: ``keep_evaluations`` and ``evaluations`` keys to the step commands (JSON). They are
+#: ``storage`` keys to the step commands (JSON). They are
 #: not part of the run spec: they change no result, and kept checkpoints stay valid.
 SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
 
@@ -69,8 +69,8 @@ def keeps_noise_seeds(spec: dict) -> bool:
 
 @dataclass(frozen=True)
 class StorageSettings:
-    """What to keep of every evaluation (configuration keys ``keep_evaluations`` and
-    ``evaluations``).
+    """What to keep of every evaluation (the configuration's ``storage`` keys; not the
+    ``evaluation`` section, which is the failure policy, repeats and re-evaluation).
 
     Attributes
     ----------
@@ -91,20 +91,20 @@ class StorageSettings:
     @classmethod
     def from_config(cls, config: dict) -> StorageSettings:
         """The settings of a validated campaign configuration."""
-        more = config.get("evaluations") or {}
-        keep = config.get("keep_evaluations", "auto")
+        storage = config.get("storage") or {}
+        keep = storage.get("keep_evaluations", "auto")
         return cls(
             keep={"true": True, "false": False}.get(keep, keep) if isinstance(keep, str) else keep,
-            max_solution_params=int(more.get("max_solution_params", 100)),
-            auto_max_mb=float(more.get("auto_max_mb", 100.0)),
+            max_solution_params=int(storage.get("max_solution_params", 100)),
+            auto_max_mb=float(storage.get("auto_max_mb", 100.0)),
         )
 
     def to_json(self) -> str:
         """The settings as :data:`SETTINGS_VARIABLE` carries them."""
         return json.dumps(
             {
-                "keep_evaluations": self.keep,
-                "evaluations": {
+                "storage": {
+                    "keep_evaluations": self.keep,
                     "max_solution_params": self.max_solution_params,
                     "auto_max_mb": self.auto_max_mb,
                 },
