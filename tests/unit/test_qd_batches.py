@@ -512,3 +512,24 @@ def test_a_shard_elsewhere_opens_only_the_states_holding_its_parents(tmp_path, m
     forget_run(work)
     again = [tmp_path / f"again_{shard}.h5" for shard in range(3)]
     shards_made_as(shard_results(memory, 3), state=previous, files=again)
+
+
+def test_the_three_elites_by_cell_are_one_protocol_and_give_the_same_rows(tmp_path, monkeypatch):
+    """``batch[ELITES]`` is an :class:`ElitesByCell`: the archive in memory
+    (``ArchiveElites``), the states on disk (``StoredElites``) and the cells a Dask task
+    was sent (``ElitesAt``) satisfy it and give the same rows for the same cells."""
+    from evocamp.files.checkpoint import StoredElites
+    from evocamp.model.protocol import ElitesByCell
+
+    monkeypatch.setenv("EVOCAMP_STATE_CACHE", str(tmp_path / "cache"))
+    algorithm = {"type": "map_elites", "emitters": 2, "emitter_batch_size": 6}
+    work, start = shard_mode_start(tmp_path, algorithm, dim=6, every=10, seed=3)
+    *_, (previous, memory) = told_from_files(work, start, generations=4)
+    with h5py.File(previous, "r") as handle:
+        cells = np.unique(handle["inserted/window_cells"][()])
+    assert len(cells)
+    in_memory = ArchiveElites(memory.archive)
+    views = [in_memory, StoredElites(previous), ElitesAt(cells, in_memory[cells])]
+    for view in views:
+        assert isinstance(view, ElitesByCell)
+        assert view[cells].tobytes() == in_memory[cells].tobytes()

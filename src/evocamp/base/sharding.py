@@ -59,7 +59,8 @@ class Rows:
 
 
 class ElitesAt:
-    """The solutions of some cells of an archive, indexed by cell as if whole.
+    """The solutions of some cells of an archive, indexed by cell as if whole (an
+    :class:`~evocamp.model.protocol.ElitesByCell`).
 
     A Dask task receives only the elites its shard's offspring are made from; this
     view gives them to the shard step exactly as the whole archive would.

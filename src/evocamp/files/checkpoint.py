@@ -167,7 +167,8 @@ def _write_window(group: h5py.Group, window: dict) -> None:
 
 class StoredElites:
     """The elites of a run's archive after a state's generation, read from disk by cell
-    (:data:`~evocamp.model.protocol.ELITES` of a shard's batch).
+    (:data:`~evocamp.model.protocol.ELITES` of a shard's batch, an
+    :class:`~evocamp.model.protocol.ElitesByCell`).
 
     A whole state holds them in ``/archive`` (a kept checkpoint may hold them as a
     delta chain, :func:`~evocamp.files.kept_archive.elite_rows`); a light one holds in

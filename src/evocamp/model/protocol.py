@@ -42,6 +42,7 @@ import inspect
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,9 +51,23 @@ from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.runspec import is_plugin, optimizer_name, where
 
 #: The key under which whoever holds a compact batch that names parents by their cells
-#: (:meth:`CompactBatch.elites_read`) gives it those elites: an object indexed with
-#: sorted cell indices that returns their solutions. It is never stored with the batch.
+#: (:meth:`CompactBatch.elites_read`) gives it those elites: an :class:`ElitesByCell`.
+#: It is never stored with the batch.
 ELITES = "elites"
+
+
+@runtime_checkable
+class ElitesByCell(Protocol):
+    """An archive's elites indexed by cell (what ``batch[ELITES]`` holds): the archive
+    in memory (``ArchiveElites``, ``families/qd/compact.py``), the states on disk
+    (``StoredElites``, ``files/checkpoint.py``) or the cells a Dask task was sent
+    (``ElitesAt``, ``base/sharding.py``)."""
+
+    def __getitem__(self, cells) -> np.ndarray:
+        """The solutions of ``cells`` (sorted cell indices), one row each; an error
+        naming the cell when one is empty or not held."""
+        ...
+
 
 #: The key under which whoever holds a compact batch may give the solutions its
 #: optimizer asked, every row (an object indexed with a slice of rows; the node-local

@@ -89,7 +89,8 @@ def _recording(emitters, *, stride: int):
 
 
 class ArchiveElites:
-    """The elites of an archive in memory, indexed by cell (:data:`ELITES`)."""
+    """The elites of an archive in memory, indexed by cell (:data:`ELITES`, an
+    :class:`~evocamp.model.protocol.ElitesByCell`)."""
 
     def __init__(self, archive) -> None:
         self.archive = archive
