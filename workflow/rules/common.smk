@@ -26,7 +26,7 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.executors.housekeeping import end_jobs_left_running, release_stale_locks
-from evocamp.files.evaluations import SETTINGS_VARIABLE, StorageSettings
+from evocamp.files.evaluations import STORAGE_VARIABLE, StorageSettings
 from evocamp.files.checkpoint import kept_for_spec
 from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
 from evocamp.model.layout import (
@@ -119,7 +119,7 @@ WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else 
 # kept checkpoints store their archive): they change no result, so they are no part of
 # the run spec or of any rule's params.
 # (shell.prefix formats its text once more, hence the doubled braces.)
-EVALUATIONS = shlex.quote(StorageSettings.from_config(config).to_json())
+STORAGE = shlex.quote(StorageSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
     + (
@@ -130,7 +130,7 @@ shell.prefix(
     + f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
     f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
     f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
-    + f"export {SETTINGS_VARIABLE}={EVALUATIONS}; ".replace("{", "{{").replace(
+    + f"export {STORAGE_VARIABLE}={STORAGE}; ".replace("{", "{{").replace(
         "}", "}}"
     )
 )

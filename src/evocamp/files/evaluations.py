@@ -54,10 +54,10 @@ GROUP = "evaluations"
 FAILURES = "failures"
 #: Columns measured in seconds: they differ between runs of the same campaign.
 TIMING_FIELDS = ("eval_seconds",)
-#: Environment variable through which the workflow hands the campaign's
-#: ``storage`` keys to the step commands (JSON). They are
-#: not part of the run spec: they change no result, and kept checkpoints stay valid.
-SETTINGS_VARIABLE = "EVOCAMP_EVALUATIONS"
+#: Environment variable through which the workflow hands the campaign's ``storage``
+#: keys to the step commands (JSON). They are not part of the run spec: they change no
+#: result, and kept checkpoints stay valid.
+STORAGE_VARIABLE = "EVOCAMP_STORAGE"
 
 
 def keeps_noise_seeds(spec: dict) -> bool:
@@ -100,7 +100,7 @@ class StorageSettings:
         )
 
     def to_json(self) -> str:
-        """The settings as :data:`SETTINGS_VARIABLE` carries them."""
+        """The settings as :data:`STORAGE_VARIABLE` carries them."""
         return json.dumps(
             {
                 "storage": {
@@ -114,8 +114,8 @@ class StorageSettings:
 
     @classmethod
     def from_environment(cls) -> StorageSettings:
-        """The settings in :data:`SETTINGS_VARIABLE` (the defaults when unset)."""
-        text = os.environ.get(SETTINGS_VARIABLE, "")
+        """The settings in :data:`STORAGE_VARIABLE` (the defaults when unset)."""
+        text = os.environ.get(STORAGE_VARIABLE, "")
         return cls.from_config(json.loads(text)) if text else cls()
 
     def stores_solutions(self, spec: dict) -> bool:
