@@ -130,9 +130,7 @@ shell.prefix(
     + f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
     f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
     f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
-    + f"export {STORAGE_VARIABLE}={STORAGE}; ".replace("{", "{{").replace(
-        "}", "}}"
-    )
+    + f"export {STORAGE_VARIABLE}={STORAGE}; ".replace("{", "{{").replace("}", "}}")
 )
 
 
