@@ -1,12 +1,14 @@
 """Campaign configuration, in three steps: :mod:`~evocamp.config.reading` (a campaign
 file's YAML, errors with line and column, keys given twice),
 :mod:`~evocamp.config.validation` (the JSON schema and the checks it cannot express,
-plugin imports, the schema's defaults) and :mod:`~evocamp.config.run_specs` (the
+plugin imports, the schema's defaults; keys under older names are read by
+:mod:`~evocamp.config.renamed_keys`) and :mod:`~evocamp.config.run_specs` (the
 catalogue's defaults, run specs). Their public names are re-exported here: callers
 write ``from evocamp.config import run_spec``.
 """
 
 from evocamp.config.reading import load_config_file, read_yaml
+from evocamp.config.renamed_keys import stored_name_notices
 from evocamp.config.run_specs import (
     asynchronous_spec,
     evaluation_spec,
@@ -25,7 +27,6 @@ from evocamp.config.validation import (
     discards,
     load_schema,
     plugin_problems,
-    stored_name_notices,
     validate_config,
 )
 
