@@ -333,6 +333,10 @@ def scheduler_file(tmp_path):
                 str(path),
                 "--host",
                 "127.0.0.1",
+                # a free port: two test files may each start a cluster at once
+                # (pytest-xdist), and the second would find Dask's 8786 taken
+                "--port",
+                "0",
                 "--no-dashboard",
             ],
             stdout=subprocess.DEVNULL,

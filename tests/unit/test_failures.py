@@ -3,6 +3,8 @@ supervised child, real signals and real hangs, every failure named by its soluti
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
 import time
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PLUGINS, REPO, shard_results
 
-from evocamp.base.errors import EvaluationError
+from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.engine import initialise
@@ -545,3 +547,28 @@ def test_discard_needs_a_plugin_optimizer_that_takes_failed():
     )
     config["algorithms"]["mine"]["class"] = "my_optimizers:OnePlusLambda"
     validate_config({**config, "evaluation": discarding})
+
+
+def test_a_missing_or_silent_dask_scheduler_is_named_not_waited_for_forever(tmp_path):
+    """dask.scheduler_file naming no file (a misspelt path, a scheduler that died at its
+    start) or a scheduler that does not answer: one line naming the key and the path,
+    after the wait, where distributed's client would wait forever."""
+    from evocamp.executors.dask_mode import existing_cluster
+
+    missing = tmp_path / "nowhere.json"
+    began = time.monotonic()
+    with pytest.raises(ConfigError) as error:
+        existing_cluster(str(missing), where="run me/sphere/seed0, generation 1", wait=0.5)
+    assert time.monotonic() - began < 10
+    assert str(error.value) == (
+        f"run me/sphere/seed0, generation 1: key 'dask.scheduler_file': no scheduler file "
+        f"at {missing} after 0.5 s: start the cluster first (dask scheduler "
+        "--scheduler-file FILE, then its workers)"
+    )
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({"address": f"tcp://127.0.0.1:{port}"}))
+    with pytest.raises(ConfigError, match="the scheduler that .*stale.json names did not answer"):
+        existing_cluster(str(stale), where="run me/sphere/seed0, generation 1", wait=1)

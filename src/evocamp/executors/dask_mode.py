@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from evocamp.base.errors import EvaluationError
+from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.checkpoint import write_state
@@ -178,6 +178,40 @@ def broadcast(client, value, *, where: str):
 WORKER_PRELOAD = ["distributed", "numpy", "h5py", "evocamp.loop.evaluation"]
 
 
+#: Seconds a segment waits for the scheduler file of ``dask.scheduler_file`` to appear
+#: (a scheduler starting beside the campaign), and then for its scheduler to answer.
+SCHEDULER_WAIT_SECONDS = 120.0
+
+
+def existing_cluster(scheduler_file: str, *, where: str, wait: float = SCHEDULER_WAIT_SECONDS):
+    """A Dask client to the cluster of ``scheduler_file`` (``dask.scheduler_file``).
+
+    distributed's own client waits for a missing scheduler file forever, so a misspelt
+    path or a scheduler that died at its start would hang the segment job until its
+    time limit; this one waits ``wait`` seconds for the file, then as long for the
+    scheduler to answer, and otherwise stops with one line naming the key and the path.
+    """
+    from distributed import Client
+
+    path = Path(scheduler_file)
+    deadline = time.monotonic() + wait
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    hint = "start the cluster first (dask scheduler --scheduler-file FILE, then its workers)"
+    if not path.exists():
+        raise ConfigError(
+            f"{where}: key 'dask.scheduler_file': no scheduler file at {path} after "
+            f"{wait:g} s: {hint}"
+        )
+    try:
+        return Client(scheduler_file=str(path), timeout=wait)
+    except (OSError, TimeoutError) as error:
+        raise ConfigError(
+            f"{where}: key 'dask.scheduler_file': the scheduler that {path} names did not "
+            f"answer within {wait:g} s ({error}): {hint}"
+        ) from None
+
+
 @contextlib.contextmanager
 def dask_client(
     *,
@@ -211,7 +245,7 @@ def dask_client(
     from distributed.utils import get_mp_context
 
     if scheduler_file:
-        client = Client(scheduler_file=scheduler_file)
+        client = existing_cluster(scheduler_file, where=where)
         try:
             yield client
         finally:
