@@ -277,6 +277,17 @@ def test_a_plugin_without_the_asynchronous_methods_is_refused():
     ) in error_of(config)
 
 
+#: A 4-d plugin domain whose evaluation raises when the first coordinate is negative.
+FAILING_ACKLEY4 = {
+    "type": "plugin",
+    "function": "evocamp_test_plugin:fails_on_negative_first",
+    "python_path": str(PLUGINS),
+    "solution_dim": 4,
+    "bounds": [-1.0, 1.0],
+    "measure_ranges": [[-1.0, 1.0]],
+}
+
+
 def test_a_discarded_evaluation_is_named_when_told_not_when_evaluated(capfd):
     """Under discard, evaluating an asynchronous evaluation writes nothing; the loop
     names each failed completion once, as it tells it (a segment that tells it again
@@ -285,16 +296,7 @@ def test_a_discarded_evaluation_is_named_when_told_not_when_evaluated(capfd):
         FAST,
         {
             "evaluation": {"on_failure": "discard"},
-            "domains": {
-                "ackley4": {
-                    "type": "plugin",
-                    "function": "evocamp_test_plugin:fails_on_negative_first",
-                    "python_path": str(PLUGINS),
-                    "solution_dim": 4,
-                    "bounds": [-1.0, 1.0],
-                    "measure_ranges": [[-1.0, 1.0]],
-                }
-            },
+            "domains": {"ackley4": FAILING_ACKLEY4},
         },
     )
     config["algorithms"] = {"rs": config["algorithms"]["rs"]}
@@ -329,18 +331,7 @@ def test_a_discarded_evaluation_is_named_when_told_not_when_evaluated(capfd):
 def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
     config = merged(
         FAST,
-        {
-            "domains": {
-                "ackley4": {
-                    "type": "plugin",
-                    "function": "evocamp_test_plugin:fails_on_negative_first",
-                    "python_path": str(PLUGINS),
-                    "solution_dim": 4,
-                    "bounds": [-1.0, 1.0],
-                    "measure_ranges": [[-1.0, 1.0]],
-                }
-            }
-        },
+        {"domains": {"ackley4": FAILING_ACKLEY4}},
     )
     spec = run_spec(validate_config(config), algorithm="rs", domain="ackley4", seed=0)
     submit, wait = evaluate_in_process(spec)
