@@ -29,8 +29,9 @@ from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, tell
-from evocamp.loop.evaluation import combine_shards, evaluate_shard
+from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.fold import note_numerics
+from evocamp.loop.generation_results import combine_shards
 from evocamp.loop.progress import generation_line
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate_shard
 from evocamp.loop.state_cache import (

@@ -19,7 +19,6 @@ from evocamp.families.passive import build_passive_archive
 from evocamp.families.qd.compact import ArchiveElites
 from evocamp.files.evaluations import EvaluationRows, StorageSettings, keeps_noise_seeds
 from evocamp.files.shard import ATTEMPTS_DTYPE, ShardResult
-from evocamp.loop.evaluation import GenerationResults, combine_shards
 from evocamp.loop.fold import (
     Evaluated,
     archive_cqd_score,
@@ -28,6 +27,7 @@ from evocamp.loop.fold import (
     note_numerics,
     optimizer_stats,
 )
+from evocamp.loop.generation_results import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import ELITES, call_method, call_optimizer, checked_batch
 from evocamp.model.runspec import spec_run_key

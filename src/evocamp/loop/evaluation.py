@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -509,96 +509,3 @@ def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
             f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
             details="".join(traceback.format_exception(error)),
         ) from None
-
-
-@dataclass(frozen=True)
-class GenerationResults:
-    """A generation's shard results in solution-index order."""
-
-    objective: np.ndarray
-    measures: np.ndarray
-    extra: dict
-    #: Seconds spent evaluating, summed over all solutions.
-    eval_seconds: float
-    #: Seconds spent evaluating each solution (its call's time over its chunk).
-    seconds: np.ndarray
-    #: The evaluated solutions, when the shards proposed them (else ``None``).
-    solutions: np.ndarray | None
-    #: Mean over shards of the seconds they spent proposing (``SHARD_STATS``).
-    shard_stats: dict
-    shards: int
-    #: The distinct numeric environments that evaluated the shards (those that said).
-    numerics: list
-    #: Each solution's :data:`~evocamp.files.shard.STATUS` (``None``: none failed).
-    status: np.ndarray | None = None
-    #: The failure message of each failed solution, by index.
-    messages: dict = field(default_factory=dict)
-    #: Times each solution was evaluated (``None``: once each; retries add to it).
-    attempts: np.ndarray | None = None
-    #: Seconds spent in failed attempts (timeouts, crashes, raises), summed.
-    failed_seconds: float = 0.0
-
-    def failed(self) -> np.ndarray | None:
-        """Which solutions failed (``None``: none)."""
-        return None if self.status is None else self.status != STATUS["ok"]
-
-
-def combine_shards(
-    spec: dict, generation: int, batch: int, shards: list[ShardResult]
-) -> GenerationResults:
-    """Concatenate shard results in solution-index order, checking they tile the batch."""
-    ordered = sorted(shards, key=lambda r: r.start)
-    position = 0
-    for result in ordered:
-        if result.generation != generation or result.start != position:
-            raise EvaluationError(
-                f"{where(spec, generation, result.shard, None)}: shard covers solutions "
-                f"{result.start}..{result.stop - 1} of generation {result.generation}, "
-                f"expected to start at solution {position} of generation {generation}"
-            )
-        position = result.stop
-    if position != batch:
-        raise EvaluationError(
-            f"{where(spec, generation, None, None)}: shards cover {position} of {batch} solutions"
-        )
-    extra_names = sorted(ordered[0].extra) if ordered else []
-    proposed = [r.solutions for r in ordered if r.solutions is not None]
-    stat_names = sorted({name for r in ordered for name in r.stats})
-    environments = []
-    for result in ordered:
-        if result.numerics is not None and result.numerics not in environments:
-            environments.append(result.numerics)
-    return GenerationResults(
-        objective=np.concatenate([r.objective for r in ordered]),
-        measures=np.concatenate([r.measures for r in ordered]),
-        extra={name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
-        eval_seconds=float(sum(r.eval_seconds.sum() for r in ordered)),
-        seconds=np.concatenate([r.eval_seconds for r in ordered]),
-        solutions=np.concatenate(proposed) if len(proposed) == len(ordered) else None,
-        shard_stats={
-            name: float(np.mean([r.stats[name] for r in ordered if name in r.stats]))
-            for name in stat_names
-        },
-        shards=len(ordered),
-        numerics=environments,
-        status=_combined(ordered, "status", 0, np.uint8),
-        messages={index: text for r in ordered for index, text in r.messages.items()},
-        attempts=_combined(ordered, "attempts", 1, ATTEMPTS_DTYPE),
-        failed_seconds=float(
-            sum(r.failed_seconds.sum() for r in ordered if r.failed_seconds is not None)
-        ),
-    )
-
-
-def _combined(ordered: list[ShardResult], name: str, blank: int, dtype) -> np.ndarray | None:
-    """The shards' optional per-solution column ``name`` in index order (``blank`` for
-    the solutions of a shard without it), ``None`` when none has it."""
-    parts = [getattr(r, name) for r in ordered]
-    if all(part is None for part in parts):
-        return None
-    return np.concatenate(
-        [
-            np.full(r.stop - r.start, blank, dtype) if part is None else part
-            for r, part in zip(ordered, parts, strict=True)
-        ]
-    )
