@@ -40,6 +40,7 @@ from evocamp.loop.asynchronous import (
     decode_in_flight,
     evaluate_in_flight,
 )
+from evocamp.loop.evaluation import log_discarded
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
@@ -107,7 +108,7 @@ class DaskSlots:
 def _discarded_line(completion: Completion) -> None:
     """The log line of a failed completion, written as it is told (so once per segment
     that tells it: a segment killed and run again tells it again, and says so again)."""
-    print(f"evocamp: warning: {completion.message} (discarded)", file=sys.stderr, flush=True)
+    log_discarded(completion.message)
 
 
 def run_async_segment(

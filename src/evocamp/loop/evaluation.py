@@ -423,8 +423,13 @@ def _failed_outcome(
     if policy.final_action() == "stop":
         raise error
     if report:
-        print(f"evocamp: warning: {error} (discarded)", file=sys.stderr, flush=True)
+        log_discarded(str(error))
     return _Outcome(None, 0.0, size, status, str(error))
+
+
+def log_discarded(message: str) -> None:
+    """The log line of a failed evaluation the run goes on without (``discard``)."""
+    print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
 
 
 def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> None:
