@@ -174,7 +174,7 @@ def cmd_plot_run(args) -> None:
 
 def cmd_compare(args) -> None:
     """Campaign comparison: metric curves with 95% bootstrap bands, side-by-side
-    heatmaps on a shared colour scale, final values per seed, aggregates across
+    heatmaps (each on its own robust colour range), final values per seed, aggregates across
     domains, runtime-to-target ECDFs, and the tables (final metrics with significance
     marks, tests, aggregates, expected running times)."""
     from evocamp.reporting.campaign_figures import compare_campaign
