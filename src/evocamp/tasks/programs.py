@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import EvaluationError, ProgramCrashed
+from evocamp.base.files import unwritable_reason
 from evocamp.tasks import program_files
 from evocamp.tasks.program_files import Evaluation
 
@@ -396,3 +397,91 @@ def program_call(
         whole=whole,
         batch_name=batch_name,
     )
+
+
+#: The domain keys only ``type: command`` takes.
+COMMAND_KEYS = (
+    "command",
+    "variables",
+    "params_format",
+    "results_format",
+    "sense",
+    "template",
+    "template_files",
+    "work_root",
+    "keep_work",
+    "keep_work_max",
+    "batch",
+)
+
+
+def command_problems(key: str, domain: dict) -> list[str]:
+    """What is wrong with a ``type: command`` domain entry ``key`` (its shape: the
+    schema checked the types of its values)."""
+    problems = [
+        f"key '{key}.{required}': required for type command"
+        for required in ("command", "measure_ranges")
+        if required not in domain
+    ]
+    if "command" not in domain:
+        return problems
+    try:
+        words = command_words(domain["command"])
+    except ValueError as error:
+        return [*problems, f"key '{key}.command': cannot be split into words ({error})"]
+    if not words:
+        problems.append(f"key '{key}.command': names no program")
+    text = " ".join(words)
+    for name in re.findall(r"\{([^{}]*)\}", text):
+        if name not in PLACEHOLDERS:
+            problems.append(
+                f"key '{key}.command': unknown placeholder {{{name}}} (placeholders: "
+                + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+                + ")"
+            )
+    if domain.get("batch"):
+        for name in ("seed", "eval_id"):
+            if f"{{{name}}}" in text:
+                problems.append(
+                    f"key '{key}.command': {{{name}}} names one evaluation, and a batch holds "
+                    f"several: read each one's from the parameters file (params_format: json)"
+                )
+    elif domain.get("chunk_size", 1) != 1:
+        problems.append(
+            f"key '{key}.chunk_size': a program evaluates one solution per call; "
+            "batch: true calls it once for chunk_size solutions"
+        )
+    variables = domain.get("variables")
+    if variables is not None and "solution_dim" in domain:
+        if len(variables) != domain["solution_dim"]:
+            problems.append(
+                f"key '{key}.variables': {len(variables)} names for solution_dim "
+                f"{domain['solution_dim']}"
+            )
+    return problems
+
+
+def program_problems(key: str, domain: dict) -> list[str]:
+    """What is missing on this machine for a ``type: command`` domain entry ``key``:
+    its program, its template folder, a writable work root (paths relative to the
+    working directory, as where the campaign runs)."""
+    problems = []
+    words = command_words(domain["command"])
+    program = words[0]
+    here = Path.cwd()
+    if "/" in program:
+        path = here / program
+        if not path.is_file() or not os.access(path, os.X_OK):
+            state = "is not executable" if path.is_file() else "does not exist"
+            problems.append(f"key '{key}.command': the program {path} {state}")
+    elif (
+        shutil.which(program, path=os.pathsep.join([os.environ.get("PATH", ""), str(here)])) is None
+    ):
+        problems.append(f"key '{key}.command': the program {program} is not on PATH")
+    if domain.get("template") and not (here / domain["template"]).is_dir():
+        problems.append(f"key '{key}.template': {here / domain['template']} is no folder")
+    if domain.get("work_root"):
+        reason = unwritable_reason(work_root(domain["work_root"]))
+        if reason:
+            problems.append(f"key '{key}.work_root': {reason}")
+    return problems
