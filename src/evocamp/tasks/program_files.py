@@ -105,9 +105,9 @@ def read_results(
         message (a ``fail``, a bad line); a string when the whole file is unusable (it
         names the line).
     """
-    if text.lstrip().lower().startswith("fail") and not batch:
-        return ["the results file says fail"]
     if results_format == "json":
+        if text.lstrip().lower().startswith("fail"):  # Dakota's word, not JSON
+            return ["the file says fail"] * count
         return _json_results(
             text, responses=responses, measure_dim=measure_dim, count=count, batch=batch
         )

@@ -321,10 +321,10 @@ class Program:
         return kept <= self.keep_max
 
     def _remove(self, folder: Path) -> None:
-        """Remove a work directory and its parents left empty, up to the work root."""
+        """Remove a work directory and its parents left empty, up to ``evocamp-work``."""
         shutil.rmtree(folder, ignore_errors=True)
         for parent in folder.parents:
-            if parent == self.root or self.root not in parent.parents:
+            if parent != self.root and self.root not in parent.parents:
                 break
             try:
                 parent.rmdir()
