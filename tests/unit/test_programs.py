@@ -115,10 +115,10 @@ def command_spec(tmp_path, *, evaluation=None, **domain) -> dict:
 SOLUTIONS = np.linspace(-1, 1, 16).reshape(4, 4)
 
 
-def evaluate(spec, seeds, *, start=4, shard=1):
+def evaluate(spec, seeds, *, start=4, shard=1, generation=3):
     return evaluate_slice(
         spec,
-        generation=3,
+        generation=generation,
         shard=shard,
         start=start,
         solutions=SOLUTIONS[: len(seeds)],
@@ -155,7 +155,10 @@ def test_a_program_evaluates_each_solution_with_its_seed_and_leaves_nothing(
         assert result.objective[k] == expected_objective(SOLUTIONS[k], seed, written=params_format)
         values = [float(f"{v:.15e}") if params_format == "dakota" else v for v in SOLUTIONS[k]]
         assert list(result.measures[k]) == [sum(values[:2]), sum(values[2:])]
-    assert not work(tmp_path).exists()  # every work directory, and its parents, removed
+    run = work(tmp_path) / "default/me/d/seed0"
+    assert [path.name for path in run.rglob("*")] == ["g3"]  # every work directory removed
+    evaluate(spec, seeds[:1], generation=4)
+    assert [path.name for path in run.rglob("*")] == ["g4"]  # and g3 when g4 starts
 
 
 def test_every_failure_is_named_with_its_work_directory_and_line(tmp_path, monkeypatch):
@@ -196,7 +199,7 @@ def test_a_failure_stops_the_run_under_stop(tmp_path, monkeypatch):
         "run me/d/seed0, generation 3, shard 1, solution 5: results file results.out: "
         f"line 1 says fail; work directory {folder} removed (keep_work: none)"
     )
-    assert not work(tmp_path).exists()
+    assert not list(work(tmp_path).glob("*/*/*/*/g*/s*"))
 
 
 def test_a_crashed_program_is_retried(tmp_path, monkeypatch):
@@ -206,7 +209,7 @@ def test_a_crashed_program_is_retried(tmp_path, monkeypatch):
     result = evaluate(spec, [11, 5])
     assert result.status is None and list(result.attempts) == [2, 1]
     assert result.objective[0] == expected_objective(SOLUTIONS[0], 11)
-    assert not work(tmp_path).exists()
+    assert not list(work(tmp_path).glob("*/*/*/*/g*/s*"))
 
 
 def test_a_batch_fails_only_the_solutions_its_results_file_names(tmp_path, monkeypatch):

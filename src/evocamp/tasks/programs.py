@@ -116,6 +116,7 @@ class Program:
         self.keep = domain.get("keep_work", "failed")
         self.keep_max = int(domain.get("keep_work_max", DEFAULT_KEEP_WORK_MAX))
         self.root = work_root(domain.get("work_root")) / WORK_FOLDER
+        self.generation_folders: set[Path] = set()  # those this process made work in
         self.environment = dict(os.environ)
         self.environment["PATH"] = os.pathsep.join(
             [*filter(None, [self.environment.get("PATH")]), str(here)]
@@ -275,6 +276,9 @@ class Program:
         folder = self.root / call.run / call.folder / name
         if folder.exists():
             shutil.rmtree(folder)
+        if folder.parent not in self.generation_folders:
+            self.generation_folders.add(folder.parent)
+            _remove_empty_folders(folder.parent.parent, but=folder.parent.name)
         for _ in range(5):  # another shard may remove an empty parent meanwhile
             try:
                 folder.mkdir(parents=True)
@@ -321,15 +325,23 @@ class Program:
         return kept <= self.keep_max
 
     def _remove(self, folder: Path) -> None:
-        """Remove a work directory and its parents left empty, up to ``evocamp-work``."""
+        """Remove a work directory (its generation folder, left empty, is removed when
+        the run's next generation starts: removing and making it again for every
+        evaluation would cost 5 ms each on a disk)."""
         shutil.rmtree(folder, ignore_errors=True)
-        for parent in folder.parents:
-            if parent != self.root and self.root not in parent.parents:
-                break
-            try:
-                parent.rmdir()
-            except OSError:  # not empty (or removed by another shard)
-                break
+
+
+def _remove_empty_folders(run: Path, *, but: str) -> None:
+    """Remove the run's empty generation folders (but ``but``)."""
+    try:
+        folders = [entry for entry in os.scandir(run) if entry.name != but]
+    except FileNotFoundError:
+        return
+    for entry in folders:
+        try:
+            os.rmdir(entry.path)
+        except OSError:  # not empty, or removed by another shard
+            continue
 
 
 def _resolved_word(word: str, here: Path) -> str:
