@@ -96,10 +96,12 @@ def bare(script: Path, folder: Path, count: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def left_behind(root: Path) -> tuple[int, int]:
-    """Files and folders, and bytes, under a work root."""
+def left_behind(root: Path) -> str:
+    """Folders, files and bytes under a work root."""
     paths = list(root.rglob("*"))
-    return len(paths), sum(path.stat().st_size for path in paths if path.is_file())
+    files = [path for path in paths if path.is_file()]
+    size = sum(path.stat().st_size for path in files)
+    return f"{len(paths) - len(files)} / {len(files)} / {size} B"
 
 
 def main() -> None:
@@ -150,9 +152,9 @@ def main() -> None:
                         }
                     )
                     seconds = per_evaluation(spec, solutions, args.repeats)
-                    files, size = left_behind(root)
+                    runs = 1 / args.solutions if batch else 1  # program runs per evaluation
                     rows.append(
-                        [f"{label}, {disk}", disk, seconds, seconds - own, f"{files} / {size} B"]
+                        [f"{label}, {disk}", disk, seconds, seconds - own * runs, left_behind(root)]
                     )
             finally:
                 subprocess.run(["rm", "-rf", str(root)], check=True)
@@ -163,7 +165,7 @@ def main() -> None:
                 "work root",
                 "ms per evaluation",
                 "beyond the script's own run",
-                "files / bytes left",
+                "folders / files / bytes left",
             ],
             [
                 [
