@@ -301,3 +301,24 @@ def test_command_keys_belong_to_command_domains():
     assert "key 'domains.d.keep_work': only allowed for type command, not sphere" in str(
         raised.value
     )
+
+
+def test_the_json_parameters_file_and_the_environment(tmp_path):
+    """keep_work all: the work directory stays, with the JSON parameters (every digit,
+    ids, seed, run) and what the program saw of its placeholders and environment."""
+    import json
+
+    shell = 'echo "$EVOCAMP_SEED $EVOCAMP_EVAL_ID $EVOCAMP_WORKDIR {seed} {eval_id} {ranks}"'
+    command = ["sh", "-c", shell + "; printf '1\\n2\\n3\\n' > {results}"]
+    spec = command_spec(tmp_path, command=command, params_format="json", keep_work="all")
+    evaluate(spec, [77], start=9)
+    folder = work(tmp_path) / "default/me/d/seed0/g3/s9"
+    assert json.loads((folder / "params.in").read_text()) == {
+        "variables": {f"x{i + 1}": float(v) for i, v in enumerate(SOLUTIONS[0])},
+        "eval_id": 3_000_010,
+        "seed": 77,
+        "generation": 3,
+        "solution": 9,
+        "run": "me/d/seed0",
+    }
+    assert (folder / "program.log").read_text() == f"77 3000010 {folder} 77 3000010 1\n"

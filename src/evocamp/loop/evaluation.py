@@ -33,6 +33,7 @@ from evocamp.model.runspec import (
     evaluation_repeats,
     failure_policy,
     measure_dim,
+    run_label,
     stored_fields,
     where,
 )
@@ -135,7 +136,8 @@ class _Call:
         """What a ``type: command`` domain's program needs to know of the call."""
         spec = self.spec
         return program_call(
-            run=f"{spec['campaign']}/{spec['algorithm']}/{spec['domain']}/seed{spec['seed']}",
+            run=f"{spec['campaign']}/{run_label(spec)}",
+            label=run_label(spec),
             generation=self.generation,
             indices=list(range(self.first, self.last + 1)),
             places=[self.solution(k) for k in range(self.size)],

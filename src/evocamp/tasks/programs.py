@@ -61,6 +61,8 @@ class ProgramCall:
     place (what messages name), and the batch directory's name."""
 
     run: str
+    #: The run's label, ``<algorithm>/<domain>/seed<k>`` (JSON parameters files' ``run``).
+    label: str
     folder: str
     generation: int
     indices: tuple[int, ...]
@@ -181,7 +183,7 @@ class Program:
             params_format=self.params_format,
             variables=self.variables,
             responses=self.responses,
-            run=call.run,
+            run=call.label,
             batch=self.batch,
         )
         (folder / PARAMETERS_FILE).write_text(text)
@@ -371,6 +373,7 @@ def _tail(path: Path) -> str:
 def program_call(
     *,
     run: str,
+    label: str,
     generation: int,
     indices: list[int],
     places: list[str],
@@ -380,7 +383,8 @@ def program_call(
     reevaluation: bool,
     whole_shard: bool,
 ) -> ProgramCall:
-    """The :class:`ProgramCall` of solutions ``indices`` of ``generation`` (an
+    """The :class:`ProgramCall` of solutions ``indices`` of ``generation`` of run
+    ``label`` (``run``: its folder, ``<campaign>/<label>``; an
     asynchronous run's ``evaluation``; the final re-evaluation's elites).
 
     Evaluation ids: an asynchronous run's evaluation number + 1; else
@@ -401,6 +405,7 @@ def program_call(
         batch_name = f"shard{shard}-s{indices[0]}"
     return ProgramCall(
         run=run,
+        label=label,
         folder=f"{'r' if reevaluation else 'g'}{generation}",
         generation=generation,
         indices=tuple(indices),
