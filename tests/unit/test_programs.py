@@ -304,15 +304,24 @@ def test_command_keys_belong_to_command_domains():
 
 
 def test_the_json_parameters_file_and_the_environment(tmp_path):
-    """keep_work all: the work directory stays, with the JSON parameters (every digit,
-    ids, seed, run) and what the program saw of its placeholders and environment."""
+    """keep_work all: the work directory stays, with the template's files copied, the
+    JSON parameters (every digit, ids, seed, run) and what the program saw of its
+    placeholders and environment."""
     import json
 
     shell = 'echo "$EVOCAMP_SEED $EVOCAMP_EVAL_ID $EVOCAMP_WORKDIR {seed} {eval_id} {ranks}"'
     command = ["sh", "-c", shell + "; printf '1\\n2\\n3\\n' > {results}"]
-    spec = command_spec(tmp_path, command=command, params_format="json", keep_work="all")
+    template = tmp_path / "template"
+    (template / "case").mkdir(parents=True)
+    (template / "case" / "mesh.dat").write_text("mesh")
+    spec = command_spec(
+        tmp_path, command=command, params_format="json", keep_work="all", template=str(template)
+    )
     evaluate(spec, [77], start=9)
     folder = work(tmp_path) / "default/me/d/seed0/g3/s9"
+    copied = folder / "case" / "mesh.dat"  # template_files: copy (the default)
+    assert copied.read_text() == "mesh" and not copied.is_symlink()
+    assert not (folder / "case").is_symlink()
     assert json.loads((folder / "params.in").read_text()) == {
         "variables": {f"x{i + 1}": float(v) for i, v in enumerate(SOLUTIONS[0])},
         "eval_id": 3_000_010,
