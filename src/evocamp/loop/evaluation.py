@@ -558,14 +558,14 @@ def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
         keywords["call"] = call.program_call(whole_shard=not domain.get("chunk_size"))
     try:
         return _as_outputs(evaluator(solutions, seeds, **keywords))
-    except EvaluationError:  # a program's failure, which names its solution
-        raise
     except SystemExit as error:
         raise EvaluationError(
             f"{call.whole()}: the evaluation function exited ({error!r}) instead of "
             f"returning its results{hint}"
         ) from None
     except Exception as error:  # noqa: BLE001 - user code may raise anything
+        if domain["type"] == COMMAND and isinstance(error, EvaluationError):
+            raise  # a program's failure, which names its solution
         raise EvaluationError(
             f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
             details="".join(traceback.format_exception(error)),
