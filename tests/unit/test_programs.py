@@ -4,6 +4,7 @@ failure named with its work directory and line, batches, work directories bounde
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -307,8 +308,6 @@ def test_the_json_parameters_file_and_the_environment(tmp_path):
     """keep_work all: the work directory stays, with the template's files copied, the
     JSON parameters (every digit, ids, seed, run) and what the program saw of its
     placeholders and environment."""
-    import json
-
     shell = 'echo "$EVOCAMP_SEED $EVOCAMP_EVAL_ID $EVOCAMP_WORKDIR {seed} {eval_id} {ranks}"'
     command = ["sh", "-c", shell + "; printf '1\\n2\\n3\\n' > {results}"]
     template = tmp_path / "template"
