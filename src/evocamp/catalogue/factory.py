@@ -34,6 +34,7 @@ from evocamp.tasks.programs import Program
 EXTRAS = {
     "bop": (("pymoo", (0, 6, 1), (0, 6, 2)),),
     "mujoco": (("mujoco", (4, 0, 0), (4, 0, 1)), ("imageio", (2, 14, 1), (999,))),
+    "bbob": (("ioh", (0, 4, 2), (0, 4, 3)),),
 }
 
 

@@ -65,7 +65,7 @@ NUMERIC_PACKAGES = (
 #: group only (``pip install 'evocamp[GROUP]'``), by group: recorded after
 #: :data:`NUMERIC_PACKAGES` for the runs of those domains alone, so that every other
 #: run's records stay what they were whether the group is installed or not.
-GROUP_PACKAGES = {"mujoco": ("mujoco",)}
+GROUP_PACKAGES = {"mujoco": ("mujoco",), "bbob": ("ioh",)}
 #: The record fields that decide the numbers (the CPU model does not).
 DECIDING_FIELDS = ("blas", "kernel", "simd", "packages")
 #: The fields of an environment, as :func:`environment` gives them.
