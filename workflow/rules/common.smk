@@ -84,6 +84,8 @@ SHARDS = config["shards"]
 REEVALUATE = config["evaluation"]["reevaluate"]
 # Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
 CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
+# A campaign with BBOB domains gets COCO's figures and tables too (SUITE_FIGURES).
+SUITE = any(domain["type"] == "bbob" for domain in config["domains"].values())
 RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
 # Everything the workflow reads is under workflow/ (Snakemake's convention: a copy of
 # Snakefile and workflow/ runs a campaign given with --configfile); the top-level envs/
@@ -105,6 +107,7 @@ FIGURE_CODE = [
         "significance",
         "aggregates",
         "runtime_to_target",
+        "suite",
         "tables",
     )
 ]
@@ -308,7 +311,7 @@ def figure_targets():
     campaign."""
     per_run = zip(*(run.figure_files() for run in runs()))
     targets = [path for paths in per_run for path in paths]
-    targets += CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+    targets += CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
     return [str(path) for path in targets]
 
 
@@ -361,7 +364,7 @@ def campaign_outputs():
         f"{path.parent.name}_{path.name.replace('.', '_')}": reported(
             path, CAMPAIGN_REPORT, category="Campaign"
         )
-        for path in CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+        for path in CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
     }
 
 
