@@ -217,11 +217,20 @@ def cmd_status(args) -> None:
 
 def cmd_export(args) -> None:
     """Write a campaign's metrics (or its elites, or its kept evaluations) as one
-    table: CSV, or Parquet for a .parquet file (needs pyarrow)."""
-    from evocamp.results import export
+    table: CSV, or Parquet for a .parquet file (needs pyarrow); or, with `--to ioh
+    DIR`, its BBOB runs in IOHprofiler's format (IOHanalyzer, iohinspector)."""
+    from evocamp.results import export, export_ioh
 
-    rows = export(args.folder, args.to, what=args.what)
-    print(f"{rows} rows ({args.what}) -> {args.to}")
+    if len(args.to) == 2 and args.to[0] == "ioh":
+        runs = export_ioh(args.folder, args.to[1])
+        print(f"{runs} runs (IOHprofiler format) -> {args.to[1]}")
+        return
+    if len(args.to) != 1:
+        raise ConfigError(
+            f"--to {' '.join(args.to)}: give a .csv or .parquet file, or ioh and a folder"
+        )
+    rows = export(args.folder, args.to[0], what=args.what)
+    print(f"{rows} rows ({args.what}) -> {args.to[0]}")
 
 
 def _total_from_environment() -> int | None:
@@ -373,7 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = _command(commands, "export", cmd_export)
     sub.add_argument("folder", help="campaign folder (e.g. results/default)")
-    sub.add_argument("--to", required=True, help="a .csv or .parquet file")
+    sub.add_argument(
+        "--to",
+        required=True,
+        nargs="+",
+        metavar="FILE | ioh DIR",
+        help="a .csv or .parquet file; or ioh and a folder: the BBOB runs in IOHprofiler's "
+        "format (.json and .dat files IOHanalyzer and iohinspector load)",
+    )
     sub.add_argument(
         "--what",
         choices=("campaign", "archives", "evaluations"),

@@ -14,7 +14,7 @@ so frames of several campaigns concatenate. The files are read, never changed, a
 can be read while the campaign runs (every file appears atomically):
 :func:`load_campaign` gives the generations finished so far, :func:`load_evaluations`
 the evaluations recorded so far (at kept checkpoints). ``evocamp export`` writes them
-as CSV or Parquet.
+as CSV or Parquet, and the BBOB runs in IOHprofiler's format (:func:`export_ioh`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import ConfigError
-from evocamp.base.files import replaced_atomically
+from evocamp.base.files import atomic_write_text, replaced_atomically
 from evocamp.catalogue.factory import batch_format
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
@@ -44,6 +44,8 @@ from evocamp.reporting.status import find_runs, run_progress
 RUN_COLUMNS = ("campaign", "algorithm", "domain", "seed")
 #: What ``evocamp export --what`` can write.
 TABLES = ("campaign", "archives", "evaluations")
+#: The IOHprofiler format's version written (``ioh``'s ``logger.Analyzer`` of ioh 0.4.2).
+IOH_FORMAT_VERSION = "0.4.2"
 
 
 def _runs(folder: str | Path) -> tuple[Path, list[Path]]:
@@ -315,3 +317,115 @@ def export(folder: str | Path, to: str | Path, *, what: str = "campaign") -> int
         else:
             frame.to_csv(temporary, index=False, float_format="%.17g")
     return len(frame)
+
+
+def _ioh_trajectory(run: Path, progress) -> tuple[list[tuple[int, float]], int, dict]:
+    """The improvements of a BBOB run as IOHprofiler logs them: ``(evaluation,
+    precision)`` at every evaluation that improves the best so far, then the last
+    evaluation; the evaluations spent; and the best (``evals``, ``y``, ``x`` where
+    known). From the kept evaluations (one line per evaluation) where the run kept them,
+    else from its metrics (one line per generation that improved)."""
+    rows = run_evaluations(run)
+    lines: list[tuple[int, float]] = []
+    best: dict = {}
+    if rows is not None and "precision" in rows.extra:
+        order = np.lexsort((rows.index, rows.generation))
+        precision = np.asarray(rows.extra["precision"], dtype=np.float64)[order]
+        solutions = rows.solution[order] if rows.solution is not None else None
+        for number, value in enumerate(precision, start=1):
+            if np.isfinite(value) and (not lines or value < best["y"]):
+                lines.append((number, float(value)))
+                best = {"evals": number, "y": float(value)}
+                if solutions is not None:
+                    best["x"] = [float(v) for v in solutions[number - 1]]
+        spent = len(precision)
+        if spent and (not lines or lines[-1][0] != spent) and np.isfinite(precision[-1]):
+            lines.append((spent, float(precision[-1])))
+        return lines, spent, best
+    values = progress.objective_max - progress.rows["best_objective"]
+    evaluations = progress.rows["evaluations"].astype(np.int64)
+    for number, value in zip(evaluations.tolist(), values.tolist(), strict=True):
+        if np.isfinite(value) and (not lines or value < best["y"]):
+            lines.append((number, value))
+            best = {"evals": number, "y": value}
+    spent = int(evaluations[-1]) if len(evaluations) else 0
+    return lines, spent, best
+
+
+def export_ioh(folder: str | Path, to: str | Path) -> int:
+    """Write a campaign's BBOB runs in IOHprofiler's format (what IOHanalyzer and
+    ``iohinspector`` load; the layout of ``ioh``'s ``logger.Analyzer``): per algorithm
+    a folder ``<to>/<algorithm>`` with ``IOHprofiler_f<F>_<Name>.json`` per function
+    (its runs per dimension: instance, evaluations, best) and
+    ``data_f<F>_<Name>/IOHprofiler_f<F>_DIM<D>.dat`` (per run a header ``evaluations
+    raw_y``, then every improving evaluation and the last one, ``raw_y`` being the
+    precision ``f - f_opt``, as ioh logs BBOB problems). Runs of other domains are left
+    out; runs still running give what they finished.
+
+    Returns
+    -------
+    int
+        Runs written.
+
+    Raises
+    ------
+    ConfigError
+        When ``folder`` holds no runs, or no BBOB run.
+    """
+    import json
+
+    from evocamp.tasks.bbob import function_name
+
+    folder, runs = _runs(folder)
+    to = Path(to)
+    # algorithm -> function -> dimension -> [(instance, seed, lines, spent, best)]
+    found: dict = {}
+    for run in runs:
+        progress = run_progress(run, folder)
+        domain = (progress.spec or {}).get("domain_spec") or {}
+        if domain.get("type") != "bbob" or not len(progress.rows):
+            continue
+        lines, spent, best = _ioh_trajectory(run, progress)
+        if not lines:
+            continue
+        function = int(domain["params"]["function"])
+        by_dimension = found.setdefault(RunFolder(run).algorithm, {}).setdefault(function, {})
+        by_dimension.setdefault(int(domain["solution_dim"]), []).append(
+            (int(domain["params"]["instance"]), RunFolder(run).seed, lines, spent, best)
+        )
+    if not found:
+        raise ConfigError(f"{folder} holds no run of a BBOB domain (type bbob) to export")
+    written = 0
+    for algorithm, functions in sorted(found.items()):
+        for function, dimensions in sorted(functions.items()):
+            name = function_name(function)
+            scenarios = []
+            for dimension, entries in sorted(dimensions.items()):
+                entries.sort(key=lambda entry: (entry[0], entry[1]))
+                path = f"data_f{function}_{name}/IOHprofiler_f{function}_DIM{dimension}.dat"
+                text = "".join(
+                    "evaluations raw_y\n" + "".join(f"{n} {y:.10f}\n" for n, y in lines)
+                    for _, _, lines, _, _ in entries
+                )
+                atomic_write_text(to / algorithm / path, text)
+                runs_json = [
+                    {"instance": instance, "evals": spent, "best": best}
+                    for instance, _, _, spent, best in entries
+                ]
+                scenarios.append({"dimension": dimension, "path": path, "runs": runs_json})
+                written += len(entries)
+            meta = {
+                "version": IOH_FORMAT_VERSION,
+                "suite": "BBOB",
+                "function_id": function,
+                "function_name": name,
+                "maximization": False,
+                "algorithm": {"name": algorithm, "info": f"evocamp campaign {folder.name}"},
+                "attributes": ["evaluations", "raw_y"],
+                "scenarios": scenarios,
+            }
+            atomic_write_text(
+                to / algorithm / f"IOHprofiler_f{function}_{name}.json",
+                json.dumps(meta, indent=1) + "\n",
+            )
+    return written

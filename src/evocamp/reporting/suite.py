@@ -107,7 +107,9 @@ def ert_rows(entries: list[SuiteRuntimes]) -> list[list]:
     for dimension in _ordered(e.dimension for e in entries):
         for function in _ordered(e.function for e in entries):
             for algorithm in algorithms:
-                group = _select(entries, dimension=dimension, function=function, algorithm=algorithm)
+                group = _select(
+                    entries, dimension=dimension, function=function, algorithm=algorithm
+                )
                 if not group:
                     continue
                 runtimes = np.stack([e.runtimes for e in group])
@@ -131,7 +133,9 @@ def ert_rows(entries: list[SuiteRuntimes]) -> list[list]:
 def ert_markdown(rows: list[list]) -> str:
     """``tables/bbob_ert.md``: the ERT at six targets per dimension and function, with
     the successful runs in brackets."""
-    shown = [int(np.argmin(np.abs(np.log10(BBOB_TARGETS) - np.log10(t)))) for t in ERT_SHOWN_TARGETS]
+    shown = [
+        int(np.argmin(np.abs(np.log10(BBOB_TARGETS) - np.log10(t)))) for t in ERT_SHOWN_TARGETS
+    ]
     header = ["dimension", "function", "algorithm"] + [f"{BBOB_TARGETS[i]:.0e}" for i in shown]
     table = []
     for start in range(0, len(rows), len(BBOB_TARGETS)):
@@ -170,7 +174,11 @@ def problem_scores(entries: list[SuiteRuntimes]) -> tuple[list[tuple], dict[str,
         medians = {}
         for algorithm in algorithms:
             group = _select(
-                entries, function=function, dimension=dimension, instance=instance, algorithm=algorithm
+                entries,
+                function=function,
+                dimension=dimension,
+                instance=instance,
+                algorithm=algorithm,
             )
             if group:
                 medians[algorithm] = float(np.median([e.final_precision for e in group]))
