@@ -19,6 +19,7 @@ as CSV or Parquet, and the BBOB runs in IOHprofiler's format (:func:`export_ioh`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -319,48 +320,134 @@ def export(folder: str | Path, to: str | Path, *, what: str = "campaign") -> int
     return len(frame)
 
 
-def _ioh_trajectory(run: Path, progress) -> tuple[list[tuple[int, float]], int, dict]:
-    """The improvements of a BBOB run as IOHprofiler logs them: ``(evaluation,
-    precision)`` at every evaluation that improves the best so far, then the last
-    evaluation; the evaluations spent; and the best (``evals``, ``y``, ``x`` where
-    known). From the kept evaluations (one line per evaluation) where the run kept them,
-    else from its metrics (one line per generation that improved)."""
-    rows = run_evaluations(run)
+@dataclass
+class IohRun:
+    """One run as IOHprofiler's logger records it (:func:`write_ioh`)."""
+
+    algorithm: str
+    function: int
+    dimension: int
+    instance: int
+    #: ``(evaluation, precision)`` lines: every improvement, then the last evaluation
+    lines: list[tuple[int, float]]
+    #: evaluations spent
+    evaluations: int
+    #: ``{"evals", "y"}`` of the best, and ``"x"`` where the solution is known
+    best: dict
+    seed: int = 0
+
+
+def ioh_lines(
+    evaluations: np.ndarray, precision: np.ndarray
+) -> tuple[list[tuple[int, float]], int | None]:
+    """The lines IOHprofiler's logger writes for values ``precision`` reached at
+    ``evaluations`` (ascending): the first finite value, every one strictly below the best
+    so far, then the last one (when it is not written already). Returns the lines and
+    the position of the best."""
     lines: list[tuple[int, float]] = []
-    best: dict = {}
+    best = None
+    for position, (number, value) in enumerate(zip(evaluations, precision, strict=True)):
+        if np.isfinite(value) and (best is None or value < precision[best]):
+            lines.append((int(number), float(value)))
+            best = position
+    if len(precision) and lines and lines[-1][0] != int(evaluations[-1]):
+        if np.isfinite(precision[-1]):
+            lines.append((int(evaluations[-1]), float(precision[-1])))
+    return lines, best
+
+
+def _ioh_run(run: Path, progress, domain: dict) -> IohRun | None:
+    """A BBOB run's :class:`IohRun`: from its kept evaluations (a line per improving
+    evaluation) where it kept them, else from its metrics (a line per generation that
+    improved, at the generation's last evaluation)."""
+    rows = run_evaluations(run)
     if rows is not None and "precision" in rows.extra:
         order = np.lexsort((rows.index, rows.generation))
         precision = np.asarray(rows.extra["precision"], dtype=np.float64)[order]
+        evaluations = np.arange(1, len(precision) + 1)
         solutions = rows.solution[order] if rows.solution is not None else None
-        for number, value in enumerate(precision, start=1):
-            if np.isfinite(value) and (not lines or value < best["y"]):
-                lines.append((number, float(value)))
-                best = {"evals": number, "y": float(value)}
-                if solutions is not None:
-                    best["x"] = [float(v) for v in solutions[number - 1]]
-        spent = len(precision)
-        if spent and (not lines or lines[-1][0] != spent) and np.isfinite(precision[-1]):
-            lines.append((spent, float(precision[-1])))
-        return lines, spent, best
-    values = progress.objective_max - progress.rows["best_objective"]
-    evaluations = progress.rows["evaluations"].astype(np.int64)
-    for number, value in zip(evaluations.tolist(), values.tolist(), strict=True):
-        if np.isfinite(value) and (not lines or value < best["y"]):
-            lines.append((number, value))
-            best = {"evals": number, "y": value}
-    spent = int(evaluations[-1]) if len(evaluations) else 0
-    return lines, spent, best
+    else:
+        precision = progress.objective_max - progress.rows["best_objective"]
+        evaluations = progress.rows["evaluations"].astype(np.int64)
+        solutions = None
+    lines, best = ioh_lines(evaluations, precision)
+    if best is None:
+        return None
+    found = {"evals": int(evaluations[best]), "y": float(precision[best])}
+    if solutions is not None:
+        found["x"] = [float(v) for v in solutions[best]]
+    return IohRun(
+        algorithm=RunFolder(run).algorithm,
+        function=int(domain["params"]["function"]),
+        dimension=int(domain["solution_dim"]),
+        instance=int(domain["params"]["instance"]),
+        lines=lines,
+        evaluations=int(evaluations[-1]),
+        best=found,
+        seed=RunFolder(run).seed,
+    )
+
+
+def write_ioh(runs: list[IohRun], to: str | Path, *, info: str) -> None:
+    """Write ``runs`` in IOHprofiler's format (the layout of ``ioh``'s
+    ``logger.Analyzer``), per algorithm a folder ``<to>/<algorithm>`` holding
+    ``IOHprofiler_f<F>_<Name>.json`` per function (per dimension its runs: instance,
+    evaluations, best) and ``data_f<F>_<Name>/IOHprofiler_f<F>_DIM<D>.dat`` (per run a
+    header ``evaluations raw_y`` and its lines, ``raw_y`` being the precision ``f -
+    f_opt`` as ioh logs BBOB problems); runs in the order (instance, seed)."""
+    import json
+
+    from evocamp.tasks.bbob import function_name
+
+    to = Path(to)
+    for algorithm in sorted({r.algorithm for r in runs}):
+        mine = [r for r in runs if r.algorithm == algorithm]
+        for function in sorted({r.function for r in mine}):
+            name = function_name(function)
+            scenarios = []
+            for dimension in sorted({r.dimension for r in mine if r.function == function}):
+                group = sorted(
+                    (r for r in mine if (r.function, r.dimension) == (function, dimension)),
+                    key=lambda r: (r.instance, r.seed),
+                )
+                path = f"data_f{function}_{name}/IOHprofiler_f{function}_DIM{dimension}.dat"
+                text = "".join(
+                    "evaluations raw_y\n" + "".join(f"{n} {y:.10f}\n" for n, y in r.lines)
+                    for r in group
+                )
+                atomic_write_text(to / algorithm / path, text)
+                scenarios.append(
+                    {
+                        "dimension": dimension,
+                        "path": path,
+                        "runs": [
+                            {"instance": r.instance, "evals": r.evaluations, "best": r.best}
+                            for r in group
+                        ],
+                    }
+                )
+            meta = {
+                "version": IOH_FORMAT_VERSION,
+                "suite": "BBOB",
+                "function_id": function,
+                "function_name": name,
+                "maximization": False,
+                "algorithm": {"name": algorithm, "info": info},
+                "attributes": ["evaluations", "raw_y"],
+                "scenarios": scenarios,
+            }
+            atomic_write_text(
+                to / algorithm / f"IOHprofiler_f{function}_{name}.json",
+                json.dumps(meta, indent=1) + "\n",
+            )
 
 
 def export_ioh(folder: str | Path, to: str | Path) -> int:
     """Write a campaign's BBOB runs in IOHprofiler's format (what IOHanalyzer and
-    ``iohinspector`` load; the layout of ``ioh``'s ``logger.Analyzer``): per algorithm
-    a folder ``<to>/<algorithm>`` with ``IOHprofiler_f<F>_<Name>.json`` per function
-    (its runs per dimension: instance, evaluations, best) and
-    ``data_f<F>_<Name>/IOHprofiler_f<F>_DIM<D>.dat`` (per run a header ``evaluations
-    raw_y``, then every improving evaluation and the last one, ``raw_y`` being the
-    precision ``f - f_opt``, as ioh logs BBOB problems). Runs of other domains are left
-    out; runs still running give what they finished.
+    ``iohinspector`` load; :func:`write_ioh`), from each run's kept evaluations (every
+    improving evaluation) or, where it kept none, its metrics (every improving
+    generation). Runs of other domains are left out; runs still running give what
+    they finished.
 
     Returns
     -------
@@ -372,60 +459,17 @@ def export_ioh(folder: str | Path, to: str | Path) -> int:
     ConfigError
         When ``folder`` holds no runs, or no BBOB run.
     """
-    import json
-
-    from evocamp.tasks.bbob import function_name
-
     folder, runs = _runs(folder)
-    to = Path(to)
-    # algorithm -> function -> dimension -> [(instance, seed, lines, spent, best)]
-    found: dict = {}
+    found = []
     for run in runs:
         progress = run_progress(run, folder)
         domain = (progress.spec or {}).get("domain_spec") or {}
         if domain.get("type") != "bbob" or not len(progress.rows):
             continue
-        lines, spent, best = _ioh_trajectory(run, progress)
-        if not lines:
-            continue
-        function = int(domain["params"]["function"])
-        by_dimension = found.setdefault(RunFolder(run).algorithm, {}).setdefault(function, {})
-        by_dimension.setdefault(int(domain["solution_dim"]), []).append(
-            (int(domain["params"]["instance"]), RunFolder(run).seed, lines, spent, best)
-        )
+        entry = _ioh_run(run, progress, domain)
+        if entry is not None:
+            found.append(entry)
     if not found:
         raise ConfigError(f"{folder} holds no run of a BBOB domain (type bbob) to export")
-    written = 0
-    for algorithm, functions in sorted(found.items()):
-        for function, dimensions in sorted(functions.items()):
-            name = function_name(function)
-            scenarios = []
-            for dimension, entries in sorted(dimensions.items()):
-                entries.sort(key=lambda entry: (entry[0], entry[1]))
-                path = f"data_f{function}_{name}/IOHprofiler_f{function}_DIM{dimension}.dat"
-                text = "".join(
-                    "evaluations raw_y\n" + "".join(f"{n} {y:.10f}\n" for n, y in lines)
-                    for _, _, lines, _, _ in entries
-                )
-                atomic_write_text(to / algorithm / path, text)
-                runs_json = [
-                    {"instance": instance, "evals": spent, "best": best}
-                    for instance, _, _, spent, best in entries
-                ]
-                scenarios.append({"dimension": dimension, "path": path, "runs": runs_json})
-                written += len(entries)
-            meta = {
-                "version": IOH_FORMAT_VERSION,
-                "suite": "BBOB",
-                "function_id": function,
-                "function_name": name,
-                "maximization": False,
-                "algorithm": {"name": algorithm, "info": f"evocamp campaign {folder.name}"},
-                "attributes": ["evaluations", "raw_y"],
-                "scenarios": scenarios,
-            }
-            atomic_write_text(
-                to / algorithm / f"IOHprofiler_f{function}_{name}.json",
-                json.dumps(meta, indent=1) + "\n",
-            )
-    return written
+    write_ioh(found, to, info=f"evocamp campaign {folder.name}")
+    return len(found)
