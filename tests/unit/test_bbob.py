@@ -167,7 +167,11 @@ def test_the_ioh_export_is_what_ioh_s_own_logger_writes(tmp_path):
     for folder in (reference, mine):
         manager = iohinspector.DataManager()
         manager.add_folder(str(folder))
-        loaded.append(manager.load(monotonic=True, include_meta_data=True).select(["instance", "evaluations", "raw_y"]))
+        loaded.append(
+            manager.load(monotonic=True, include_meta_data=True).select(
+                ["instance", "evaluations", "raw_y"]
+            )
+        )
     assert loaded[0]["evaluations"].to_list() == loaded[1]["evaluations"].to_list()
     assert np.allclose(loaded[0]["raw_y"].to_numpy(), loaded[1]["raw_y"].to_numpy(), rtol=1e-9)
 
