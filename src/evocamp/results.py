@@ -19,6 +19,7 @@ as CSV or Parquet, and the BBOB runs in IOHprofiler's format (:func:`export_ioh`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
 from evocamp.reporting.status import find_runs, run_progress
+from evocamp.tasks.bbob import function_name
 
 #: The columns that name a run, first in every frame.
 RUN_COLUMNS = ("campaign", "algorithm", "domain", "seed")
@@ -395,10 +397,6 @@ def write_ioh(runs: list[IohRun], to: str | Path, *, info: str) -> None:
     evaluations, best) and ``data_f<F>_<Name>/IOHprofiler_f<F>_DIM<D>.dat`` (per run a
     header ``evaluations raw_y`` and its lines, ``raw_y`` being the precision ``f -
     f_opt`` as ioh logs BBOB problems); runs in the order (instance, seed)."""
-    import json
-
-    from evocamp.tasks.bbob import function_name
-
     to = Path(to)
     for algorithm in sorted({r.algorithm for r in runs}):
         mine = [r for r in runs if r.algorithm == algorithm]

@@ -52,6 +52,8 @@ HEAVY = {
     "jsonschema",
     "psutil",
     "pyarrow",
+    "ioh",
+    "autorank",
 }
 #: evocamp's own imports inside functions, each for start-up time: the warm-start server
 #: forks a child that runs the step (the client, ``python -m evocamp``, must not import

@@ -364,7 +364,8 @@ def campaign_outputs():
         f"{path.parent.name}_{path.name.replace('.', '_')}": reported(
             path, CAMPAIGN_REPORT, category="Campaign"
         )
-        for path in CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
+        for path in CAMPAIGN.figure_files(suite=SUITE)
+        + CAMPAIGN.table_files(suite=SUITE)
     }
 
 
