@@ -43,8 +43,8 @@ def pycma_seed(seed: int) -> int:
 
 
 class RestartCMAES:
-    """IPOP- or BIPOP-CMA-ES (Auger & Hansen 2005; Hansen 2009) through pycma's
-    ask/tell, on the objective alone (maximised: pycma is told its negative).
+    """IPOP- or BIPOP-CMA-ES (Auger & Hansen 2005; Hansen 2009, :attr:`BIPOP`) through
+    pycma's ask/tell, on the objective alone (maximised: pycma is told its negative).
 
     Parameters
     ----------
@@ -61,11 +61,12 @@ class RestartCMAES:
         The first run's population (pycma's ``popsize``); restarts change it.
     sigma : float
         The initial step size sigma0 (BIPOP's local runs start from a smaller one).
-    bipop : bool
-        BIPOP regime instead of IPOP.
     incpopsize : int
         Factor of the population from one large restart to the next (``fmin2``'s).
     """
+
+    #: The BIPOP regime (``fmin2``'s ``bipop=True``) instead of IPOP.
+    BIPOP = False
 
     def __init__(
         self,
@@ -76,14 +77,12 @@ class RestartCMAES:
         seed: int,
         popsize: int,
         sigma: float,
-        bipop: bool = False,
         incpopsize: int = 2,
     ):
         import cma
 
         self.x0 = np.array(x0, dtype=np.float64).reshape(int(solution_dim))
         self.sigma0 = float(sigma)
-        self.bipop = bool(bipop)
         self.incpopsize = int(incpopsize)
         self.seed = pycma_seed(seed)
         self.random = np.random.RandomState(self.seed)
@@ -124,14 +123,14 @@ class RestartCMAES:
         if self.irun == 0:
             self.popsize0 = opts["popsize"]
             self.maxiter0 = opts["maxiter"]
-        if self.bipop:
+        if self.BIPOP:
             (self.small_i if self.poptype == "small" else self.large_i).append(this_evals)
         self.irun += 1
         opts["verb_append"] = es.countevals
         opts["popsize"] = self.incpopsize * es.sp.popsize
         opts["seed"] += 1
         sigma_factor = 1.0
-        if not self.bipop:
+        if not self.BIPOP:
             opts["popsize"] = self.popsize0 * self.incpopsize ** (self.irun - self.runs_with_small)
         elif sum(self.small_i) < max(1, sum(self.large_i)):
             self.poptype = "small"
@@ -169,8 +168,21 @@ class RestartCMAES:
 
     def result(self) -> dict[str, np.ndarray]:
         """Arrays stored as the run's result (``/result`` of archive.h5): the current
-        restart's mean and the best solution pycma saw over every restart."""
+        restart's mean and the number of restarts made."""
         return {
             "centre": np.array(self.es.mean, dtype=np.float64),
-            "restarts": np.int64(self.irun),
+            "restarts": np.array(self.irun, dtype=np.int64),
         }
+
+
+class IPOPCMAES(RestartCMAES):
+    """IPOP-CMA-ES: every restart doubles the population (``cma.fmin2(restarts=...)``)."""
+
+    BIPOP = False
+
+
+class BIPOPCMAES(RestartCMAES):
+    """BIPOP-CMA-ES: restarts with doubling populations interleaved with local runs of
+    small ones (``cma.fmin2(restarts=..., bipop=True)``)."""
+
+    BIPOP = True
