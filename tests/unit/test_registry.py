@@ -11,6 +11,7 @@ import pytest
 import yaml
 from conftest import REPO, SMALL_CAMPAIGN
 
+from evocamp.base.errors import ConfigError
 from evocamp.catalogue.algorithms import ALGORITHMS, FAMILIES
 from evocamp.catalogue.domains import DOMAINS
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
@@ -47,6 +48,28 @@ def test_schema_keys_are_the_keys_some_type_accepts():
         f"keys no type accepts {sorted(properties - COMMON_KEYS - accepted)}, "
         f"keys without a shape {sorted(accepted - properties)}"
     )
+
+
+def test_key_shapes_of_the_catalogue_are_keys_the_schema_file_lacks():
+    """A library family's own keys get their shapes from its entries
+    (``AlgorithmType.key_shapes``); a key of the schema file is never shaped twice, and
+    the entries that shape one key agree."""
+    text = (REPO / "src" / "evocamp" / "schemas" / "config.schema.yaml").read_text()
+    in_file = set(yaml.safe_load(text)["$defs"]["algorithm"]["properties"])
+    shapes = {}
+    for entry in ALGORITHMS.values():
+        assert not set(entry.key_shapes) & in_file, entry.name
+        for key, shape in entry.key_shapes.items():
+            assert shapes.setdefault(key, shape) == shape, key
+            assert key in entry.keys, (entry.name, key)
+    assert load_schema()["$defs"]["algorithm"]["properties"]["incpopsize"]["minimum"] == 2
+    with pytest.raises(ConfigError, match="incpopsize"):
+        validate_config(
+            {
+                "algorithms": {"a": {"type": "ipop_cma_es", "incpopsize": 1}},
+                "domains": {"d": {"type": "sphere"}},
+            }
+        )
 
 
 def test_schema_states_no_default_of_a_type():

@@ -71,7 +71,16 @@ def fmin2_solutions(algorithm: str, count: int) -> np.ndarray:
 
     x0 = np.full(3, spec["domain_spec"]["x0"], dtype=np.float64)
     bipop = spec["algorithm_spec"]["type"] == "bipop_cma_es"
-    cma.fmin2(flat, x0, spec["algorithm_spec"]["sigma"], options, restarts=6, bipop=bipop)
+    algorithm_spec = spec["algorithm_spec"]
+    cma.fmin2(
+        flat,
+        x0,
+        algorithm_spec["sigma"],
+        options,
+        restarts=6,
+        bipop=bipop,
+        incpopsize=algorithm_spec["incpopsize"],
+    )
     return np.array(evaluated[:count])
 
 

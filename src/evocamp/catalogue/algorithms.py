@@ -190,6 +190,13 @@ _ES_WHOLE_BATCHES = (
 PYCMA = Family("pycma", "CMA-ES with restarts (pycma)")
 #: pycma, pinned exactly (its numbers are the runs' numbers).
 PYCMA_EXTRA = Extra("cma", requires=(("cma", (4, 5, 0), (4, 5, 1)),), numeric=("cma",))
+#: The family's own key (the schema file names it nowhere).
+_INCPOPSIZE = {
+    "type": "integer",
+    "minimum": 2,
+    "description": "Factor of the population from one large restart to the next "
+    "(ipop_cma_es, bipop_cma_es; cma.fmin2's incpopsize).",
+}
 
 
 def _pycma(name: str, summary: str, reference: str, *, cls: type) -> AlgorithmType:
@@ -203,12 +210,14 @@ def _pycma(name: str, summary: str, reference: str, *, cls: type) -> AlgorithmTy
         defaults={
             "sigma": 0.5,
             "popsize": Derived(_snes_popsize, "4 + floor(3 ln d), pycma's"),
+            "incpopsize": 2,
         },
-        params=("popsize", "sigma"),
+        params=("popsize", "sigma", "incpopsize"),
         cls=cls,
         generation_size=_population,
         async_refusal=_ES_WHOLE_BATCHES,
         extra=PYCMA_EXTRA,
+        key_shapes={"incpopsize": _INCPOPSIZE},
     )
 
 

@@ -151,6 +151,11 @@ class AlgorithmType:
     spec_names : tuple of SpecName
         Keys the run spec stores under another name (QD: ``emitter_batch_size`` as
         ``batch_size``).
+    key_shapes : dict
+        JSON schema of each key that no type of the schema file accepts (a library
+        family's own, e.g. IPOP's ``incpopsize``), added to the schema's algorithm keys
+        when it is loaded (:func:`evocamp.config.load_schema`), as the type lists are:
+        a family from another library needs no edit of the schema file.
     """
 
     name: str
@@ -175,6 +180,7 @@ class AlgorithmType:
     noise_seed_rows: bool = False
     keeps_evaluations: bool = False
     spec_names: tuple[SpecName, ...] = ()
+    key_shapes: dict = field(default_factory=dict)
 
     @property
     def keys(self) -> tuple[str, ...]:
