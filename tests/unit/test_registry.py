@@ -3,6 +3,7 @@ schema, the run specs and the documentation agree with it."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -186,3 +187,23 @@ def test_configuration_reference_is_generated_from_the_catalogue():
         assert f"| `{name}` |" in text
     for name in DOMAINS:
         assert f"| `{name}` |" in text
+
+
+def test_a_family_is_declared_once_beside_its_types_and_documented():
+    """The four-file shape of a family (docs/architecture.md, "Adding a family from
+    another library"): ``Family`` and ``Extra`` are constructed in the catalogue's
+    entry modules only, ``FAMILIES`` is exactly the families of the entries, and every
+    type (but ``plugin``, docs/plugins.md) has its place in docs/families.md."""
+    constructed = {}
+    for path in sorted((REPO / "src" / "evocamp").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "Family",
+                "Extra",
+            ):
+                constructed.setdefault(node.func.id, set()).add(path.name)
+    assert constructed == {"Family": {"algorithms.py"}, "Extra": {"algorithms.py", "domains.py"}}
+    assert list(FAMILIES.values()) == list(dict.fromkeys(e.family for e in ALGORITHMS.values()))
+    families_page = (REPO / "docs" / "families.md").read_text()
+    for name in ALGORITHMS:
+        assert name == PLUGIN or f"`{name}`" in families_page, name
