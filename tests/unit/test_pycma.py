@@ -6,13 +6,19 @@ same solutions bit for bit (the peer check of issue 43)."""
 from __future__ import annotations
 
 import pickle
+from importlib import metadata
 
 import cma
 import numpy as np
 import pytest
+from conftest import shard_results
 
 from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.config import run_spec, validate_config
 from evocamp.families.pycma import BIPOPCMAES, IPOPCMAES, QUIET, pycma_seed
+from evocamp.files.checkpoint import read_state, write_state
+from evocamp.loop.engine import initialise, tell
+from evocamp.model.numerics import NUMERIC_PACKAGES
 
 DIM = 3
 POPSIZE = 7  # pycma's default in 3-d: 4 + floor(3 ln 3)
@@ -107,3 +113,28 @@ def test_failed_offspring_are_ranked_last_and_restarts_change_the_population():
         optimizer.tell(np.zeros(len(batch)))
     assert sizes == [6, 6, 12, 24]  # flat twice, then once per run
     assert ALGORITHMS["ipop_cma_es"].generation_size({"popsize": 6}) == 6  # the first, smallest
+
+
+def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_path):
+    """The runs of the family record ``cma`` after the packages every run records (its
+    numbers are pycma's), and a state written as a checkpoint and read back tells and
+    asks what the state kept in memory does."""
+    config = validate_config(
+        {
+            "algorithms": {"b": {"type": "bipop_cma_es"}},
+            "domains": {"s": {"type": "plain_rastrigin", "solution_dim": 3}},
+            "shards": 2,
+        }
+    )
+    state = initialise(run_spec(config, algorithm="b", domain="s", seed=0))
+    common = ", ".join(f"{name} {metadata.version(name)}" for name in NUMERIC_PACKAGES)
+    assert [record["packages"] for record in state.numerics] == [f"{common}, cma 4.5.0"]
+    path = tmp_path / "state.h5"
+    write_state(path, state)
+    resumed = read_state(path)
+    for _ in range(3):
+        state = tell(state, shard_results(state, 2))
+        resumed = tell(resumed, shard_results(resumed, 2))
+        assert state.next_batch.keys() == resumed.next_batch.keys()
+        for key, value in state.next_batch.items():
+            assert np.array_equal(value, resumed.next_batch[key]), key
