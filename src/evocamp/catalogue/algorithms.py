@@ -235,7 +235,7 @@ _PYCMA_TYPES = (
         "BIPOP-CMA-ES: ipop_cma_es's restarts interleaved with local ones (a small "
         "population and step size) under one budget rule, as cma.fmin2(bipop=True) "
         "(needs pycma: pip install 'evocamp[cma]')",
-        "Hansen 2009 (BBOB-2009); pycma 4.5",
+        "Hansen 2009; pycma 4.5",
         cls=pycma.BIPOPCMAES,
     ),
 )
@@ -503,9 +503,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
 
 #: Every family, in the order of its first type in :data:`ALGORITHMS` (the order the
 #: documentation lists them): built from the entries, declared nowhere else.
-FAMILIES: dict[str, Family] = {}
-for _entry in ALGORITHMS.values():
-    FAMILIES.setdefault(_entry.family.name, _entry.family)
+FAMILIES: dict[str, Family] = {entry.family.name: entry.family for entry in ALGORITHMS.values()}
 
 #: ``archive.*`` keys that only the types whose ``archive_defaults`` name them accept
 #: (CMA-MAE's ``learning_rate`` and ``threshold_min`` are those of any grid or CVT
