@@ -42,6 +42,7 @@ CONFIG = {
             "function": "evocamp_test_plugin:plateau",
             "python_path": str(PLUGINS),
             "solution_dim": 3,
+            "bounds": [-3, 3],  # pycma's boundary transformation: genotypes across steps
             "measure_ranges": [[-3, 3], [-3, 3]],
         }
     },
@@ -59,10 +60,15 @@ def pycma_done(tmp_path_factory):
 
 def fmin2_solutions(algorithm: str, count: int) -> np.ndarray:
     """The first ``count`` solutions ``cma.fmin2`` evaluates on the flat objective with
-    the run's seed, x0, sigma and population."""
+    the run's seed, x0, sigma, population and bounds."""
     spec = run_spec(validate_config(CONFIG), algorithm=algorithm, domain="flat", seed=0)
     seed = optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0]
-    options = {**QUIET, "seed": pycma_seed(seed), "popsize": spec["algorithm_spec"]["popsize"]}
+    options = {
+        **QUIET,
+        "seed": pycma_seed(seed),
+        "popsize": spec["algorithm_spec"]["popsize"],
+        "bounds": spec["domain_spec"]["bounds"],
+    }
     evaluated = []
 
     def flat(x):

@@ -102,6 +102,12 @@ class RestartCMAES:
         self.asked: list[np.ndarray] | None = None
         self.es = self._start(sigma_factor=1.0)
 
+    def __setstate__(self, state: dict) -> None:
+        """An optimizer unpickled, in this process or another: pycma's archives of asked
+        solutions keyed again (:func:`rekey_solution_archives`)."""
+        self.__dict__.update(state)
+        rekey_solution_archives(self.es)
+
     def _start(self, *, sigma_factor: float):
         """A new pycma strategy from ``x0`` with the current options, seeded as pycma
         seeds the global generator (``np.random.seed(options['seed'])``)."""
@@ -173,6 +179,39 @@ class RestartCMAES:
             "centre": np.array(self.es.mean, dtype=np.float64),
             "restarts": np.array(self.irun, dtype=np.int64),
         }
+
+
+def rekey_solution_archives(es) -> None:
+    """Key pycma's archives of solutions again after unpickling.
+
+    pycma finds the genotype of a told solution (before its boundary transformation)
+    in ``es.sent_solutions``, a ``SolutionDict`` keyed by ``hash(x.tobytes())``, which
+    Python salts per process (``PYTHONHASHSEED``): unpickled in another process (the
+    next tell step, a resumed run), the keys would match nothing, and pycma would
+    compute the genotype back from the solution instead, with other last bits under
+    ``bounds``. Every ``SolutionDict`` of the strategy and of its attributes is keyed
+    again from the solutions it keeps (``_unhashed_keys``), in the same order.
+    """
+    from cma.utilities.utils import SolutionDict
+
+    seen = set()
+
+    def visit(value, depth: int) -> None:
+        if id(value) in seen or depth > 2:
+            return
+        seen.add(id(value))
+        if isinstance(value, SolutionDict):
+            keys = {old: value.key(x) for old, x in value._unhashed_keys.items()}
+            value.data = {keys[old]: v for old, v in value.data.items() if old in keys}
+            value.data_with_same_key = {
+                keys[old]: v for old, v in value.data_with_same_key.items() if old in keys
+            }
+            value._unhashed_keys = {keys[old]: x for old, x in value._unhashed_keys.items()}
+        elif type(value).__module__.startswith("cma.") and hasattr(value, "__dict__"):
+            for attribute in vars(value).values():
+                visit(attribute, depth + 1)
+
+    visit(es, 0)
 
 
 class IPOPCMAES(RestartCMAES):
