@@ -32,7 +32,8 @@ from evocamp.model.protocol import failed_as_worst
 
 #: pycma's options evocamp sets: silent, no files (pycma writes ``outcmaes/`` by
 #: default), no evaluation of the final mean after a restart (``fmin2`` would spend
-#: one evaluation outside any batch), seeding by the optimizer's own generator.
+#: one evaluation outside any batch). The seeding is the optimizer's own
+#: (:meth:`RestartCMAES._start`).
 QUIET = {"verbose": -9, "verb_disp": 0, "verb_log": 0, "eval_final_mean": False}
 
 
