@@ -59,10 +59,16 @@ SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 def load_schema() -> dict:
     """The configuration JSON schema, with the ``type`` lists of algorithms and domains
-    taken from the catalogue (a test checks the file's keys against it)."""
+    and the shapes of the keys only a library family's types accept
+    (``AlgorithmType.key_shapes``) taken from the catalogue (a test checks the file's
+    keys against it)."""
     package, name = SCHEMA_RESOURCE
     schema = yaml.safe_load(resources.files(package).joinpath(name).read_text())
     definitions = schema["$defs"]
+    properties = definitions["algorithm"]["properties"]
+    for entry in ALGORITHMS.values():
+        for key, shape in entry.key_shapes.items():
+            properties.setdefault(key, shape)
     definitions["algorithm"]["properties"]["type"]["enum"] = list(ALGORITHMS)
     definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN, COMMAND]
     return schema

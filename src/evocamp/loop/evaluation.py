@@ -20,8 +20,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
-from evocamp.catalogue.domains import domain_group
-from evocamp.catalogue.factory import batch_format, load_evaluator
+from evocamp.catalogue.factory import batch_format, load_evaluator, run_packages
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
@@ -537,7 +536,7 @@ def _shard_result(
         extra={name: merged[name] for name in stored_fields(spec)},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(domain_group(spec["domain_spec"])),
+        numerics=environment(run_packages(spec)),
         status=status if status.any() else None,
         messages=messages,
         attempts=attempts if (attempts > 1).any() else None,
