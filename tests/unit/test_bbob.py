@@ -8,11 +8,18 @@ import json
 
 import numpy as np
 import pytest
+from campaigns import REPO
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.domains import minimised_value, objective_max
 from evocamp.cli import main
-from evocamp.config import experiments_of, run_spec, validate_config
+from evocamp.config import (
+    experiments_of,
+    load_config_file,
+    run_spec,
+    seeds_of,
+    validate_config,
+)
 from evocamp.reporting.comparison import RunMetrics
 from evocamp.reporting.suite import BBOB_TARGETS, ert_rows, rank_algorithms, suite_runtimes
 from evocamp.results import IohRun, ioh_lines, write_ioh
@@ -219,3 +226,8 @@ def test_ranks_need_five_problems_and_name_the_best():
     assert ranking.problems == 8 and ranking.result.omnibus == "friedman"
     assert list(ranking.result.rankdf.index) == ["a", "b", "c"]
     assert ranking.result.pvalue < 0.05
+
+
+def test_the_shipped_bbob_campaign_is_valid():
+    config = load_config_file(REPO / "config" / "bbob.yaml", check_results_dir=False)
+    assert len(experiments_of(config)) * len(seeds_of(config)) == 2 * 24 * 3 * 2
