@@ -331,6 +331,11 @@ CAMPAIGN_REPORT = {
         {"figure": "aggregates across domains"},
     ),
     "ecdf.png": ("campaign_ecdf.rst", {"figure": "runtime to target"}),
+    "bbob_ecdf.png": ("campaign_bbob_ecdf.rst", {"figure": "BBOB runtime ECDFs"}),
+    "critical_difference.png": (
+        "campaign_critical_difference.rst",
+        {"figure": "BBOB ranks, critical difference"},
+    ),
     "final_metrics.html": ("campaign_table.rst", {"figure": "final metrics table"}),
     "final_metrics.csv": ("campaign_table.rst", {"figure": "final metrics table, CSV"}),
     "tests.csv": ("campaign_tests.rst", {"figure": "significance tests"}),
