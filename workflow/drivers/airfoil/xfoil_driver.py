@@ -175,8 +175,9 @@ def no_fpe_shim():
 
 def xfoil_polar(x, z_upper, z_lower, *, reynolds=REYNOLDS, mach=MACH, alpha=ALPHA,
                 timeout=None):  # fmt: skip
-    """Lift and drag coefficients of an airfoil from xfoil, or None (no convergence,
-    a crash or a hang past ``timeout`` seconds; default ``XFOIL_TIMEOUT`` or 20)."""
+    """Lift and drag coefficients ``(cl, cd)`` of an airfoil from xfoil, or a line
+    saying why there are none (no convergence, a crash, a hang past ``timeout``
+    seconds: default ``XFOIL_TIMEOUT`` or 20)."""
     if timeout is None:
         timeout = float(os.environ.get("XFOIL_TIMEOUT", "20"))
     executable = shutil.which(os.environ.get("XFOIL", "xfoil"))
@@ -201,7 +202,7 @@ def xfoil_polar(x, z_upper, z_lower, *, reynolds=REYNOLDS, mach=MACH, alpha=ALPH
             f"ALFA {alpha:g}", "", "QUIT",
         ]  # fmt: skip
         try:
-            subprocess.run(
+            run = subprocess.run(
                 [executable],
                 input="\n".join(commands) + "\n",
                 cwd=scratch,
@@ -212,14 +213,17 @@ def xfoil_polar(x, z_upper, z_lower, *, reynolds=REYNOLDS, mach=MACH, alpha=ALPH
                 start_new_session=True,
             )
         except subprocess.TimeoutExpired:
-            return None
+            return f"xfoil ran past {timeout:g} s (XFOIL_TIMEOUT) and was killed"
         polar = Path(scratch) / "polar.txt"
         rows = polar.read_text().splitlines() if polar.exists() else []
     for line in rows:
         fields = line.split()
         if len(fields) >= 7 and all(_is_number(field) for field in fields):
             return float(fields[1]), float(fields[2])  # alpha CL CD CDp CM Top_Xtr Bot_Xtr
-    return None
+    if run.returncode != 0:
+        how = f"signal {-run.returncode}" if run.returncode < 0 else f"status {run.returncode}"
+        return f"xfoil ended with {how} before converging"
+    return f"xfoil did not converge at alpha {alpha:g} (Re {reynolds:g}, Mach {mach:g})"
 
 
 def _is_number(text):
@@ -251,8 +255,8 @@ def evaluate(variables):
     if problem is not None:
         return problem
     polar = xfoil_polar(x, z_upper, z_lower)
-    if polar is None:
-        return f"xfoil did not converge at alpha {ALPHA:g} (Re {REYNOLDS:g}, Mach {MACH:g})"
+    if isinstance(polar, str):
+        return polar
     cl, cd = polar
     if not cd > 0:
         return f"xfoil returned a drag coefficient of {cd}"
