@@ -126,7 +126,19 @@ def test_dakota_writes_the_reference_parameters_files(
     assert (folder / "params.in.1").read_bytes() == (DATA / reference).read_bytes()
 
 
-def evocamp_side(tmp_path: Path) -> tuple[dict, Path]:
+#: The side-by-side studies: Dakota's responses and the evocamp domain's outputs that
+#: make the same parameters files (Dakota names responses by their descriptors; evocamp's
+#: are obj_fn_1, measure_1 ..., then the extra fields).
+SIDE_BY_SIDE = {
+    "objective": ("objective_functions = 1", {"measure_ranges": []}),
+    "measures_and_extra": (
+        "response_functions = 4\n  descriptors 'obj_fn_1' 'measure_1' 'measure_2' 'norm'",
+        {"measure_ranges": [[-3, 3], [-3, 3]], "extra_fields": ["norm"]},
+    ),
+}
+
+
+def evocamp_side(tmp_path: Path, outputs: dict) -> tuple[dict, Path]:
     """The same points through an evocamp campaign: FixedPoints asks them, a command
     domain runs the driver (work directories kept); the config and the work root."""
     work_root = tmp_path / "work"
@@ -151,10 +163,10 @@ def evocamp_side(tmp_path: Path) -> tuple[dict, Path]:
                 "type": "command",
                 "command": [sys.executable, str(DRIVER)],  # params, results appended
                 "solution_dim": 3,
-                "measure_ranges": [],
                 "sense": "minimise",
                 "keep_work": "all",
                 "work_root": str(work_root),
+                **outputs,
             }
         },
     }
@@ -179,30 +191,42 @@ def without_eval_id(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.endswith(" eval_id")]
 
 
-def test_one_driver_under_dakota_and_evocamp(tmp_path):
+@pytest.mark.parametrize("study", list(SIDE_BY_SIDE))
+def test_one_driver_under_dakota_and_evocamp(tmp_path, study):
+    responses, outputs = SIDE_BY_SIDE[study]
     dakota = dakota_study(
         tmp_path / "dakota",
         points=POINTS,
         variables="continuous_design = 3\n  descriptors 'x1' 'x2' 'x3'",
-        responses="objective_functions = 1",
+        responses=responses,
         driver=f"{sys.executable} {DRIVER}",
     )
-    config, work_root = evocamp_side(tmp_path)
+    config, work_root = evocamp_side(tmp_path, outputs)
 
-    # The same values: Dakota's results files and evocamp's evaluations (negated: the
-    # domain minimises, evocamp's objective is higher-is-better).
-    dakota_values = [
-        float((dakota / f"results.out.{k + 1}").read_text().split()[0]) for k in range(len(POINTS))
-    ]
+    # The same values: Dakota's results files and evocamp's evaluations (the objective
+    # negated: the domain minimises, evocamp's objective is higher-is-better).
+    dakota_values = np.array(
+        [
+            [float(line.split()[0]) for line in (dakota / f"results.out.{k + 1}").open()]
+            for k in range(len(POINTS))
+        ]
+    )
     run = run_folder(tmp_path / "evocamp", config, "points", "rosenbrock", 0)
     rows = read_evaluations(run / "evaluations.h5")
     assert rows.index.tolist() == list(range(len(POINTS)))
     assert np.array_equal(rows.solution, np.array(POINTS))
-    assert (-rows.objective).tolist() == dakota_values
+    ours = np.column_stack(
+        [
+            -rows.objective,
+            rows.measures,
+            *(rows.extra[name] for name in outputs.get("extra_fields", [])),
+        ]
+    )
+    assert np.array_equal(ours, dakota_values)
 
     # The same parameters files, line by line, but for the evaluation id.
-    ours = parameters_files(work_root)
-    assert sorted(ours) == list(range(len(POINTS))), sorted(ours)
-    for k, path in ours.items():
+    files = parameters_files(work_root)
+    assert sorted(files) == list(range(len(POINTS))), sorted(files)
+    for k in sorted(files):
         theirs = (dakota / f"params.in.{k + 1}").read_text()
-        assert without_eval_id(path.read_text()) == without_eval_id(theirs), path
+        assert without_eval_id(files[k].read_text()) == without_eval_id(theirs), files[k]
