@@ -43,9 +43,9 @@ def test_naca_0012_polar_at_re_one_million(driver):
     lift of thin-airfoil theory (2 pi alpha = 0.439 at 4 degrees) within 10 % (viscous
     effects take a few percent off), and the 50 to 60 drag counts of a smooth 12 %
     section at this Reynolds number."""
-    x, upper, lower = naca_00xx(0.12)
-    cl0, cd0 = driver.xfoil_polar(x, upper, lower, reynolds=1e6, mach=0.0, alpha=0.0)
-    cl4, cd4 = driver.xfoil_polar(x, upper, lower, reynolds=1e6, mach=0.0, alpha=4.0)
+    shape = naca_00xx(0.12)
+    cl0, cd0 = driver.xfoil_polar(shape, reynolds=1e6, mach=0.0, alpha=0.0)
+    cl4, cd4 = driver.xfoil_polar(shape, reynolds=1e6, mach=0.0, alpha=4.0)
     assert abs(cl0) < 1e-3
     assert cl4 == pytest.approx(2 * np.pi * np.radians(4.0), rel=0.10)
     assert 0.0050 <= cd0 <= 0.0060

@@ -66,29 +66,39 @@ BASE_CL = 0.4995
 NO_FPE_SHIM = "void _gfortran_set_fpe(int flags) { (void) flags; }\n"
 
 
-def parsec_surface(r_le, x_crest, z_crest, zxx_crest, z_te, slope_te, upper):
+def parsec_surface(params, *, upper):
     """Coefficients ``a`` of one PARSEC surface ``z = sum_n a_n x^(n - 1/2)``, n = 1..6.
 
     Parameters
     ----------
-    r_le, x_crest, z_crest, zxx_crest : float
-        Leading-edge radius, crest position, height and curvature.
-    z_te, slope_te : float
-        Trailing-edge height and slope (dz/dx at x = 1).
+    params : dict
+        The PARSEC parameters (:func:`design`); the trailing edge is sharp (height 0).
     upper : bool
-        The upper surface (the leading-edge term is positive) or the lower one.
+        The upper surface (its ``*_up`` parameters, a positive leading-edge term) or the
+        lower one (``*_lo``).
     """
+    side = "up" if upper else "lo"
+    alpha, beta = math.radians(params["alpha_te"]), math.radians(params["beta_te"])
+    slope_te = math.tan(alpha - beta / 2) if upper else math.tan(alpha + beta / 2)
+    x_crest = params[f"x_{side}"]
     powers = np.arange(1, 7) - 0.5
     rows = [
-        (powers == 0.5).astype(float),
-        np.ones(6),
-        x_crest**powers,
-        powers * x_crest ** (powers - 1),
-        powers * (powers - 1) * x_crest ** (powers - 2),
-        powers,
+        (powers == 0.5).astype(float),  # a_1 = +-sqrt(2 r_le)
+        np.ones(6),  # z(1): the trailing edge's height
+        x_crest**powers,  # z(x_crest)
+        powers * x_crest ** (powers - 1),  # z'(x_crest) = 0
+        powers * (powers - 1) * x_crest ** (powers - 2),  # z''(x_crest)
+        powers,  # z'(1): the trailing edge's slope
     ]
     sign = 1.0 if upper else -1.0
-    rhs = [sign * math.sqrt(2.0 * r_le), z_te, z_crest, 0.0, zxx_crest, slope_te]
+    rhs = [
+        sign * math.sqrt(2.0 * params[f"r_le_{side}"]),
+        0.0,
+        params[f"z_{side}"],
+        0.0,
+        params[f"zxx_{side}"],
+        slope_te,
+    ]
     return np.linalg.solve(np.array(rows), np.array(rhs))
 
 
@@ -108,23 +118,17 @@ def airfoil(params, points=POINTS_PER_SIDE):
     x, z_upper, z_lower : numpy.ndarray
         Chordwise stations (cosine spacing, 0 to 1) and both surfaces' heights there.
     """
-    alpha, beta = math.radians(params["alpha_te"]), math.radians(params["beta_te"])
-    upper = parsec_surface(
-        params["r_le_up"], params["x_up"], params["z_up"], params["zxx_up"],
-        0.0, math.tan(alpha - beta / 2), upper=True,
-    )  # fmt: skip
-    lower = parsec_surface(
-        params["r_le_lo"], params["x_lo"], params["z_lo"], params["zxx_lo"],
-        0.0, math.tan(alpha + beta / 2), upper=False,
-    )  # fmt: skip
+    upper, lower = parsec_surface(params, upper=True), parsec_surface(params, upper=False)
     x = 0.5 * (1.0 - np.cos(np.linspace(0.0, math.pi, points)))
     powers = np.arange(1, 7) - 0.5
     basis = x[:, None] ** powers[None, :]
     return x, basis @ upper, basis @ lower
 
 
-def geometry_problem(x, z_upper, z_lower):
-    """Why the airfoil cannot be analysed (surfaces crossing or not finite), or None."""
+def geometry_problem(shape):
+    """Why the airfoil ``shape`` (:func:`airfoil`) cannot be analysed (surfaces crossing
+    or not finite), or None."""
+    x, z_upper, z_lower = shape
     if not (np.all(np.isfinite(z_upper)) and np.all(np.isfinite(z_lower))):
         return "surfaces not finite"
     inner = slice(1, -1)
@@ -134,8 +138,9 @@ def geometry_problem(x, z_upper, z_lower):
     return None
 
 
-def area(x, z_upper, z_lower):
-    """Cross-section area between the surfaces (trapezoidal rule)."""
+def area(shape):
+    """Cross-section area between the surfaces of ``shape`` (trapezoidal rule)."""
+    x, z_upper, z_lower = shape
     thickness = z_upper - z_lower
     return float(np.sum(0.5 * (thickness[1:] + thickness[:-1]) * np.diff(x)))
 
@@ -173,11 +178,11 @@ def no_fpe_shim():
     return shim
 
 
-def xfoil_polar(x, z_upper, z_lower, *, reynolds=REYNOLDS, mach=MACH, alpha=ALPHA,
-                timeout=None):  # fmt: skip
+def xfoil_polar(shape, *, reynolds=REYNOLDS, mach=MACH, alpha=ALPHA, timeout=None):
     """Lift and drag coefficients ``(cl, cd)`` of an airfoil from xfoil, or a line
     saying why there are none (no convergence, a crash, a hang past ``timeout``
-    seconds: default ``XFOIL_TIMEOUT`` or 20)."""
+    seconds: default ``XFOIL_TIMEOUT`` or 20). ``shape``: ``(x, z_upper, z_lower)``."""
+    x, z_upper, z_lower = shape
     if timeout is None:
         timeout = float(os.environ.get("XFOIL_TIMEOUT", "20"))
     executable = shutil.which(os.environ.get("XFOIL", "xfoil"))
@@ -243,24 +248,24 @@ def objective(cd, cl, section_area):
     return -math.log(cd) * area_penalty * lift_penalty
 
 
-BASE_AREA = area(*airfoil(design(np.zeros(len(VARIABLES)))))
+BASE_AREA = area(airfoil(design(np.zeros(len(VARIABLES)))))
 
 
 def evaluate(variables):
     """Results of one design: dict of objective, crest x and z, cd, cl, area; or a
     string saying why it failed."""
     params = design(variables)
-    x, z_upper, z_lower = airfoil(params)
-    problem = geometry_problem(x, z_upper, z_lower)
+    shape = airfoil(params)
+    problem = geometry_problem(shape)
     if problem is not None:
         return problem
-    polar = xfoil_polar(x, z_upper, z_lower)
+    polar = xfoil_polar(shape)
     if isinstance(polar, str):
         return polar
     cl, cd = polar
     if not cd > 0:
         return f"xfoil returned a drag coefficient of {cd}"
-    section = area(x, z_upper, z_lower)
+    section = area(shape)
     x_crest, z_crest = crest(params)
     return {
         "objective": objective(cd, cl, section),
