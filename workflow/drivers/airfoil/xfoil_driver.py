@@ -12,7 +12,7 @@ results file in Dakota's format, one value per line:
     cd, cl      xfoil's drag and lift coefficients
     area        the airfoil's cross-section area (chord^2 = 1)
 
-or ``fail`` when the geometry is invalid (surfaces crossing), xfoil crashes, hangs
+or ``fail <why>`` when the geometry is invalid (surfaces crossing), xfoil crashes, hangs
 (``XFOIL_TIMEOUT`` seconds, default 20) or does not converge. See docs/airfoil.md.
 
 Runs under evocamp's ``type: command`` domain and under Dakota's ``fork`` interface
