@@ -14,7 +14,7 @@ from conftest import REPO, SMALL_CAMPAIGN
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.domains import DOMAINS
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
-from evocamp.model.runspec import PLUGIN
+from evocamp.model.runspec import COMMAND, PLUGIN
 from evocamp.reporting.reference import render
 
 #: The keys of an algorithm entry that every type has.
@@ -34,7 +34,7 @@ def test_plugin_is_spelt_once_in_the_code():
 def test_schema_types_are_the_catalogue_entries():
     definitions = load_schema()["$defs"]
     assert definitions["algorithm"]["properties"]["type"]["enum"] == list(ALGORITHMS)
-    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN]
+    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN, COMMAND]
 
 
 def test_schema_keys_are_the_keys_some_type_accepts():

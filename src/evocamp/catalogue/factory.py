@@ -22,7 +22,8 @@ from evocamp.model.protocol import (
     call_optimizer,
     check_methods,
 )
-from evocamp.model.runspec import PLUGIN, run_label, spec_run_key
+from evocamp.model.runspec import COMMAND, PLUGIN, run_label, spec_run_key
+from evocamp.tasks.programs import Program
 
 #: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
 #: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
@@ -57,7 +58,10 @@ def missing_extra(entry: AlgorithmType | DomainType) -> str | None:
 
 
 def load_evaluator(domain_spec: dict) -> Callable:
-    """The evaluation function of a resolved domain spec (a plugin's is imported)."""
+    """The evaluation function of a resolved domain spec (a plugin's is imported; a
+    program's, :class:`~evocamp.tasks.programs.Program`, made)."""
+    if domain_spec["type"] == COMMAND:
+        return Program(domain_spec)
     if domain_spec["type"] != PLUGIN:
         return DOMAINS[domain_spec["type"]].evaluate
     return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
