@@ -229,4 +229,7 @@ def test_one_driver_under_dakota_and_evocamp(tmp_path, study):
     assert sorted(files) == list(range(len(POINTS))), sorted(files)
     for k in sorted(files):
         theirs = (dakota / f"params.in.{k + 1}").read_text()
-        assert without_eval_id(files[k].read_text()) == without_eval_id(theirs), files[k]
+        assert without_eval_id(files[k].read_text()) == without_eval_id(theirs), (
+            f"{files[k]} is not laid out as the file Dakota wrote for point {k} (Dakota: "
+            "21 spaces, then the value right-aligned in 22 characters; tests/data/dakota/README.md)"
+        )
