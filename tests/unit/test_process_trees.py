@@ -1,0 +1,169 @@
+"""Every evaluation supervised as a whole process tree (docs/failures.md, "What is
+killed"): the processes an evaluation starts (through ``subprocess``, and forked
+helpers), which start processes of their own and ignore SIGTERM, are all ended after a
+timeout, a retry, a discard, a crash, a SIGTERM or SIGKILL of the step, and the step's
+end; a crash is reported by the evaluation's own exit status, whoever holds its pipes.
+
+Each test counts the processes left: every process of a test tree notes its pid
+(``evocamp_test_plugin.process_tree``)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PLUGINS, shard_results
+
+from evocamp.base.errors import EvaluationError
+from evocamp.base.supervised import KILL_GRACE_SECONDS
+from evocamp.config import run_spec, validate_config
+from evocamp.files.shard import STATUS
+from evocamp.loop.engine import initialise
+
+sys.path.insert(0, str(PLUGINS))
+from evocamp_test_plugin import tree_pids  # noqa: E402
+
+
+def running(pids: list[int], *, within: float = 1.0) -> list[int]:
+    """Those of ``pids`` still running (zombies are not) after waiting up to ``within``
+    seconds for them to end."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if _alive(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def tree_state(tmp_path, rules: str, evaluation: dict):
+    """The initial state of a MAP-Elites run (batch 2) of the misbehaving test plugin,
+    whose solution 1 follows ``rules`` (``{seed}`` its evaluation seed)."""
+    config = validate_config(
+        {
+            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 2}},
+            "domains": {
+                "d": {
+                    "type": "plugin",
+                    "function": "evocamp_test_plugin:misbehaving_sphere",
+                    "python_path": str(PLUGINS),
+                    "solution_dim": 3,
+                    "measure_ranges": [[-3, 3], [-3, 3]],
+                    "params": {
+                        "control_file": str(tmp_path / "control"),
+                        "marker_dir": str(tmp_path),
+                    },
+                }
+            },
+            "evaluation": evaluation,
+            "shards": 1,
+        }
+    )
+    state = initialise(run_spec(config, algorithm="me", domain="d", seed=0))
+    (tmp_path / "control").write_text(rules.format(seed=int(state.next_seeds[1])))
+    return state
+
+
+def test_a_timeout_and_its_retry_end_every_process_of_each_attempt(tmp_path):
+    """A hang past evaluation.timeout, retried once, then discarded: both attempts'
+    trees (the evaluation, a forked helper, a program and its child, all ignoring
+    SIGTERM) are gone when the shard step returns."""
+    state = tree_state(
+        tmp_path,
+        "tree {seed}\nhang {seed}",
+        {"on_failure": "retry", "retries": 1, "after_retries": "discard", "timeout": 1.0},
+    )
+    (result,) = shard_results(state, 1)
+    assert result.status.tolist() == [0, STATUS["timed_out"]]
+    assert result.attempts.tolist() == [1, 2]
+    pids = tree_pids(tmp_path / "tree")
+    assert len(pids) == 8
+    assert running(pids) == []
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path, timeout):
+    """An evaluation that calls os._exit(3) after forking a helper that keeps its
+    result pipe open (for 20 s) is reported at once as exited with status 3, with or
+    without a time limit, never as a timeout; the discarded evaluation's whole tree
+    is gone when the shard step returns."""
+    state = tree_state(
+        tmp_path, "tree {seed}\nexit {seed}", {"on_failure": "discard", "timeout": timeout}
+    )
+    began = time.monotonic()
+    (result,) = shard_results(state, 1)
+    assert time.monotonic() - began < 10
+    assert result.status.tolist() == [0, STATUS["crashed"]]
+    assert result.messages == {
+        1: "run me/d/seed0, generation 1, shard 0, solution 1: the evaluation ended its "
+        "process with exit status 3"
+    }
+    pids = tree_pids(tmp_path / "tree")
+    assert len(pids) == 4
+    assert running(pids) == []
+
+
+def test_a_crash_under_stop_ends_the_tree_too(tmp_path):
+    state = tree_state(tmp_path, "tree {seed}\nexit {seed}", {})
+    with pytest.raises(EvaluationError, match="exit status 3"):
+        shard_results(state, 1)
+    assert running(tree_pids(tmp_path / "tree")) == []
+
+
+#: A step that calls the supervised child directly: its task starts a process tree,
+#: then ``{then}``.
+STEP = """
+import sys, time
+sys.path.insert(0, {plugins!r})
+from evocamp.base.supervised import supervised
+from evocamp_test_plugin import process_tree
+def task(k):
+    process_tree({pidfile!r})
+    {then}
+for item in supervised(task, 1):
+    print(item, flush=True)
+"""
+
+
+def start_step(tmp_path, then: str) -> tuple[subprocess.Popen, list[int]]:
+    """A step process whose evaluation has started its tree, and the tree's pids."""
+    pidfile = tmp_path / "tree"
+    script = STEP.format(plugins=str(PLUGINS), pidfile=str(pidfile), then=then)
+    step = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(tree_pids(pidfile)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = tree_pids(pidfile)
+    assert len(pids) == 4
+    return step, pids
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_step_killed_takes_every_process_of_its_evaluation_with_it(tmp_path, how):
+    """SIGTERM of the step (as scancel sends it) and SIGKILL (a killed Snakemake's job,
+    a lost Dask worker): nothing runs in the step then; its evaluation's whole tree is
+    gone within the grace (SIGTERM, then SIGKILL for those that ignore it)."""
+    step, pids = start_step(tmp_path, "time.sleep(600)")
+    step.send_signal(how)
+    assert step.wait(timeout=30) == -how
+    assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
+
+
+def test_what_a_finished_evaluation_left_running_ends_with_the_step(tmp_path):
+    """An evaluation that returns its result and leaves its helpers running: they are
+    ended once the step ends (or the next evaluation starts)."""
+    step, pids = start_step(tmp_path, "return k")
+    assert step.communicate(timeout=60)[0] == "0\n"
+    assert step.returncode == 0
+    assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
