@@ -13,10 +13,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import PLUGINS, shard_results
+from conftest import PLUGINS, running, shard_results
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.supervised import KILL_GRACE_SECONDS
@@ -26,25 +25,6 @@ from evocamp.loop.engine import initialise
 
 sys.path.insert(0, str(PLUGINS))
 from evocamp_test_plugin import tree_pids  # noqa: E402
-
-
-def running(pids: list[int], *, within: float = 1.0) -> list[int]:
-    """Those of ``pids`` still running (zombies are not) after waiting up to ``within``
-    seconds for them to end."""
-    deadline = time.monotonic() + within
-    while True:
-        alive = [pid for pid in pids if _alive(pid)]
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def tree_state(tmp_path, rules: str, evaluation: dict):
