@@ -102,12 +102,14 @@ def test_a_crash_under_stop_ends_the_tree_too(tmp_path):
 
 
 #: A step that calls the supervised child directly: its task starts a process tree,
-#: then ``{then}``.
+#: then ``{then}``; ``{before}`` runs first.
 STEP = """
-import sys, time
+import os, signal, sys, time
 sys.path.insert(0, {plugins!r})
+from evocamp.base import supervised as module
 from evocamp.base.supervised import supervised
 from evocamp_test_plugin import process_tree
+{before}
 def task(k):
     process_tree({pidfile!r})
     {then}
@@ -116,10 +118,18 @@ for item in supervised(task, 1):
 """
 
 
-def start_step(tmp_path, then: str) -> tuple[subprocess.Popen, list[int]]:
+#: Before the step's evaluation: one supervised call, then its guardian killed (a new
+#: one must take over).
+GUARDIAN_KILLED = (
+    "list(supervised(lambda k: k, 1)); os.kill(module._GUARDIAN.pid, signal.SIGKILL); "
+    "time.sleep(0.2)"
+)
+
+
+def start_step(tmp_path, then: str, before: str = "") -> tuple[subprocess.Popen, list[int]]:
     """A step process whose evaluation has started its tree, and the tree's pids."""
     pidfile = tmp_path / "tree"
-    script = STEP.format(plugins=str(PLUGINS), pidfile=str(pidfile), then=then)
+    script = STEP.format(plugins=str(PLUGINS), pidfile=str(pidfile), then=then, before=before)
     step = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(tree_pids(pidfile)) < 4 and time.monotonic() < deadline:
@@ -129,12 +139,17 @@ def start_step(tmp_path, then: str) -> tuple[subprocess.Popen, list[int]]:
     return step, pids
 
 
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
-def test_a_step_killed_takes_every_process_of_its_evaluation_with_it(tmp_path, how):
+@pytest.mark.parametrize(
+    ("how", "before"),
+    [(signal.SIGTERM, ""), (signal.SIGKILL, ""), (signal.SIGKILL, GUARDIAN_KILLED)],
+    ids=["SIGTERM", "SIGKILL", "SIGKILL-guardian-replaced"],
+)
+def test_a_step_killed_takes_every_process_of_its_evaluation_with_it(tmp_path, how, before):
     """SIGTERM of the step (as scancel sends it) and SIGKILL (a killed Snakemake's job,
     a lost Dask worker): nothing runs in the step then; its evaluation's whole tree is
-    gone within the grace (SIGTERM, then SIGKILL for those that ignore it)."""
-    step, pids = start_step(tmp_path, "time.sleep(600)")
+    gone within the grace (SIGTERM, then SIGKILL for those that ignore it), also when
+    the step's first guardian was killed before."""
+    step, pids = start_step(tmp_path, "time.sleep(600)", before)
     step.send_signal(how)
     assert step.wait(timeout=30) == -how
     assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
@@ -147,3 +162,28 @@ def test_what_a_finished_evaluation_left_running_ends_with_the_step(tmp_path):
     assert step.communicate(timeout=60)[0] == "0\n"
     assert step.returncode == 0
     assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
+
+
+def test_without_a_pidfd_a_crash_is_still_seen_at_once(tmp_path):
+    """Where the kernel has no pidfd (Linux before 5.3), the child's end is polled: an
+    os._exit(3) while a forked helper holds the result pipe for 20 s is still its exit
+    status, seen at once, and the helper is ended."""
+    script = (
+        "import os, time\n"
+        "del os.pidfd_open\n"
+        "from evocamp.base.supervised import supervised\n"
+        "def task(k):\n"
+        "    if os.fork() == 0:\n"
+        "        print(os.getpid(), flush=True)\n"
+        "        time.sleep(20)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.2)\n"
+        "    os._exit(3)\n"
+        "began = time.monotonic()\n"
+        "print(list(supervised(task, 1)), time.monotonic() - began < 5)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout == "[Ended(index=0, signal=None, status=3, timed_out=None)] True\n"
+    assert running([int(done.stderr.split()[0])]) == []

@@ -56,6 +56,7 @@ import select
 import signal
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -172,10 +173,12 @@ _FINISHED: list[_Group] = []
 
 
 def _end_finished() -> None:
-    for group in list(_FINISHED):
-        if group.reap(block=False):
+    with _LOCK:
+        done = [group for group in _FINISHED if group.reap(block=False)]
+        for group in done:
             _FINISHED.remove(group)
-            group.end()
+    for group in done:
+        group.end()
 
 
 def _signal_group(group: int, number: int) -> bool:
@@ -290,20 +293,21 @@ class _Guardian:
     groups it watches."""
 
     def __init__(self) -> None:
-        self.owner = os.getpid()
         self.watched: set[int] = set()
         self.pid, self.channel = _start_guardian()
 
     def watch(self, group: int) -> None:
         """Have the guardian end ``group`` should this process die."""
-        self.watched.add(group)
-        self._send(f"+{group}\n")
+        with _LOCK:
+            self.watched.add(group)
+            self._send(f"+{group}\n")
 
     def unwatch(self, group: int) -> None:
         """``group`` is ended (or empty): the guardian forgets it."""
-        if group in self.watched:
-            self.watched.discard(group)
-            self._send(f"-{group}\n")
+        with _LOCK:
+            if group in self.watched:
+                self.watched.discard(group)
+                self._send(f"-{group}\n")
 
     def _send(self, line: str) -> None:
         try:
@@ -345,29 +349,35 @@ def _start_guardian() -> tuple[int, int]:
 
 
 _GUARDIAN: _Guardian | None = None
+#: Held while the guardian starts, its groups change or finished children are taken
+#: (supervised calls may come from several threads: a Dask worker's).
+_LOCK = threading.Lock()
 #: Set when a guardian could not be started (said once; evaluations run without).
 _NO_GUARDIAN: list[str] = []
 
 
 def _guardian() -> _Guardian | None:
-    """This process's guardian, started on first use."""
+    """This process's guardian, started on first use (``None`` if it cannot start:
+    said once, and evaluations run without)."""
     global _GUARDIAN
-    if _GUARDIAN is None and not _NO_GUARDIAN:
-        try:
-            _GUARDIAN = _Guardian()
-        except OSError as error:
-            _NO_GUARDIAN.append(str(error))
-            _pass_on(
-                f"evocamp: warning: no guardian process ({error}): processes an evaluation "
-                "starts may outlive this process if it is killed\n"
-            )
-    return _GUARDIAN
+    with _LOCK:
+        if _GUARDIAN is None and not _NO_GUARDIAN:
+            try:
+                _GUARDIAN = _Guardian()
+            except OSError as error:
+                _NO_GUARDIAN.append(str(error))
+                _pass_on(
+                    f"evocamp: warning: no guardian process ({error}): processes an "
+                    "evaluation starts may outlive this process if it is killed\n"
+                )
+        return _GUARDIAN
 
 
 def _forget_in_child() -> None:
     """In any forked child: the guardian and the children are the parent's (the
     child holds no end of the guardian's pipe; its own starts on its first call)."""
-    global _GUARDIAN
+    global _GUARDIAN, _LOCK
+    _LOCK = threading.Lock()  # another thread may have held it at the fork
     if _GUARDIAN is not None:
         with contextlib.suppress(OSError):
             os.close(_GUARDIAN.channel)
