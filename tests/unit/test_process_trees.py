@@ -19,39 +19,18 @@ from conftest import PLUGINS, running, shard_results
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.supervised import KILL_GRACE_SECONDS
-from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
-from evocamp.loop.engine import initialise
 
 sys.path.insert(0, str(PLUGINS))
 from evocamp_test_plugin import tree_pids  # noqa: E402
+from test_failures import plugin_state, seed_at  # noqa: E402
 
 
 def tree_state(tmp_path, rules: str, evaluation: dict):
-    """The initial state of a MAP-Elites run (batch 2) of the misbehaving test plugin,
+    """The initial state of a MAP-Elites run (batch 8) of the misbehaving test plugin,
     whose solution 1 follows ``rules`` (``{seed}`` its evaluation seed)."""
-    config = validate_config(
-        {
-            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 2}},
-            "domains": {
-                "d": {
-                    "type": "plugin",
-                    "function": "evocamp_test_plugin:misbehaving_sphere",
-                    "python_path": str(PLUGINS),
-                    "solution_dim": 3,
-                    "measure_ranges": [[-3, 3], [-3, 3]],
-                    "params": {
-                        "control_file": str(tmp_path / "control"),
-                        "marker_dir": str(tmp_path),
-                    },
-                }
-            },
-            "evaluation": evaluation,
-            "shards": 1,
-        }
-    )
-    state = initialise(run_spec(config, algorithm="me", domain="d", seed=0))
-    (tmp_path / "control").write_text(rules.format(seed=int(state.next_seeds[1])))
+    state = plugin_state(tmp_path, evaluation=evaluation)
+    (tmp_path / "control").write_text(rules.format(seed=seed_at(state, 1)))
     return state
 
 
@@ -65,8 +44,8 @@ def test_a_timeout_and_its_retry_end_every_process_of_each_attempt(tmp_path):
         {"on_failure": "retry", "retries": 1, "after_retries": "discard", "timeout": 1.0},
     )
     (result,) = shard_results(state, 1)
-    assert result.status.tolist() == [0, STATUS["timed_out"]]
-    assert result.attempts.tolist() == [1, 2]
+    assert result.status.tolist() == [0, STATUS["timed_out"]] + [0] * 6
+    assert result.attempts.tolist() == [1, 2] + [1] * 6
     pids = tree_pids(tmp_path / "tree")
     assert len(pids) == 8
     assert running(pids) == []
@@ -84,7 +63,7 @@ def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path, timeout):
     began = time.monotonic()
     (result,) = shard_results(state, 1)
     assert time.monotonic() - began < 10
-    assert result.status.tolist() == [0, STATUS["crashed"]]
+    assert result.status.tolist() == [0, STATUS["crashed"]] + [0] * 6
     assert result.messages == {
         1: "run me/d/seed0, generation 1, shard 0, solution 1: the evaluation ended its "
         "process with exit status 3"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import PLUGINS, merged, run_folder, run_snakemake, running, write_config
+from conftest import PLUGINS, run_folder, run_snakemake, running, write_config
+from test_failure_campaigns import misbehaving_config
 
 from evocamp.base.supervised import KILL_GRACE_SECONDS
 from evocamp.files.evaluations import read_evaluations
@@ -25,31 +26,16 @@ def test_a_campaign_with_a_2_s_timeout_leaves_no_process_running(tmp_path, small
     them then hanging past a 2 s evaluation.timeout, under discard. When Snakemake has
     finished, not one of those processes runs, and the hung ones are recorded as
     timed out."""
-    config = merged(
+    config = misbehaving_config(
         small_config,
-        {
-            "generations": 2,
-            "checkpoint_every": 2,
-            "shards": 2,
-            "storage": {"keep_evaluations": True},
-            "evaluation": {"on_failure": "discard", "timeout": 2.0},
-            "domains": {
-                "sphere": {
-                    "type": "plugin",
-                    "function": "evocamp_test_plugin:misbehaving_sphere",
-                    "python_path": str(PLUGINS),
-                    "solution_dim": 6,
-                    "measure_ranges": [[-3, 3], [-3, 3]],
-                    "params": {
-                        "control_file": str(tmp_path / "control"),
-                        "marker_dir": str(tmp_path),
-                    },
-                }
-            },
-        },
+        tmp_path,
+        evaluation={"on_failure": "discard", "timeout": 2.0},
+        generations=2,
+        checkpoint_every=2,
+        shards=2,
+        seeds=1,
+        storage={"keep_evaluations": True},
     )
-    config["algorithms"] = {"me": small_config["algorithms"]["me"]}
-    config["seeds"] = 1
     (tmp_path / "control").write_text("tree %5\nhang %10")
     write_config(tmp_path, config)
     run_snakemake(tmp_path, "runs")
