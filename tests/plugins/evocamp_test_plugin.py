@@ -129,20 +129,6 @@ def tree_pids(pidfile: Path) -> list[int]:
     return [int(line) for line in pidfile.read_text().split()] if pidfile.exists() else []
 
 
-def tree_then_kill_parent(pidfile) -> list:
-    """A supervised evaluation (evocamp's supervised child) that starts a
-    :func:`process_tree` and then kills the process that started it (a Dask worker
-    lost with an evaluation in flight)."""
-    from evocamp.base.supervised import supervised
-
-    def task(k):
-        process_tree(pidfile)
-        os.kill(os.getppid(), signal.SIGKILL)
-        time.sleep(600)
-
-    return list(supervised(task, 1))
-
-
 def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01, sleep=0.0):
     """Sphere (maximised as -sum x^2) with seeded noise; measures are the first two
     coordinates; extra field ``distance`` is the solution's norm.

@@ -69,6 +69,18 @@ def test_a_killed_dask_worker_takes_its_evaluations_processes_with_it(tmp_path):
 
 
 def _tree_then_kill_parent(pidfile: str) -> list:
-    import evocamp_test_plugin
+    """A supervised evaluation that starts a process tree and then kills the process
+    that started it, a Dask worker (a worker lost with an evaluation in flight)."""
+    import signal
+    import time
 
-    return evocamp_test_plugin.tree_then_kill_parent(pidfile)
+    from evocamp_test_plugin import process_tree
+
+    from evocamp.base.supervised import supervised
+
+    def task(k):
+        process_tree(pidfile)
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(600)
+
+    return list(supervised(task, 1))
