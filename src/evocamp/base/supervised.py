@@ -264,6 +264,7 @@ _GUARDIAN_PROGRAM = """\
 # evocamp: ends the evaluations' process groups when the process that started them dies
 import os, signal, sys, time
 source, grace = int(sys.argv[1]), float(sys.argv[2])
+os.chdir("/")  # holds no folder of the step's
 os.closerange(3, source)
 os.closerange(source + 1, 1 << 16)
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
