@@ -51,14 +51,13 @@ def test_a_timeout_and_its_retry_end_every_process_of_each_attempt(tmp_path):
     assert running(pids) == []
 
 
-@pytest.mark.parametrize("timeout", [None, 30.0])
-def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path, timeout):
+def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path):
     """An evaluation that calls os._exit(3) after forking a helper that keeps its
-    result pipe open (for 20 s) is reported at once as exited with status 3, with or
-    without a time limit, never as a timeout; the discarded evaluation's whole tree
-    is gone when the shard step returns."""
+    result pipe open (for 20 s) is reported at once as exited with status 3, never as
+    a timeout; the discarded evaluation's whole tree is gone when the shard step
+    returns."""
     state = tree_state(
-        tmp_path, "tree {seed}\nexit {seed}", {"on_failure": "discard", "timeout": timeout}
+        tmp_path, "tree {seed}\nexit {seed}", {"on_failure": "discard", "timeout": 30.0}
     )
     began = time.monotonic()
     (result,) = shard_results(state, 1)
@@ -73,10 +72,18 @@ def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path, timeout):
     assert running(pids) == []
 
 
-def test_a_crash_under_stop_ends_the_tree_too(tmp_path):
+def test_a_crash_under_stop_without_a_time_limit_is_seen_at_once_and_ends_the_tree(
+    tmp_path,
+):
+    """The same crash under the defaults (stop, no time limit): the step stops at once
+    (not when the helper lets go of the pipe), and the tree is gone."""
     state = tree_state(tmp_path, "tree {seed}\nexit {seed}", {})
-    with pytest.raises(EvaluationError, match="exit status 3"):
+    began = time.monotonic()
+    with pytest.raises(
+        EvaluationError, match="solution 1: the evaluation ended its process with exit status 3$"
+    ):
         shard_results(state, 1)
+    assert time.monotonic() - began < 10
     assert running(tree_pids(tmp_path / "tree")) == []
 
 
