@@ -24,6 +24,7 @@ from evocamp.files.shard import STATUS
 sys.path.insert(0, str(PLUGINS))
 from evocamp_test_plugin import tree_pids  # noqa: E402
 from test_failures import plugin_state, seed_at  # noqa: E402
+from test_programs import command_spec  # noqa: E402
 
 
 def tree_state(tmp_path, rules: str, evaluation: dict):
@@ -85,6 +86,29 @@ def test_a_crash_under_stop_without_a_time_limit_is_seen_at_once_and_ends_the_tr
         shard_results(state, 1)
     assert time.monotonic() - began < 10
     assert running(tree_pids(tmp_path / "tree")) == []
+
+
+def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
+    """A ``command`` domain's program (started with subprocess, in the evaluation's
+    group) that starts a child of its own, both ignoring SIGTERM and never writing
+    results: past evaluation.timeout both are gone when the shard step returns."""
+    import numpy as np
+
+    from evocamp.loop.evaluation import evaluate_slice
+
+    pidfile = tmp_path / "tree"
+    spec = command_spec(
+        tmp_path,
+        command=[sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"],
+        evaluation={"on_failure": "discard", "timeout": 1.0},
+    )
+    result = evaluate_slice(
+        spec, generation=1, shard=0, start=0, solutions=np.zeros((1, 4)), seeds=np.array([5])
+    )
+    assert result.status.tolist() == [STATUS["timed_out"]]
+    pids = tree_pids(pidfile)
+    assert len(pids) == 2
+    assert running(pids) == []
 
 
 #: A step that calls the supervised child directly: its task starts a process tree,
