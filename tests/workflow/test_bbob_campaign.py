@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import run_snakemake, write_config
 
+from evocamp.reporting.status import run_progress
 from evocamp.reporting.suite import BBOB_TARGETS
 from evocamp.results import export_ioh, load_campaign, load_evaluations
 from evocamp.tasks import bbob
@@ -77,3 +78,7 @@ def test_a_bbob_grid_runs_to_the_ecdf_figure_and_exports_what_iohinspector_reads
         run = metrics[(metrics.algorithm == algorithm) & (metrics.domain == domain)]
         final = -run.best_objective.iloc[-1] - bbob.optimum(function, instance, 2)
         assert theirs.raw_y.min() == pytest.approx(final, rel=0, abs=5e-11)
+        # evocamp status shows the precision too.
+        best, label = run_progress(campaign / algorithm / domain / "seed0", campaign).best()
+        assert label == "best precision value (min.)"
+        assert best[-1] == pytest.approx(final, rel=1e-12, abs=1e-15)
