@@ -70,6 +70,7 @@ def naive_io_seconds(state, folder: Path) -> float:
 def measure(dim: int, popsize: int, folder: Path) -> list:
     import numpy as np
 
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.config import run_spec, validate_config
     from evocamp.families import es
     from evocamp.files.checkpoint import open_batch, read_state, write_state
@@ -94,9 +95,15 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         write_state(state_path, state)
         shard_paths = []
         for shard in range(SHARDS):
-            with open_batch(state_path) as (spec, batch_generation, batch, seeds, _):
+            with open_batch(state_path, resolve=resolve_run) as (
+                run,
+                batch_generation,
+                batch,
+                seeds,
+                _,
+            ):
                 result = evaluate_shard(
-                    spec,
+                    run,
                     batch=batch,
                     seeds=seeds,
                     generation=batch_generation,

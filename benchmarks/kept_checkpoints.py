@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import evocamp  # noqa: F401 (BLAS and numba settings first)
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.loop.engine import held_batch, initialise, tell
@@ -126,7 +127,7 @@ def main() -> None:
         batch = held_batch(state)
         shards = [
             evaluate_shard(
-                spec,
+                resolve_run(spec),
                 batch=batch,
                 seeds=state.next_seeds,
                 generation=generation,

@@ -49,6 +49,7 @@ def measure(
     emitters: int, batch_size: int, generations: int, keep_every: int, keep_evaluations: bool
 ) -> list:
     from evocamp.base.files import atomic_copy
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.config import run_spec, validate_config
     from evocamp.files.checkpoint import write_state
     from evocamp.files.evaluations import StorageSettings, gather_states, record_evaluations
@@ -87,7 +88,7 @@ def measure(
             write_shard(
                 shard_path,
                 evaluate_shard(
-                    state.spec,
+                    resolve_run(state.spec),
                     batch=state.next_batch,
                     seeds=state.next_seeds,
                     generation=generation,

@@ -14,6 +14,7 @@ import pytest
 from conftest import PLUGINS, REPO, shard_results
 
 from evocamp.base.errors import ConfigError, EvaluationError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.engine import initialise
@@ -188,10 +189,10 @@ def test_retries_spent_then_stop_counts_the_attempts(tmp_path):
 def test_built_in_domains_run_in_process_unless_a_policy_asks(tmp_path):
     config = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
     spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
-    assert "evaluation" not in spec and not isolated(spec)
+    assert "evaluation" not in spec and not isolated(resolve_run(spec))
     config["evaluation"] = {"timeout": 10}
     spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
-    assert spec["evaluation"]["timeout"] == 10 and isolated(spec)
+    assert spec["evaluation"]["timeout"] == 10 and isolated(resolve_run(spec))
 
 
 #: One small entry per family (and the QD emitters that learn), for the discard tests.

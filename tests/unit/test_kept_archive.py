@@ -14,6 +14,7 @@ import pytest
 from conftest import shard_results, write_final
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive
 from evocamp.files.checkpoint import StoredElites, open_batch, read_state, write_state
@@ -95,10 +96,10 @@ def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorith
         assert sorted(elites) == sorted(expected)
         for name in set(elites) - {"attrs", "file_attrs"}:
             assert elites[name].tobytes() == expected[name].tobytes()
-        with open_batch(path) as (spec, batch_generation, batch, seeds, _):
+        with open_batch(path, resolve=resolve_run) as (run, batch_generation, batch, seeds, _):
             from_disk = [
                 evaluate_shard(
-                    spec, batch=batch, seeds=seeds, generation=batch_generation, shard=s, shards=2
+                    run, batch=batch, seeds=seeds, generation=batch_generation, shard=s, shards=2
                 )
                 for s in range(2)
             ]

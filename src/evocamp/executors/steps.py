@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
+from evocamp.catalogue.factory import resolve_run
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import read_state, with_stored_elites, write_state
@@ -75,13 +76,13 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
     from the node-local cache when the tell that wrote the checkpoint ran on this node,
     :func:`~evocamp.loop.state_cache.shard_batch`)."""
-    with shard_batch(state) as (spec, generation, batch, seeds, numerics):
+    with shard_batch(state) as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
-            spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
+            run, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
-    note_numerics(spec, numerics, step="evaluate", generation=generation)
+    note_numerics(run.spec, numerics, step="evaluate", generation=generation)
     write_shard(output, result)
     log(
         f"generation {result.generation} shard {shard}/{shards}: solutions "
@@ -212,7 +213,9 @@ def _generation_rows(
         shards = [read_shard(path) for path in shard_files]
         if before.spec != spec:
             return None
-        before.next_batch = with_stored_elites(before.next_batch, spec=spec, path=batch_state)
+        before.next_batch = with_stored_elites(
+            before.next_batch, run=resolve_run(spec), path=batch_state
+        )
         results = combine_shards(spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None

@@ -35,7 +35,7 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import batch_format, resolve_run
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
@@ -163,7 +163,8 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
     from its batch (a decentralised worker fits and proposes here) and evaluate it.
     Failures name the run, the evaluation id and its slot."""
-    batch_kind = batch_format(spec)
+    run = resolve_run(spec)
+    batch_kind = run.batch_format
     solutions, stats = call_optimizer(
         spec,
         0,
@@ -176,7 +177,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         slot=entry.slot,
     )
     result = evaluate_slice(
-        spec,
+        run,
         generation=0,
         shard=None,
         start=entry.evaluation,

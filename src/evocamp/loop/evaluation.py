@@ -20,32 +20,24 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
-from evocamp.catalogue.domains import domain_group
-from evocamp.catalogue.factory import batch_format, load_evaluator
+from evocamp.catalogue.factory import load_evaluator
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import (
-    PLUGIN,
-    FailurePolicy,
-    evaluation_repeats,
-    failure_policy,
-    measure_dim,
-    stored_fields,
-    where,
-)
+from evocamp.model.run import Run
+from evocamp.model.runspec import PLUGIN, FailurePolicy, where
 
 
 def evaluate_shard(
-    spec: dict, *, batch, seeds, generation: int, shard: int, shards: int
+    run: Run, *, batch, seeds, generation: int, shard: int, shards: int
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
     Parameters
     ----------
-    spec : dict
-        The run spec.
+    run : Run
+        The run (:func:`~evocamp.catalogue.factory.resolve_run`).
     batch : mapping
         The generation's batch as the optimizer described it (values may be h5py
         datasets, read only where the shard needs them, or
@@ -65,9 +57,9 @@ def evaluate_shard(
         When a plugin's batch format fails to make the shard's solutions.
     """
     start, stop = shard_bounds(len(seeds), shards, shard)
-    batch_kind = batch_format(spec)
+    batch_kind = run.batch_format
     solutions, stats = call_optimizer(
-        spec,
+        run.spec,
         generation,
         f"{batch_kind.name}.solutions",
         batch_kind.materialise,
@@ -77,7 +69,7 @@ def evaluate_shard(
         shard=shard,
     )
     return evaluate_slice(
-        spec,
+        run,
         generation=generation,
         shard=shard,
         start=start,
@@ -185,7 +177,7 @@ def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
 
 
 def evaluate_slice(
-    spec: dict,
+    run: Run,
     *,
     generation: int,
     shard: int | None,
@@ -202,8 +194,8 @@ def evaluate_slice(
 
     Parameters
     ----------
-    spec : dict
-        The run spec (its ``domain_spec`` names the evaluation function).
+    run : Run
+        The run (its spec's ``domain_spec`` names the evaluation function).
     generation, shard, start : int
         Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch
         (``shard`` ``None`` in an asynchronous run, which has slots, not shards).
@@ -227,7 +219,7 @@ def evaluate_slice(
         message names run, generation, shard and the solution's index in the batch
         (or the call's range of solutions when ``chunk_size`` > 1).
     """
-    domain = spec["domain_spec"]
+    spec, domain = run.spec, run.spec["domain_spec"]
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
@@ -246,17 +238,23 @@ def evaluate_slice(
         for lo in range(0, count, size)
     ]
     evaluator = _ChunkEvaluator(
-        load_evaluator(domain), domain, solutions, seeds, calls, repeats=evaluation_repeats(spec)
+        load_evaluator(domain),
+        domain,
+        solutions,
+        seeds,
+        calls,
+        repeats=run.repeats,
+        measure_dim=run.measure_dim,
     )
     # An asynchronous evaluation's failure is logged by the segment that tells it
     # (AsynchronousLoop's `discarded`), not here where it ran.
     outcomes = (
-        _supervised_outcomes(evaluator, failure_policy(spec), report=evaluation is None)
-        if isolated(spec)
+        _supervised_outcomes(evaluator, run.failure_policy, report=evaluation is None)
+        if isolated(run)
         else _outcomes_in_process(evaluator)
     )
     return _shard_result(
-        spec,
+        run,
         outcomes,
         generation=generation,
         shard=shard,
@@ -267,14 +265,14 @@ def evaluate_slice(
     )
 
 
-def isolated(spec: dict) -> bool:
+def isolated(run: Run) -> bool:
     """Whether the run's evaluations run in a supervised child process
     (:mod:`evocamp.base.supervised`): always for a user's evaluation function (a crash
     then names its solution), and for built-in domains when a time limit or a failure
     policy other than ``stop`` asks for it."""
-    policy = failure_policy(spec)
+    policy = run.failure_policy
     return (
-        spec["domain_spec"]["type"] == PLUGIN
+        run.spec["domain_spec"]["type"] == PLUGIN
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )
@@ -301,10 +299,19 @@ class _ChunkEvaluator:
     """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
 
     def __init__(
-        self, evaluator, domain: dict, solutions, seeds, calls: list[_Call], *, repeats: int = 1
+        self,
+        evaluator,
+        domain: dict,
+        solutions,
+        seeds,
+        calls: list[_Call],
+        *,
+        repeats: int = 1,
+        measure_dim: int,
     ) -> None:
         self.evaluator, self.domain, self.calls = evaluator, domain, calls
         self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
+        self.measure_dim = measure_dim
         self.extra_fields = list(domain.get("extra_fields") or [])
 
     def bounds(self, k: int) -> tuple[int, int]:
@@ -336,7 +343,7 @@ class _ChunkEvaluator:
         return _check_outputs(
             outputs,
             call=self.calls[k],
-            measure_dim=measure_dim(self.domain),
+            measure_dim=self.measure_dim,
             extra_fields=self.extra_fields,
         )
 
@@ -443,7 +450,7 @@ def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) 
 
 
 def _shard_result(
-    spec: dict,
+    run: Run,
     outcomes: list[_Outcome],
     *,
     generation: int,
@@ -454,9 +461,8 @@ def _shard_result(
     stats: dict | None,
 ) -> ShardResult:
     """The slice's results from its calls' outcomes (a failed call's rows NaN)."""
-    domain = spec["domain_spec"]
-    names = {"objective": (), "measures": (measure_dim(domain),)}
-    names.update({name: () for name in stored_fields(spec)})
+    names = {"objective": (), "measures": (run.measure_dim,)}
+    names.update({name: () for name in run.stored_fields})
     merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
     eval_seconds, failed_seconds = np.zeros(count), np.zeros(count)
     status = np.zeros(count, dtype=np.uint8)
@@ -483,10 +489,10 @@ def _shard_result(
         objective=merged["objective"],
         measures=merged["measures"],
         eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in stored_fields(spec)},
+        extra={name: merged[name] for name in run.stored_fields},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(domain_group(spec["domain_spec"])),
+        numerics=environment(run.numeric_group),
         status=status if status.any() else None,
         messages=messages,
         attempts=attempts if (attempts > 1).any() else None,

@@ -45,7 +45,7 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
-from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.catalogue.factory import batch_format, optimizer_class, resolve_run
 from evocamp.files.checkpoint import (
     holds_elites,
     light_attrs,
@@ -202,18 +202,19 @@ def read_full_state(path: str | Path) -> RunState:
 @contextlib.contextmanager
 def shard_batch(path: str | Path):
     """Open a state file's next batch for a shard, as
-    :func:`~evocamp.files.checkpoint.open_batch` does (``(spec, generation, batch,
-    seeds, numerics)``): from the node-local cache when the tell that wrote ``path``
-    ran on this node and left the batch's solutions there (the shard reads its own
-    rows, and neither the state file nor the batch's parents), else from the file."""
+    :func:`~evocamp.files.checkpoint.open_batch` does (``(run, generation, batch,
+    seeds, numerics)``, the run resolved once, :func:`resolve_run`): from the
+    node-local cache when the tell that wrote ``path`` ran on this node and left the
+    batch's solutions there (the shard reads its own rows, and neither the state file
+    nor the batch's parents), else from the file."""
     held = _cached_rows(Path(path))
     if held is not None:
         header, rows = held
-        spec = json.loads(header["spec"])
+        run = resolve_run(json.loads(header["spec"]))
         batch = {ASKED: rows}
-        yield spec, header["generation"] + 1, batch, header["seeds"], header["numerics"]
+        yield run, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
-    with open_batch(path) as opened:
+    with open_batch(path, resolve=resolve_run) as opened:
         yield opened
 
 
