@@ -92,7 +92,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
     for generation in (1, 2):
         began = time.perf_counter()
         state_path = folder / f"state_{generation - 1}.h5"
-        write_state(state_path, state)
+        write_state(state_path, state, run=resolve_run(state.spec))
         shard_paths = []
         for shard in range(SHARDS):
             with open_batch(state_path, resolve=resolve_run) as (
@@ -115,7 +115,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         told = time.perf_counter()
         state = tell(read_state(state_path), [read_shard(path) for path in shard_paths])
         tell_seconds = time.perf_counter() - told
-        write_state(folder / "next.h5", state)
+        write_state(folder / "next.h5", state, run=resolve_run(state.spec))
         generation_seconds = time.perf_counter() - began
     batch_bytes = stored_bytes(state_path, ["next_batch", "next_seeds"])
     shard_bytes = sum(path.stat().st_size for path in shard_paths)

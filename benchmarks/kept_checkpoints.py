@@ -122,7 +122,7 @@ def main() -> None:
     state = initialise(spec)
     for run in runs.values():
         run.checkpoints.mkdir(parents=True)
-        write_state(run.checkpoint(0), state)
+        write_state(run.checkpoint(0), state, run=resolve_run(state.spec))
     for generation in range(1, args.generations + 1):
         batch = held_batch(state)
         shards = [
@@ -143,7 +143,7 @@ def main() -> None:
         for every, run in runs.items():
             path = run.checkpoint(generation)
             began = time.perf_counter()
-            write_state(path, state, full_every=every)
+            write_state(path, state, run=resolve_run(state.spec), full_every=every)
             line[f"write_s_{every}"] = round(time.perf_counter() - began, 3)
             line[f"MB_{every}"] = round(path.stat().st_size / 1e6, 3)
         import h5py

@@ -130,7 +130,7 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
     )
     state = initialise(run_spec(config, algorithm="oes", domain="big", seed=0))
     path = tmp_path / "state.h5"
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     with h5py.File(path) as handle:
         stored = {name: handle["next_batch"][name].size for name in handle["next_batch"]}
         assert handle["next_batch"].attrs["size"] == 200
@@ -155,5 +155,5 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
         )
     ]
     state = tell(state, shards)
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     assert 24 * 5000 < path.stat().st_size <= 24 * 5000 + 16 * 200 + 64 * 1024

@@ -56,6 +56,7 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
     """A run of ``algorithm`` on the ``dim``-d sphere (3 shards, 20 generations, kept
     every ``every``): its working folder with the generation-0 state written, and the
     same state in memory."""
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.files.checkpoint import write_state
     from evocamp.loop.engine import initialise
 
@@ -70,7 +71,7 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
     )
     spec = run_spec(config, algorithm="a", domain="d", seed=seed)
     work = tmp_path / "work"
-    write_state(work / "state_000000.h5", initialise(spec))
+    write_state(work / "state_000000.h5", initialise(spec), run=resolve_run(spec))
     return work, initialise(spec)
 
 

@@ -186,9 +186,9 @@ def run_async_segment(
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         beyond = slots.finish(completion_log.append)
     kept = (storage or StorageSettings()).for_run(
-        state.spec, generation_size=completions_per_generation(state.spec), total=total
+        run, generation_size=completions_per_generation(state.spec), total=total
     )
-    rows = completion_rows(state.spec, loop.told, storage=kept) if kept else None
+    rows = completion_rows(run, loop.told, storage=kept) if kept else None
     if rows is not None:
         record_window_rows(
             RunFolder.holding(output),
@@ -198,7 +198,7 @@ def run_async_segment(
             total=total,
         )
     began = time.perf_counter()
-    write_state(output, state, full_every=full_every)
+    write_state(output, state, run=run, full_every=full_every)
     print(
         f"generation {state.generation}: {beyond} completions beyond it logged for the next "
         f"segment; checkpoint written ({Path(output).stat().st_size / 1e6:.2f} MB in "

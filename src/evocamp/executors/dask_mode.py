@@ -386,10 +386,10 @@ def run_generations(
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
-    kept = (storage or StorageSettings()).for_run(
-        state.spec, generation_size=len(state.next_seeds), total=total
-    )
     run = resolve_run(state.spec)
+    kept = (storage or StorageSettings()).for_run(
+        run, generation_size=len(state.next_seeds), total=total
+    )
     told = []
     while state.generation < until:
         generation = state.generation + 1
@@ -478,7 +478,7 @@ def run_segment(
         )
         state = dataclasses.replace(state, evaluations=None)
     began = time.perf_counter()
-    write_state(output, state, full_every=full_every)
+    write_state(output, state, run=run, full_every=full_every)
     print(
         f"generation {state.generation}: checkpoint written "
         f"({Path(output).stat().st_size / 1e6:.2f} MB in {time.perf_counter() - began:.3f} s)",

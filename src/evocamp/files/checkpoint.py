@@ -22,7 +22,6 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.catalogue.algorithms import family_of
 from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.kept_archive import delta_base, elite_rows, is_delta, read_archive_table, rows_of
@@ -43,6 +42,7 @@ def write_state(
     path: str | Path,
     state: RunState,
     *,
+    run: Run,
     light: bool = False,
     attrs: dict | None = None,
     full_every: int = 1,
@@ -57,6 +57,8 @@ def write_state(
         The file.
     state : RunState
         The state.
+    run : Run
+        Its run (the family named in ``/optimizer``).
     light : bool
         Write a *light* state: everything but ``/archive`` and ``/optimizer``; the
         elites its tell changed in ``/inserted`` when the optimizer noted them (a
@@ -99,7 +101,7 @@ def write_state(
                 optimizer=state.optimizer,
                 archive=state.archive,
                 next_batch=state.next_batch,
-                family=family_of(state.spec["algorithm_spec"]),
+                family=run.algorithm.family,
                 elites=elites,
                 cells=full_every > 1 and state.archive is not None,
                 base=base,

@@ -44,12 +44,11 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
+from evocamp.model.run import Run
 from evocamp.model.runspec import (
     evaluation_repeats,
-    measure_dim,
     run_label,
     spec_run_key,
-    stored_fields,
 )
 from evocamp.model.state import RunState
 
@@ -456,7 +455,7 @@ class AsynchronousLoop:
 
 
 def completion_rows(
-    spec: dict, told: list[tuple[int, Completion]], *, storage: StorageSettings
+    run: Run, told: list[tuple[int, Completion]], *, storage: StorageSettings
 ) -> EvaluationRows | None:
     """The kept-evaluation rows (:mod:`evocamp.files.evaluations`) of completions told
     by an asynchronous loop (:attr:`AsynchronousLoop.told`), in (generation, evaluation
@@ -468,22 +467,22 @@ def completion_rows(
     completions = [completion for _, completion in told]
     evaluations = np.asarray([c.evaluation for c in completions], dtype=np.int64)
     count = len(completions)
-    extra_fields = stored_fields(spec)
+    spec = run.spec
     return EvaluationRows(
         generation=np.asarray([generation for generation, _ in told], dtype=np.int64),
         index=evaluations,
         seed=asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations),
         objective=np.asarray([c.objective for c in completions], dtype=np.float64),
         measures=np.asarray([c.measures for c in completions], dtype=np.float64).reshape(
-            count, measure_dim(spec["domain_spec"])
+            count, run.measure_dim
         ),
         extra={
             name: np.asarray([c.extra[name] for c in completions], dtype=np.float64)
-            for name in extra_fields
+            for name in run.stored_fields
         },
         eval_seconds=np.asarray([c.eval_seconds for c in completions], dtype=np.float64),
         solution=np.stack([c.solution for c in completions])
-        if storage.stores_solutions(spec)
+        if storage.stores_solutions(run)
         else None,
         status=np.asarray([c.status for c in completions], dtype=np.uint8),
         failures={(generation, c.evaluation): c.message for generation, c in told if c.status},

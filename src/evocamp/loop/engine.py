@@ -14,7 +14,7 @@ import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.base.sharding import ElitesAt
-from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
+from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive, resolve_run
 from evocamp.families.passive import build_passive_archive
 from evocamp.families.qd.compact import ArchiveElites
 from evocamp.files.evaluations import EvaluationRows, StorageSettings, keeps_noise_seeds
@@ -197,11 +197,12 @@ def evaluation_rows(
     each offspring's noise seed and the generation's centre and sigma instead, from
     which :meth:`~evocamp.model.protocol.BatchFormat.materialise` regenerates it.
     Another compact batch's solutions are materialised once for the whole batch."""
+    run = resolve_run(state.spec)
     count = len(results.objective)
     index = np.arange(count, dtype=np.int64)
     solution = noise_seed = None
     batch = {}
-    if keeps_noise_seeds(state.spec):
+    if keeps_noise_seeds(run):
         noise = np.asarray(state.next_batch["noise"], dtype=np.uint64)
         noise_seed = noise[index // (count // len(noise))]
         batch = {"generation": np.array([generation], dtype=np.int64)}
@@ -212,13 +213,13 @@ def evaluation_rows(
                 if name != "noise"
             }
         )
-    elif storage.stores_solutions(state.spec):
+    elif storage.stores_solutions(run):
         if results.solutions is not None:
             solution = results.solutions
         elif set(state.next_batch) == {"solutions"}:
             solution = np.asarray(state.next_batch["solutions"], dtype=np.float64)
         else:
-            batch_kind = batch_format(state.spec)
+            batch_kind = run.batch_format
             solution, _ = call_optimizer(
                 state.spec,
                 generation,
