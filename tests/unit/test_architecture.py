@@ -241,10 +241,11 @@ def test_only_ribs_internals_touches_pyribs_private_attributes():
     assert found == []
 
 
-def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[str]]:
+def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[str], int]:
     """The walk of a shard's evaluation: the evocamp modules entered, in order, from
     ``cli.cmd_evaluate`` to the domain's evaluation function (both included), with
-    consecutive repeats collapsed; and, for the record, every call's module likewise.
+    consecutive repeats collapsed; for the record, every call's module likewise; and
+    how often the whole step resolved a batch format (``batch_format_of``).
 
     What counts as a stop: a module *entered*, that is, a Python-level ``call`` event
     (``sys.setprofile``: a function, method, lambda, comprehension, generator resumed,
@@ -261,6 +262,7 @@ def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[st
     from evocamp import cli
     from evocamp.config import run_spec, validate_config
     from evocamp.executors.steps import init_step
+    from evocamp.model import protocol
     from evocamp.tasks import functions
 
     config = validate_config(
@@ -274,18 +276,20 @@ def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[st
     checkpoint = tmp_path / "gen_000000.h5"
     init_step(spec=run_spec(config, algorithm="a", domain="sphere", seed=0), output=checkpoint)
     start, goal = cli.cmd_evaluate.__code__, functions.sphere.__code__
+    resolving = protocol.batch_format_of.__code__
     entered: list[str] = []
     called: list[str] = []
-    recording = False
+    recording, resolved = False, 0
 
     def module_of(frame) -> str:
         name = frame.f_globals.get("__name__", "")
         return name if name.split(".")[0] == "evocamp" else ""
 
     def profile(frame, event, arg):
-        nonlocal recording
+        nonlocal recording, resolved
         if event != "call":
             return
+        resolved += frame.f_code is resolving
         if frame.f_code is start:
             recording = True
         module = module_of(frame) if recording else ""
@@ -299,7 +303,6 @@ def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[st
         called.append(module)
         if frame.f_code is goal:
             recording = False
-            sys.setprofile(None)
 
     argv = ["evaluate", "--state", str(checkpoint), "--shard", "1", "--shards", "2"]
     sys.setprofile(profile)
@@ -313,7 +316,7 @@ def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[st
 
     walk = collapsed(entered)
     assert walk[0] == "evocamp.cli" and walk[-1] == "evocamp.tasks.functions", walk
-    return walk, collapsed(called)
+    return walk, collapsed(called), resolved
 
 
 def returns_of(walk: list[str]) -> list[str]:
@@ -341,10 +344,17 @@ WALK_STOPS = 12
 def test_a_shards_evaluation_walk_is_short_and_never_returns(tmp_path, algorithm):
     """From ``cmd_evaluate`` to the domain's evaluation function in at most
     :data:`WALK_STOPS` stops, none in a module already left."""
-    walk, calls = evaluation_walk(tmp_path, algorithm)
+    walk, calls, _ = evaluation_walk(tmp_path, algorithm)
     print(
         f"{len(walk)} stops, {len(returns_of(walk))} returns: {' > '.join(walk)}\n"
         f"(every call: {len(calls)} stops, {len(returns_of(calls))} returns)"
     )
     assert len(walk) <= WALK_STOPS, walk
     assert returns_of(walk) == [], walk
+
+
+def test_an_evaluate_step_resolves_its_batch_format_once(tmp_path):
+    """The run object is resolved once per step: one ``batch_format_of`` in a whole
+    ``evaluate`` step (it was two, and a call of ``batch_format`` in eight modules)."""
+    _, _, resolved = evaluation_walk(tmp_path, {"type": "map_elites", "emitter_batch_size": 8})
+    assert resolved == 1

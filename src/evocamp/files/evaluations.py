@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,10 +52,6 @@ GROUP = "evaluations"
 FAILURES = "failures"
 #: Columns measured in seconds: they differ between runs of the same campaign.
 TIMING_FIELDS = ("eval_seconds",)
-#: Environment variable through which the workflow hands the campaign's ``storage``
-#: keys to the step commands (JSON). They are not part of the run spec: they change no
-#: result, and kept checkpoints stay valid.
-STORAGE_VARIABLE = "EVOCAMP_STORAGE"
 
 
 def keeps_noise_seeds(run: Run) -> bool:
@@ -99,7 +94,8 @@ class StorageSettings:
         )
 
     def to_json(self) -> str:
-        """The settings as :data:`STORAGE_VARIABLE` carries them."""
+        """The settings as the ``storage`` keys, in JSON (the step settings carry them:
+        :class:`~evocamp.loop.step_settings.StepSettings`)."""
         return json.dumps(
             {
                 "storage": {
@@ -110,12 +106,6 @@ class StorageSettings:
             },
             sort_keys=True,
         )
-
-    @classmethod
-    def from_environment(cls) -> StorageSettings:
-        """The settings in :data:`STORAGE_VARIABLE` (the defaults when unset)."""
-        text = os.environ.get(STORAGE_VARIABLE, "")
-        return cls.from_config(json.loads(text)) if text else cls()
 
     def stores_solutions(self, run: Run) -> bool:
         """Whether the rows of this run hold the solutions (else ES's noise seeds, or
