@@ -339,7 +339,8 @@ WALK_STOPS = 12
 )
 @pytest.mark.xfail(
     strict=True,
-    reason="today 26 stops, 10 returns (map_elites); 24, 8 (openai_es): the run object to come",
+    reason="22 stops, 4 returns (26 and 10 before the run object; map_elites and "
+    "openai_es alike): docs/architecture.md, 'A shard's walk', says what is left",
 )
 def test_a_shards_evaluation_walk_is_short_and_never_returns(tmp_path, algorithm):
     """From ``cmd_evaluate`` to the domain's evaluation function in at most

@@ -125,8 +125,11 @@ def resolve_run(spec: dict) -> Run:
     OptimizerError
         When a plugin's class cannot be imported or has a broken batch format.
     """
+    # Each module asked once, in turn: the catalogue's entries, the protocol (the
+    # batch format), the run spec's accessors.
     entry = algorithm_type(spec)
     cls = optimizer_class(spec)
+    batch_kind = _batch_format(spec, cls)
     recipe = entry.recipe
     return Run(
         spec=spec,
@@ -134,7 +137,7 @@ def resolve_run(spec: dict) -> Run:
         algorithm=entry,
         domain=DOMAINS.get(spec["domain_spec"]["type"]),
         optimizer_class=cls,
-        batch_format=_batch_format(spec, cls),
+        batch_format=batch_kind,
         failure_policy=failure_policy(spec),
         repeats=evaluation_repeats(spec),
         measure_dim=measure_dim(spec["domain_spec"]),
