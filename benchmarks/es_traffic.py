@@ -49,11 +49,11 @@ def naive_io_seconds(state, folder: Path) -> float:
     """Seconds to write a batch as P x M offspring and read it back shard by shard (the
     naive design's extra I/O; its offspring are drawn here once, not timed)."""
     from evocamp.base.sharding import shard_bounds
-    from evocamp.catalogue.factory import batch_format
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.files.hdf5 import atomic_h5, write_dataset
 
     size = len(state.next_seeds)
-    offspring, _ = batch_format(state.spec).materialise(state.next_batch, 0, size)
+    offspring, _ = resolve_run(state.spec).batch_format.materialise(state.next_batch, 0, size)
     path = folder / "naive.h5"
     began = time.perf_counter()
     with atomic_h5(path) as handle:

@@ -11,7 +11,7 @@ from conftest import error_of, merged
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
-from evocamp.catalogue.factory import batch_format, resolve_run
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import held_batch, initialise
@@ -65,7 +65,7 @@ def test_repeats_give_the_means_of_real_evaluations_with_derived_seeds(small_con
     spec = _spec(small_config, {"repeats": 3})
     state = initialise(spec)
     batch, seeds = held_batch(state), state.next_seeds
-    solutions, _ = batch_format(spec).materialise(batch, 0, len(seeds))
+    solutions, _ = resolve_run(spec).batch_format.materialise(batch, 0, len(seeds))
     results = [
         evaluate_shard(resolve_run(spec), batch=batch, seeds=seeds, generation=1, shard=s, shards=2)
         for s in range(2)

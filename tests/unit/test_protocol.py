@@ -21,7 +21,7 @@ from evocamp.base.errors import (
     EvocampError,
     OptimizerError,
 )
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.cli import main
 from evocamp.config import run_spec, run_spec_json, validate_config
 from evocamp.loop.engine import initialise, tell
@@ -138,7 +138,7 @@ def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring
     )
     state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
     assert set(state.next_batch) == {"parent", "sigma", "noise"} and len(state.next_seeds) == 6
-    formats = batch_format(state.spec)
+    formats = resolve_run(state.spec).batch_format
     assert formats.name == "ParentAndNoise" and not formats.proposes_in_shards
     whole, _ = formats.materialise(state.next_batch, 0, 6)
     results = shard_results(state, 2)

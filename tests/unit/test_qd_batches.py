@@ -16,7 +16,7 @@ import pytest
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.base.errors import CorruptFileError
 from evocamp.base.sharding import ElitesAt, shard_bounds
-from evocamp.catalogue.factory import batch_format, build_optimizer
+from evocamp.catalogue.factory import build_optimizer, resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.qd import ArchiveElites, QDBatch, compact_emitters
 from evocamp.model.protocol import ELITES
@@ -194,7 +194,7 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
         optimizer.tell(*results_of(regenerated(optimizer, batch, 0, 64)))
     batch = optimizer.ask()
     whole = regenerated(optimizer, batch, 0, 64)
-    kind = batch_format(spec)
+    kind = resolve_run(spec).batch_format
     assert kind.reads_elites
     cells = kind.elites_read(batch, 10, 20)
     assert 0 < len(cells) <= 10

@@ -104,12 +104,6 @@ def optimizer_class(spec: dict) -> type:
     return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
 
 
-def batch_format(spec: dict) -> BatchFormat:
-    """How a run's batches are sized and materialised (a step that has its
-    :class:`~evocamp.model.run.Run` reads ``run.batch_format``)."""
-    return _batch_format(spec, optimizer_class(spec))
-
-
 def _batch_format(spec: dict, cls: type) -> BatchFormat:
     algorithm = spec["algorithm_spec"]
     return batch_format_of(cls, name=algorithm.get("class", algorithm["type"]))

@@ -141,7 +141,7 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]], *, ru
             {"solutions": Rows(batch["solutions"][a:b], offset=a, length=size)} for a, b in bounds
         ]
     if run.batch_format.reads_elites:
-        return [held_batch(state, start=a, stop=b) for a, b in bounds]
+        return [held_batch(state, run=run, start=a, stop=b) for a, b in bounds]
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
@@ -408,7 +408,7 @@ def run_generations(
             pure=False,
         )
         results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
-        state = tell(state, results, workers=workers, storage=kept)
+        state = tell(state, results, workers=workers, storage=kept, run=run)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))

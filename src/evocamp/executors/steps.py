@@ -105,7 +105,7 @@ def tell_step(
     ``finalise`` record them from the shard files and states (:func:`record_window`)."""
     before = read_full_state(state)
     run = resolve_run(before.spec)
-    told = tell(before, [read_shard(path) for path in shard_files])
+    told = tell(before, [read_shard(path) for path in shard_files], run=run)
     written = write_told_state(
         output,
         told,

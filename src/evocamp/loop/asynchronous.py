@@ -35,7 +35,7 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.catalogue.factory import batch_format, resolve_run
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
@@ -204,8 +204,9 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     )
 
 
-def _propose(spec: dict, optimizer, standing: Standing, slots: list[int], *, start: float):
+def _propose(run: Run, optimizer, standing: Standing, slots: list[int], *, start: float):
     """Ask the optimizer for one proposal per freed slot and put them in flight."""
+    spec = run.spec
     evaluations = list(range(standing.proposed, standing.proposed + len(slots)))
     generation = standing.told // completions_per_generation(spec) + 1
     asked = call_method(
@@ -216,7 +217,7 @@ def _propose(spec: dict, optimizer, standing: Standing, slots: list[int], *, sta
         slots=np.asarray(slots, dtype=np.int64),
         evaluations=np.asarray(evaluations, dtype=np.int64),
     )
-    batches = checked_proposals(spec, generation, batch_format(spec), asked, count=len(slots))
+    batches = checked_proposals(spec, generation, run.batch_format, asked, count=len(slots))
     seeds = asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations)
     added = []
     for slot, evaluation, seed, batch in zip(slots, evaluations, seeds, batches, strict=True):
@@ -234,7 +235,7 @@ def initialise_asynchronous(spec: dict) -> RunState:
     def fill_slots(optimizer) -> tuple[dict, np.ndarray]:
         standing = Standing(told=0, proposed=0, now=0.0)
         slots = list(range(spec["asynchronous"]["slots"]))
-        _propose(spec, optimizer, standing, slots, start=0.0)
+        _propose(resolve_run(spec), optimizer, standing, slots, start=0.0)
         return encode_in_flight(standing)
 
     return initialise(spec, first_batch=fill_slots)
@@ -338,6 +339,7 @@ class AsynchronousLoop:
     ):
         self.state = state
         self.spec = state.spec
+        self.run_object = resolve_run(state.spec)  # (run() runs the loop)
         self.standing = decode_in_flight(state.next_batch, state.next_seeds)
         self.resume = resume
         self.submit, self.wait, self.record = submit, wait, record
@@ -412,7 +414,7 @@ class AsynchronousLoop:
         self.block.append(completion)
         self.told.append((generation, completion))
         for new in _propose(
-            self.spec, self.state.optimizer, self.standing, [entry.slot], start=finished
+            self.run_object, self.state.optimizer, self.standing, [entry.slot], start=finished
         ):
             self._start(new)
         if self.standing.told % self.per_generation == 0:
