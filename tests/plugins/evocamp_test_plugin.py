@@ -151,3 +151,10 @@ def fails_on_negative_first(solutions, seeds):
     if (solutions[:, 0] < 0).any():
         raise ValueError("the first parameter is negative")
     return {"objective": -np.sum(solutions**2, axis=1), "measures": solutions[:, :1]}
+
+
+def plateau(solutions, seeds):
+    """A flat objective (0 everywhere), measures = the first two parameters: pycma's
+    flat-fitness test stops every run after one generation, so IPOP- and BIPOP-CMA-ES
+    restart, with another population, every generation."""
+    return {"objective": np.zeros(len(solutions)), "measures": solutions[:, :2]}

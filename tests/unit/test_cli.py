@@ -104,7 +104,8 @@ def test_step_settings_reach_a_step_through_one_variable(monkeypatch):
 def test_no_other_environment_variable_of_evocamp_carries_a_setting():
     """One channel: the step settings' variable is the only ``EVOCAMP_`` name the
     package and the workflow spell, but for two settings of the machine (the state
-    cache's folder, warm start), which the workflow never sets."""
+    cache's folder, warm start), which the workflow never sets, and what a user's
+    program is given."""
     import re
 
     spelt = {}
@@ -115,4 +116,8 @@ def test_no_other_environment_variable_of_evocamp_carries_a_setting():
         "EVOCAMP_STEP": {"step_settings.py"},
         "EVOCAMP_STATE_CACHE": {"state_cache.py"},
         "EVOCAMP_WARM_START": {"warmstart.py"},
+        # What evocamp gives a user's program (docs/programs.md): set, never read.
+        "EVOCAMP_WORKDIR": {"programs.py"},
+        "EVOCAMP_SEED": {"programs.py"},
+        "EVOCAMP_EVAL_ID": {"programs.py"},
     }

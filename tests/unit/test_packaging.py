@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -12,15 +13,30 @@ import tomllib
 import yaml
 from conftest import REPO
 
+from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.domains import DOMAINS
 from evocamp.model.numerics import NUMERIC_PACKAGES, environment
 
 
-def test_conda_environment_pins_the_same_dependencies_as_pyproject():
+def conda_env_script():
+    """``scripts/conda_env.py``, which writes the environment from pyproject.toml."""
+    spec = importlib.util.spec_from_file_location("conda_env", REPO / "scripts" / "conda_env.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_conda_environment_is_generated_from_pyproject():
     """The environment lives under workflow/ (Snakemake's convention: a copy of Snakefile
-    and workflow/ is the whole workflow); the top-level envs/ is a link to it."""
+    and workflow/ is the whole workflow); the top-level envs/ is a link to it. Its pip
+    list is the dependencies and every extra but ``test``, written by
+    ``python scripts/conda_env.py`` (an extra added to pyproject.toml needs no edit of
+    the environment, only that command)."""
     assert (REPO / "envs").is_symlink() and os.readlink(REPO / "envs") == "workflow/envs"
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    environment = yaml.safe_load((REPO / "workflow" / "envs" / "evocamp.yaml").read_text())
+    text = (REPO / "workflow" / "envs" / "evocamp.yaml").read_text()
+    assert text == conda_env_script().render(), "run: python scripts/conda_env.py"
+    environment = yaml.safe_load(text)
     pip_section = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
     extras = [
         requirement
@@ -30,6 +46,30 @@ def test_conda_environment_pins_the_same_dependencies_as_pyproject():
     ]
     assert pip_section == project["dependencies"] + extras
     assert "python=3.11" in environment["dependencies"]
+
+
+def test_the_catalogues_extras_are_pyprojects():
+    """Every extra an algorithm type or a domain names is an extra of pyproject.toml,
+    whose exact pins lie in the versions the catalogue accepts, and which pins every
+    distribution it records in the runs' provenance exactly; the test extra holds every
+    other extra (the tests run every type and domain)."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    declared = {e.extra for e in (*ALGORITHMS.values(), *DOMAINS.values()) if e.extra}
+    assert {extra.name for extra in declared} <= set(extras) - {"test"}
+    for extra in declared:
+        pins = dict(
+            (re.sub(r"\[.*\]", "", name), version)
+            for name, version in (r.split("==") for r in extras[extra.name] if "==" in r)
+        )
+        for name, low, below in extra.requires:
+            if name in pins:
+                found = tuple(int(part) for part in pins[name].split(".")[:3])
+                assert low <= found < below, (extra.name, name, pins[name])
+        assert set(extra.numeric) <= set(pins), extra
+    for name, requirements in extras.items():
+        assert set(requirements) <= set(extras["test"]), name
 
 
 def exact_pins() -> dict[str, str]:
@@ -48,13 +88,10 @@ def exact_pins() -> dict[str, str]:
 
 
 def test_every_package_that_decides_numbers_is_pinned_exactly_and_installed_so():
-    """pyproject.toml pins each of NUMERIC_PACKAGES exactly (the test extra's pymoo is
-    the bop extra's); the installed versions are the pinned ones; and the recorded
-    digests were recorded with exactly these versions, so an upgrade re-records them."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"]
-    assert [r for r in extras["test"] if r.startswith("pymoo")] == extras["bop"]
-    assert set(extras["mujoco"]) <= set(extras["test"])  # the tests run every domain
+    """pyproject.toml pins each of NUMERIC_PACKAGES exactly (the test extra holds every
+    other extra: test_the_catalogues_extras_are_pyprojects); the installed versions are
+    the pinned ones; and the recorded digests were recorded with exactly these versions,
+    so an upgrade re-records them."""
     pins = exact_pins()
     assert set(NUMERIC_PACKAGES) <= set(pins), set(NUMERIC_PACKAGES) - set(pins)
     pinned = ", ".join(f"{name} {pins[name]}" for name in NUMERIC_PACKAGES)

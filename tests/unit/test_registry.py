@@ -3,6 +3,7 @@ schema, the run specs and the documentation agree with it."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -11,10 +12,11 @@ import pytest
 import yaml
 from conftest import REPO, SMALL_CAMPAIGN
 
-from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.base.errors import ConfigError
+from evocamp.catalogue.algorithms import ALGORITHMS, FAMILIES
 from evocamp.catalogue.domains import DOMAINS
 from evocamp.config import experiments_of, load_schema, run_spec, seeds_of, validate_config
-from evocamp.model.runspec import PLUGIN
+from evocamp.model.runspec import COMMAND, PLUGIN
 from evocamp.reporting.reference import render
 
 #: The keys of an algorithm entry that every type has.
@@ -34,7 +36,7 @@ def test_plugin_is_spelt_once_in_the_code():
 def test_schema_types_are_the_catalogue_entries():
     definitions = load_schema()["$defs"]
     assert definitions["algorithm"]["properties"]["type"]["enum"] == list(ALGORITHMS)
-    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN]
+    assert definitions["domain"]["properties"]["type"]["enum"] == [*DOMAINS, PLUGIN, COMMAND]
 
 
 def test_schema_keys_are_the_keys_some_type_accepts():
@@ -47,6 +49,28 @@ def test_schema_keys_are_the_keys_some_type_accepts():
         f"keys no type accepts {sorted(properties - COMMON_KEYS - accepted)}, "
         f"keys without a shape {sorted(accepted - properties)}"
     )
+
+
+def test_key_shapes_of_the_catalogue_are_keys_the_schema_file_lacks():
+    """A library family's own keys get their shapes from its entries
+    (``AlgorithmType.key_shapes``); a key of the schema file is never shaped twice, and
+    the entries that shape one key agree."""
+    text = (REPO / "src" / "evocamp" / "schemas" / "config.schema.yaml").read_text()
+    in_file = set(yaml.safe_load(text)["$defs"]["algorithm"]["properties"])
+    shapes = {}
+    for entry in ALGORITHMS.values():
+        assert not set(entry.key_shapes) & in_file, entry.name
+        for key, shape in entry.key_shapes.items():
+            assert shapes.setdefault(key, shape) == shape, key
+            assert key in entry.keys, (entry.name, key)
+    assert load_schema()["$defs"]["algorithm"]["properties"]["incpopsize"]["minimum"] == 2
+    with pytest.raises(ConfigError, match="incpopsize"):
+        validate_config(
+            {
+                "algorithms": {"a": {"type": "ipop_cma_es", "incpopsize": 1}},
+                "domains": {"d": {"type": "sphere"}},
+            }
+        )
 
 
 def test_schema_states_no_default_of_a_type():
@@ -137,7 +161,7 @@ def test_run_specs_are_those_of_the_flat_package():
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_type_has_a_summary_and_its_defaults_validate(name):
     entry = ALGORITHMS[name]
-    assert entry.summary and entry.family in ("qd", "es", "bo", "baseline", "plugin")
+    assert entry.summary and FAMILIES[entry.family.name] is entry.family
     if entry.cls is None:
         return
     if entry.needs_measures:
@@ -163,3 +187,23 @@ def test_configuration_reference_is_generated_from_the_catalogue():
         assert f"| `{name}` |" in text
     for name in DOMAINS:
         assert f"| `{name}` |" in text
+
+
+def test_a_family_is_declared_once_beside_its_types_and_documented():
+    """The four-file shape of a family (docs/architecture.md, "Adding a family from
+    another library"): ``Family`` and ``Extra`` are constructed in the catalogue's
+    entry modules only, ``FAMILIES`` is exactly the families of the entries, and every
+    type (but ``plugin``, docs/plugins.md) has its place in docs/families.md."""
+    constructed = {}
+    for path in sorted((REPO / "src" / "evocamp").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "Family",
+                "Extra",
+            ):
+                constructed.setdefault(node.func.id, set()).add(path.name)
+    assert constructed == {"Family": {"algorithms.py"}, "Extra": {"algorithms.py", "domains.py"}}
+    assert list(FAMILIES.values()) == list(dict.fromkeys(e.family for e in ALGORITHMS.values()))
+    families_page = (REPO / "docs" / "families.md").read_text()
+    for name in ALGORITHMS:
+        assert name == PLUGIN or f"`{name}`" in families_page, name

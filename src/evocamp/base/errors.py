@@ -45,6 +45,12 @@ class EvaluationError(EvocampError):
     generation, shard and solution."""
 
 
+class ProgramCrashed(EvaluationError):
+    """A ``type: command`` domain's program exited with a non-zero status or was killed
+    by a signal: a crash of the evaluation (``on_failure: retry`` evaluates it again),
+    not a result it gave."""
+
+
 class OptimizerError(EvocampError):
     """An optimizer class cannot be imported, lacks a method, raised, or returned a
     bad batch; the message names the class, the method, the run and the generation."""

@@ -1,8 +1,12 @@
-"""Every algorithm type (``algorithms.NAME.type``), one :class:`AlgorithmType` entry each.
+"""Every algorithm type (``algorithms.NAME.type``), one :class:`AlgorithmType` entry each,
+and the families they belong to.
 
-Adding a type is one class (or one :class:`~evocamp.families.components.QDRecipe` of pyribs
-components) and one entry in :data:`ALGORITHMS`; ``python -m evocamp.reporting.reference
-docs/configuration.md`` then regenerates the documentation's tables.
+Adding a type is one class (or one :class:`~evocamp.families.qd.components.QDRecipe` of
+pyribs components) and one entry in :data:`ALGORITHMS`; ``python -m
+evocamp.reporting.reference docs/configuration.md`` then regenerates the documentation's
+tables. A family from another library is declared here beside its entries: its
+:class:`Family`, its :class:`Extra` and its types (``pycma`` below is the example of
+docs/architecture.md); :data:`FAMILIES` is built from the entries.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evocamp.catalogue.entries import AlgorithmType, Derived, SpecName
-from evocamp.families import bo, es
+from evocamp.catalogue.entries import AlgorithmType, Derived, Extra, Family, SpecName
+from evocamp.families import bo, es, pycma
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import components
 from evocamp.families.qd.components import QDRecipe
@@ -21,6 +25,18 @@ from evocamp.model.runspec import PLUGIN
 
 #: Grid cells per measure of a grid archive unless ``archive.dims`` says otherwise.
 DEFAULT_GRID_CELLS_PER_MEASURE = 20
+
+# --- families ---------------------------------------------------------------------
+
+QD = Family("qd", "QD (pyribs)")
+ES = Family("es", "evolution strategies")
+BO = Family("bo", "Bayesian optimisation")
+BASELINE = Family("baseline", "baseline")
+OWN = Family(PLUGIN, "your own class")
+
+#: BOP-Elites' pattern search: pymoo 0.6.2's PatternSearch draws unseeded random
+#: numbers, so BOP-Elites' proposals would differ from run to run.
+BOP = Extra("bop", requires=(("pymoo", (0, 6, 1), (0, 6, 2)),))
 
 # --- algorithm types --------------------------------------------------------------
 
@@ -65,7 +81,7 @@ def _qd(
         optional = (*optional, "initial_population")  # emitters that start from x0
     return AlgorithmType(
         name=name,
-        family="qd",
+        family=QD,
         summary=summary,
         reference=reference,
         defaults=defaults,
@@ -168,6 +184,61 @@ _ES_WHOLE_BATCHES = (
     "has nothing to be ranked against)"
 )
 
+
+# --- a family from another library: pycma's IPOP- and BIPOP-CMA-ES ----------------
+
+PYCMA = Family("pycma", "CMA-ES with restarts (pycma)")
+#: pycma, pinned exactly (its numbers are the runs' numbers).
+PYCMA_EXTRA = Extra("cma", requires=(("cma", (4, 5, 0), (4, 5, 1)),), numeric=("cma",))
+#: The family's own key (the schema file names it nowhere).
+_INCPOPSIZE = {
+    "type": "integer",
+    "minimum": 2,
+    "description": "Factor of the population from one large restart to the next "
+    "(ipop_cma_es, bipop_cma_es; cma.fmin2's incpopsize).",
+}
+
+
+def _pycma(name: str, summary: str, reference: str, *, cls: type) -> AlgorithmType:
+    """A restart regime of :class:`~evocamp.families.pycma.RestartCMAES`: a generation is
+    the current restart's population, ``popsize`` the first (and smallest) one."""
+    return AlgorithmType(
+        name=name,
+        family=PYCMA,
+        summary=summary,
+        reference=reference,
+        defaults={
+            "sigma": 0.5,
+            "popsize": Derived(_snes_popsize, "4 + floor(3 ln d), pycma's"),
+            "incpopsize": 2,
+        },
+        params=("popsize", "sigma", "incpopsize"),
+        cls=cls,
+        generation_size=_population,
+        async_refusal=_ES_WHOLE_BATCHES,
+        extra=PYCMA_EXTRA,
+        key_shapes={"incpopsize": _INCPOPSIZE},
+    )
+
+
+_PYCMA_TYPES = (
+    _pycma(
+        "ipop_cma_es",
+        "IPOP-CMA-ES: pycma's CMA-ES through its ask/tell, restarted from x0 with a "
+        "doubled population whenever pycma's stopping tests fire, as cma.fmin2 restarts "
+        "(needs pycma: pip install 'evocamp[cma]')",
+        "Auger & Hansen 2005; pycma 4.5",
+        cls=pycma.IPOPCMAES,
+    ),
+    _pycma(
+        "bipop_cma_es",
+        "BIPOP-CMA-ES: ipop_cma_es's restarts interleaved with local ones (a small "
+        "population and step size) under one budget rule, as cma.fmin2(bipop=True) "
+        "(needs pycma: pip install 'evocamp[cma]')",
+        "Hansen 2009; pycma 4.5",
+        cls=pycma.BIPOPCMAES,
+    ),
+)
 
 ALGORITHMS: dict[str, AlgorithmType] = {
     entry.name: entry
@@ -290,7 +361,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             },
             generation_size=_bop_generation,
             needs_bounds=True,
-            extra="bop",
+            extra=BOP,
         ),
         _qd(
             "cma_me_bandit",
@@ -334,7 +405,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="cma_es",
-            family="es",
+            family=ES,
             summary="CMA-ES on the objective alone (pyribs' CMA-ES as its "
             "EvolutionStrategyEmitter runs it with ranker obj and mu selection; restarts "
             "from x0 when it converges)",
@@ -349,7 +420,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="openai_es",
-            family="es",
+            family=ES,
             summary="OpenAI-ES: antithetic sampling, centred ranks, Adam",
             reference="Salimans et al. 2017",
             defaults={"popsize": 100, "sigma": 0.02, "learning_rate": 0.01, "weight_decay": 0.005},
@@ -362,7 +433,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="snes",
-            family="es",
+            family=ES,
             summary="separable NES",
             reference="Schaul et al. 2011",
             defaults={
@@ -379,7 +450,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="qucb_centralised",
-            family="bo",
+            family=BO,
             summary="batch UCB over an ExtraTrees surrogate; tell fits once and proposes the "
             "whole batch",
             reference="qUCB; DeepHyper's CBO",
@@ -393,7 +464,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="qucb_decentralised",
-            family="bo",
+            family=BO,
             summary="every shard fits its own surrogate and proposes its own points (the "
             "shard count is part of the run)",
             reference="ADBO, Egelé et al. 2023 (arXiv 2207.00479)",
@@ -408,7 +479,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
         AlgorithmType(
             name="random_search",
-            family="baseline",
+            family=BASELINE,
             summary="uniform samples within the domain's bounds",
             reference="the baseline of BO papers",
             defaults={"batch_size": 32},
@@ -418,9 +489,10 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             needs_bounds=True,
             async_refusal=None,
         ),
+        *_PYCMA_TYPES,
         AlgorithmType(
             name=PLUGIN,
-            family=PLUGIN,
+            family=OWN,
             summary="your own optimizer class (docs/plugins.md)",
             required=("class",),
             optional=("python_path", "params"),
@@ -428,6 +500,10 @@ ALGORITHMS: dict[str, AlgorithmType] = {
         ),
     )
 }
+
+#: Every family, in the order of its first type in :data:`ALGORITHMS` (the order the
+#: documentation lists them): built from the entries, declared nowhere else.
+FAMILIES: dict[str, Family] = {entry.family.name: entry.family for entry in ALGORITHMS.values()}
 
 #: ``archive.*`` keys that only the types whose ``archive_defaults`` name them accept
 #: (CMA-MAE's ``learning_rate`` and ``threshold_min`` are those of any grid or CVT
@@ -446,5 +522,6 @@ def algorithm_type(spec_or_entry: dict) -> AlgorithmType:
 
 
 def family_of(algorithm: dict) -> str:
-    """``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``: the family of an algorithm entry."""
-    return ALGORITHMS[algorithm["type"]].family
+    """The name of an algorithm entry's family (``qd``, ``es``, ``bo``, ``baseline``,
+    ``plugin``, ``pycma``)."""
+    return ALGORITHMS[algorithm["type"]].family.name

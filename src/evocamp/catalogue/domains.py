@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evocamp.catalogue.entries import Extra
 from evocamp.tasks import functions, locomotion
 
 #: Solution dimension of domains that do not fix it.
@@ -56,11 +57,10 @@ class DomainType:
     objective_max : float or None
         The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
         needs ``cqd.obj_max``).
-    extra : str or None
+    extra : Extra or None
         The optional dependency group of evocamp the domain needs (``pip install
-        'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
-        distributions): a campaign using the domain is refused, with that command, when
-        one is missing.
+        'evocamp[NAME]'``): a campaign using the domain is refused, with that command,
+        when one of its distributions is missing.
     param_rules : callable or None
         Checks of the ``params`` values the schema cannot express: ``params -> [(name,
         problem), ...]``.
@@ -83,7 +83,7 @@ class DomainType:
     params: dict = field(default_factory=dict)
     extra_fields: tuple[str, ...] = ()
     objective_max: float | None = None
-    extra: str | None = None
+    extra: Extra | None = None
     param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
     initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
 
@@ -120,6 +120,16 @@ def _digits_dim(params: dict) -> int:
     return functions.digits_solution_dim(params.get("hidden", 32))
 
 
+#: The locomotion domains' extra: the simulator of the pinned release (its physics
+#: decides their numbers, recorded in their runs' provenance) and imageio, which
+#: gymnasium's MuJoCo environments import.
+MUJOCO = Extra(
+    "mujoco",
+    requires=(("mujoco", (4, 0, 0), (4, 0, 1)), ("imageio", (2, 14, 1), (999,))),
+    numeric=("mujoco",),
+)
+
+
 def _locomotion(name: str, summary: str) -> DomainType:
     """The entry of the locomotion task ``name`` (:data:`evocamp.tasks.locomotion.TASKS`),
     whose evaluation function is ``evocamp.tasks.functions.<name>``."""
@@ -138,7 +148,7 @@ def _locomotion(name: str, summary: str) -> DomainType:
             "random_starts": False,
         },
         extra_fields=("episode_steps",),
-        extra="mujoco",
+        extra=MUJOCO,
         param_rules=locomotion.param_problems,
         initial_solutions=task.initial_policies,
     )
@@ -285,14 +295,6 @@ def minimised_value(domain_spec: dict) -> str | None:
     best is reported as a minimum; ``None`` for other domains."""
     entry = DOMAINS.get(domain_spec["type"])
     return entry.minimised if entry else None
-
-
-def domain_group(domain_spec: dict) -> str | None:
-    """The optional dependency group a built-in domain needs (e.g. ``mujoco``), whose
-    numeric packages its runs record (:func:`evocamp.model.numerics.environment`);
-    ``None`` for the others and for plugins."""
-    entry = DOMAINS.get(domain_spec["type"])
-    return entry.extra if entry else None
 
 
 def objective_max(domain_spec: dict) -> float | None:

@@ -1,5 +1,6 @@
-"""What an algorithm type is: :class:`AlgorithmType` (one per ``algorithms.NAME.type``)
-and :class:`Derived` defaults."""
+"""What an algorithm type is: :class:`AlgorithmType` (one per ``algorithms.NAME.type``),
+its :class:`Family`, the optional :class:`Extra` it or a domain needs, and
+:class:`Derived` defaults."""
 
 from __future__ import annotations
 
@@ -7,17 +8,50 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evocamp.families.qd.components import QDRecipe
-from evocamp.model.runspec import PLUGIN
 
-#: Families (``AlgorithmType.family``), in the order the documentation lists them, with
-#: how its tables name them.
-FAMILIES = {
-    "qd": "QD (pyribs)",
-    "es": "evolution strategies",
-    "bo": "Bayesian optimisation",
-    "baseline": "baseline",
-    PLUGIN: "your own class",
-}
+
+@dataclass(frozen=True)
+class Family:
+    """A family of algorithm types (``AlgorithmType.family``), declared once beside its
+    types' entries; :data:`evocamp.catalogue.algorithms.FAMILIES` is the table of every
+    family, built from the entries.
+
+    Attributes
+    ----------
+    name : str
+        ``qd``, ``es``, ``bo``, ``baseline``, ``plugin`` or a library's family (``pycma``).
+    title : str
+        How the documentation's tables name it.
+    """
+
+    name: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An optional dependency group of evocamp (``pip install 'evocamp[NAME]'``, the
+    extra of ``pyproject.toml`` of that name), declared beside the entries that need it.
+
+    Attributes
+    ----------
+    name : str
+        The extra's name in ``pyproject.toml``.
+    requires : tuple
+        ``(distribution, low, below)``: each distribution a run checks before it starts,
+        with the versions that keep results reproducible (``low <= version < below``,
+        each a tuple of ints); a campaign is refused, with the ``pip`` command, when
+        one is missing or of another version
+        (:func:`evocamp.catalogue.factory.missing_extra`).
+    numeric : tuple of str
+        The distributions whose versions decide the numbers of the runs that use the
+        extra: recorded after :data:`evocamp.model.numerics.NUMERIC_PACKAGES` in those
+        runs' numeric provenance only (:func:`evocamp.catalogue.factory.run_packages`).
+    """
+
+    name: str
+    requires: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]
+    numeric: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,8 +95,8 @@ class AlgorithmType:
     ----------
     name : str
         The ``type`` value.
-    family : str
-        ``qd``, ``es``, ``bo``, ``baseline`` or ``plugin``.
+    family : Family
+        Its family (``qd``, ``es``, ``bo``, ``baseline``, ``plugin`` or a library's).
     summary : str
         One line for the documentation.
     reference : str
@@ -100,11 +134,10 @@ class AlgorithmType:
         Why the type cannot run in asynchronous mode (``mode: async``), or ``None``
         when it can (its class has ``ask_async`` and ``tell_async``; plugins are checked
         for them).
-    extra : str or None
+    extra : Extra or None
         The optional dependency group of evocamp the type needs (``pip install
-        'evocamp[EXTRA]'``; :data:`evocamp.catalogue.factory.EXTRAS` names its
-        modules): a campaign using the type is refused, with that command, when one
-        is missing.
+        'evocamp[NAME]'``): a campaign using the type is refused, with that command,
+        when one of its distributions is missing.
     rules : tuple of callable
         Checks of the type's keys that the schema cannot express: each takes the
         algorithm entry and returns ``(key, problem)`` or ``None`` (e.g. OpenAI-ES's
@@ -118,10 +151,15 @@ class AlgorithmType:
     spec_names : tuple of SpecName
         Keys the run spec stores under another name (QD: ``emitter_batch_size`` as
         ``batch_size``).
+    key_shapes : dict
+        JSON schema of each key that no type of the schema file accepts (a library
+        family's own, e.g. IPOP's ``incpopsize``), added to the schema's algorithm keys
+        when it is loaded (:func:`evocamp.config.load_schema`), as the type lists are:
+        a family from another library needs no edit of the schema file.
     """
 
     name: str
-    family: str
+    family: Family
     summary: str
     reference: str = ""
     defaults: dict = field(default_factory=dict)
@@ -137,11 +175,12 @@ class AlgorithmType:
     archive_defaults: dict = field(default_factory=dict)
     shards_in_spec: bool = False
     async_refusal: str | None = "it has no asynchronous (steady-state) form"
-    extra: str | None = None
+    extra: Extra | None = None
     rules: tuple[Callable[[dict], tuple[str, str] | None], ...] = ()
     noise_seed_rows: bool = False
     keeps_evaluations: bool = False
     spec_names: tuple[SpecName, ...] = ()
+    key_shapes: dict = field(default_factory=dict)
 
     @property
     def keys(self) -> tuple[str, ...]:

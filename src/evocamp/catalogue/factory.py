@@ -14,7 +14,7 @@ from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.base.seeding import optimizer_seeds
 from evocamp.catalogue.algorithms import algorithm_type
-from evocamp.catalogue.domains import DOMAINS, DomainType, domain_group
+from evocamp.catalogue.domains import DOMAINS, DomainType
 from evocamp.catalogue.entries import AlgorithmType
 from evocamp.model.protocol import (
     BatchFormat,
@@ -24,6 +24,7 @@ from evocamp.model.protocol import (
 )
 from evocamp.model.run import Run
 from evocamp.model.runspec import (
+    COMMAND,
     PLUGIN,
     evaluation_repeats,
     failure_policy,
@@ -32,26 +33,17 @@ from evocamp.model.runspec import (
     spec_run_key,
     stored_fields,
 )
-
-#: Optional dependency groups of ``pyproject.toml``: the distributions each installs, with
-#: the versions that keep results reproducible (``[low, below)``). pymoo 0.6.2's
-#: PatternSearch draws unseeded random numbers, so BOP-Elites' proposals would differ
-#: from run to run. The MuJoCo domains need the simulator of the pinned release (its
-#: physics decides their numbers) and imageio, which gymnasium's MuJoCo environments
-#: import.
-EXTRAS = {
-    "bop": (("pymoo", (0, 6, 1), (0, 6, 2)),),
-    "mujoco": (("mujoco", (4, 0, 0), (4, 0, 1)), ("imageio", (2, 14, 1), (999,))),
-}
+from evocamp.tasks.programs import Program
 
 
 def missing_extra(entry: AlgorithmType | DomainType) -> str | None:
     """What to install when a distribution of the algorithm type's or domain's optional
-    extra is missing or of a version that breaks reproducibility, else ``None``."""
+    extra (:class:`~evocamp.catalogue.entries.Extra`) is missing or of a version that
+    breaks reproducibility, else ``None``."""
     if entry.extra is None:
         return None
     problems = []
-    for name, low, below in EXTRAS[entry.extra]:
+    for name, low, below in entry.extra.requires:
         wanted = f"{name}>={'.'.join(map(str, low))},<{'.'.join(map(str, below))}"
         if importlib.util.find_spec(name) is None:
             problems.append(f"{name}, which is not installed")
@@ -62,11 +54,28 @@ def missing_extra(entry: AlgorithmType | DomainType) -> str | None:
             problems.append(f"{wanted}, not {name} {version} (results would not be reproducible)")
     if not problems:
         return None
-    return f"{entry.name} needs {'; '.join(problems)}: pip install 'evocamp[{entry.extra}]'"
+    return f"{entry.name} needs {'; '.join(problems)}: pip install 'evocamp[{entry.extra.name}]'"
+
+
+def run_packages(spec: dict) -> tuple[str, ...]:
+    """The distributions of a run's optional extras (its domain's, then its algorithm
+    type's) that decide its numbers: what its numeric provenance records after
+    :data:`evocamp.model.numerics.NUMERIC_PACKAGES`
+    (:func:`evocamp.model.numerics.environment`); ``()`` for every run without one."""
+    entries = (DOMAINS.get(spec["domain_spec"]["type"]), algorithm_type(spec))
+    return tuple(
+        name
+        for entry in entries
+        if entry is not None and entry.extra is not None
+        for name in entry.extra.numeric
+    )
 
 
 def load_evaluator(domain_spec: dict) -> Callable:
-    """The evaluation function of a resolved domain spec (a plugin's is imported)."""
+    """The evaluation function of a resolved domain spec (a plugin's is imported; a
+    program's, :class:`~evocamp.tasks.programs.Program`, made)."""
+    if domain_spec["type"] == COMMAND:
+        return Program(domain_spec)
     if domain_spec["type"] != PLUGIN:
         return DOMAINS[domain_spec["type"]].evaluate
     return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
@@ -123,6 +132,7 @@ def resolve_run(spec: dict) -> Run:
     # batch format), the run spec's accessors.
     entry = algorithm_type(spec)
     cls = optimizer_class(spec)
+    packages = run_packages(spec)
     batch_kind = _batch_format(spec, cls)
     recipe = entry.recipe
     return Run(
@@ -141,7 +151,7 @@ def resolve_run(spec: dict) -> Run:
         parents_in_own_archive=bool(
             recipe is not None and recipe.result_archive and not recipe.emitters_on_result
         ),
-        numeric_group=domain_group(spec["domain_spec"]),
+        packages=packages,
     )
 
 

@@ -35,14 +35,16 @@ def experiments_of(config: dict) -> list[tuple[str, str]]:
 
 def resolved_domain(domain: dict) -> dict:
     """A domain entry with the built-in's defaults filled in (solution_dim, measure
-    ranges, bounds, parameters, extra fields)."""
+    ranges, bounds, parameters, extra fields; a program's solution_dim: its number of
+    ``variables`` when it names them)."""
     spec = copy.deepcopy(domain)
     entry = DOMAINS.get(spec["type"])
     params = spec.setdefault("params", {})
     if entry is not None and entry.fixed_dim is not None:
         spec["solution_dim"] = entry.fixed_dim(params)
     else:
-        spec["solution_dim"] = spec.get("solution_dim", DEFAULT_SOLUTION_DIM)
+        named = len(spec["variables"]) if spec.get("variables") else DEFAULT_SOLUTION_DIM
+        spec["solution_dim"] = spec.get("solution_dim", named)
     if entry is None:
         return spec
     spec.setdefault("measure_ranges", entry.measure_ranges(spec["solution_dim"], params))

@@ -41,12 +41,14 @@ from evocamp.config.run_specs import (
 from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import (
+    COMMAND,
     MEASURES_SPREAD,
     OBJECTIVE_SPREAD,
     PLUGIN,
     FailurePolicy,
     measure_dim,
 )
+from evocamp.tasks.programs import COMMAND_KEYS, command_problems, program_problems
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
@@ -54,12 +56,18 @@ SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")
 
 def load_schema() -> dict:
     """The configuration JSON schema, with the ``type`` lists of algorithms and domains
-    taken from the catalogue (a test checks the file's keys against it)."""
+    and the shapes of the keys only a library family's types accept
+    (``AlgorithmType.key_shapes``) taken from the catalogue (a test checks the file's
+    keys against it)."""
     package, name = SCHEMA_RESOURCE
     schema = yaml.safe_load(resources.files(package).joinpath(name).read_text())
     definitions = schema["$defs"]
+    properties = definitions["algorithm"]["properties"]
+    for entry in ALGORITHMS.values():
+        for key, shape in entry.key_shapes.items():
+            properties.setdefault(key, shape)
     definitions["algorithm"]["properties"]["type"]["enum"] = list(ALGORITHMS)
-    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN]
+    definitions["domain"]["properties"]["type"]["enum"] = [*DOMAINS, PLUGIN, COMMAND]
     return schema
 
 
@@ -290,13 +298,25 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     key = f"domains.{name}"
     kind = domain["type"]
     problems = []
+    if kind == COMMAND:
+        problems += command_problems(key, domain)
+    else:
+        problems += [
+            f"key '{key}.{setting}': only allowed for type command, not {kind}"
+            for setting in COMMAND_KEYS
+            if setting in domain
+        ]
     if kind == PLUGIN:
         for required in ("function", "measure_ranges"):
             if required not in domain:
                 problems.append(f"key '{key}.{required}': required for type plugin")
     elif "function" in domain:
         problems.append(f"key '{key}.function': only allowed for type plugin, not {kind}")
-    elif "measure_ranges" in domain and len(domain["measure_ranges"]) != DOMAINS[kind].measure_dim:
+    elif (
+        kind in DOMAINS
+        and "measure_ranges" in domain
+        and len(domain["measure_ranges"]) != DOMAINS[kind].measure_dim
+    ):
         problems.append(
             f"key '{key}.measure_ranges': domain {kind} has {DOMAINS[kind].measure_dim} "
             f"measures, got {len(domain['measure_ranges'])} ranges"
@@ -485,6 +505,8 @@ def plugin_problems(config: dict) -> list[str]:
     ``ask``/``tell``), each named with its key, module and ``python_path``."""
     problems = []
     for name, domain in config["domains"].items():
+        if domain["type"] == COMMAND:
+            problems += program_problems(f"domains.{name}", domain)
         if domain["type"] != PLUGIN or "function" not in domain:
             continue
         key = f"domains.{name}.function"

@@ -101,7 +101,7 @@ def write_state(
                 optimizer=state.optimizer,
                 archive=state.archive,
                 next_batch=state.next_batch,
-                family=run.algorithm.family,
+                family=run.algorithm.family.name,
                 elites=elites,
                 cells=full_every > 1 and state.archive is not None,
                 base=base,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evocamp.base.errors import EvaluationError
+from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
@@ -26,7 +26,8 @@ from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.run import Run
-from evocamp.model.runspec import PLUGIN, FailurePolicy, where
+from evocamp.model.runspec import COMMAND, PLUGIN, FailurePolicy, run_label, where
+from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 def evaluate_shard(
@@ -121,6 +122,22 @@ class _Call:
         """Solutions of the call."""
         return self.last - self.first + 1
 
+    def program_call(self, *, whole_shard: bool) -> ProgramCall:
+        """What a ``type: command`` domain's program needs to know of the call."""
+        spec = self.spec
+        return program_call(
+            run=f"{spec['campaign']}/{run_label(spec)}",
+            label=run_label(spec),
+            generation=self.generation,
+            indices=list(range(self.first, self.last + 1)),
+            places=[self.solution(k) for k in range(self.size)],
+            whole=self.whole(),
+            shard=self.shard,
+            evaluation=self.evaluation,
+            reevaluation=self.cells is not None,
+            whole_shard=whole_shard,
+        )
+
     def whole(self) -> str:
         """Location of the whole call: its solution, or its range of solutions."""
         if self.first == self.last:
@@ -131,8 +148,11 @@ class _Call:
         return f"{whole}, solutions {self.first}..{self.last}"
 
 
-def _check_outputs(outputs: dict, *, call: _Call, measure_dim: int, extra_fields: list) -> dict:
-    """Check keys, shapes and finiteness of one call's outputs."""
+def _check_outputs(
+    outputs: dict, *, call: _Call, measure_dim: int, extra_fields: list, failed=()
+) -> dict:
+    """Check keys, shapes and finiteness of one call's outputs (but the ``failed``
+    rows' finiteness: a program's batch names them, NaN)."""
     count = call.last - call.first + 1
     expected = {"objective": (count,), "measures": (count, measure_dim)}
     expected.update({name: (count,) for name in extra_fields})
@@ -149,6 +169,7 @@ def _check_outputs(outputs: dict, *, call: _Call, measure_dim: int, extra_fields
                 f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
             )
         bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
+        bad[list(failed)] = False
         if bad.any():
             offset = int(np.flatnonzero(bad)[0])
             raise EvaluationError(
@@ -223,7 +244,7 @@ def evaluate_slice(
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
-    size = domain.get("chunk_size") or (1 if domain["type"] == PLUGIN else count)
+    size = domain.get("chunk_size") or _default_chunk(domain, count)
     calls = [
         _Call(
             spec,
@@ -265,14 +286,22 @@ def evaluate_slice(
     )
 
 
+def _default_chunk(domain: dict, count: int) -> int:
+    """Solutions per call without ``chunk_size``: one for a user's function and a
+    program (a batch program: the whole slice), the whole slice for built-ins."""
+    if domain["type"] == COMMAND:
+        return count if domain.get("batch") else 1
+    return 1 if domain["type"] == PLUGIN else count
+
+
 def isolated(run: Run) -> bool:
     """Whether the run's evaluations run in a supervised child process
-    (:mod:`evocamp.base.supervised`): always for a user's evaluation function (a crash
-    then names its solution), and for built-in domains when a time limit or a failure
-    policy other than ``stop`` asks for it."""
+    (:mod:`evocamp.base.supervised`): always for a user's evaluation function and a
+    program (a crash then names its solution), and for built-in domains when a time
+    limit or a failure policy other than ``stop`` asks for it."""
     policy = run.failure_policy
     return (
-        run.spec["domain_spec"]["type"] == PLUGIN
+        run.spec["domain_spec"]["type"] in (PLUGIN, COMMAND)
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )
@@ -293,6 +322,9 @@ class _Outcome:
     attempts: int = 1
     #: Seconds its failed attempts took (a retried crash, a timeout, a raise).
     failed_seconds: float = 0.0
+    #: A program's batch: the solutions (offsets in the call) its results file says
+    #: failed, with their messages; the others are evaluated.
+    failed_rows: dict | None = None
 
 
 class _ChunkEvaluator:
@@ -330,7 +362,8 @@ class _ChunkEvaluator:
             )
         except EvaluationError as error:
             return error
-        return _Outcome(checked, time.perf_counter() - began, hi - lo)
+        failed = checked.pop(FAILED_ROWS, None)
+        return _Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
 
     def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
         """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
@@ -338,14 +371,19 @@ class _ChunkEvaluator:
         outputs = _call(
             self.evaluator, self.domain, self.solutions[lo:hi], seeds, call=self.calls[k]
         )
+        failed = outputs.pop(FAILED_ROWS, None)
+        if failed and self.repeats > 1:  # the means of a repeated batch need every row
+            raise EvaluationError(next(iter(failed.values())))
         if self.domain.get("simulated_seconds"):
             time.sleep(simulated_seconds(self.domain["simulated_seconds"], seeds).sum())
-        return _check_outputs(
+        checked = _check_outputs(
             outputs,
             call=self.calls[k],
             measure_dim=self.measure_dim,
             extra_fields=self.extra_fields,
+            failed=failed or (),
         )
+        return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
 def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
@@ -383,16 +421,25 @@ def _supervised_outcomes(
             if isinstance(result, Ended):
                 attempts, lost = attempts + 1, lost + spent
                 if attempts < policy.attempts():
-                    _log_retry(calls[k], result, attempts, policy)
+                    what = f"{calls[k].whole()}: {_what_ended(result, policy)[0]}"
+                    _log_retry(what, attempts, policy)
                     break
                 outcome = _ended_outcome(calls[k], result, attempts, policy, report=report)
             elif isinstance(result, EvaluationError):
                 attempts, lost = attempts + 1, lost + spent
-                outcome = _failed_outcome(
-                    result, STATUS["failed"], calls[k].size, policy, report=report
-                )
+                crashed = isinstance(result, ProgramCrashed)  # retried as a crash is
+                if crashed and attempts < policy.attempts():
+                    _log_retry(str(result), attempts, policy)
+                    break
+                status = STATUS["crashed" if crashed else "failed"]
+                outcome = _failed_outcome(result, status, calls[k].size, policy, report=report)
             else:
                 attempts, outcome = attempts + 1, result
+                for message in (outcome.failed_rows or {}).values():
+                    if policy.final_action() == "stop":
+                        raise EvaluationError(message)
+                    if report:
+                        log_discarded(message)
             outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
             attempts, lost = 0, 0.0
     return outcomes
@@ -439,11 +486,9 @@ def log_discarded(message: str) -> None:
     print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
 
 
-def _log_retry(call: _Call, ended: Ended, attempts: int, policy: FailurePolicy) -> None:
-    what, _ = _what_ended(ended, policy)
+def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
     print(
-        f"evocamp: warning: {call.whole()}: {what}; attempt {attempts + 1} of "
-        f"{policy.attempts()} follows",
+        f"evocamp: warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows",
         file=sys.stderr,
         flush=True,
     )
@@ -480,6 +525,10 @@ def _shard_result(
             for name, values in outcome.outputs.items():
                 merged[name][row : row + size] = values
             eval_seconds[row : row + size] = outcome.seconds / size
+            for offset, message in (outcome.failed_rows or {}).items():
+                status[row + offset] = STATUS["failed"]
+                messages[start + row + offset] = message
+                eval_seconds[row + offset] = 0.0
         row += size
     return ShardResult(
         generation=generation,
@@ -492,7 +541,7 @@ def _shard_result(
         extra={name: merged[name] for name in run.stored_fields},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(run.numeric_group),
+        numerics=environment(run.packages),
         status=status if status.any() else None,
         messages=messages,
         attempts=attempts if (attempts > 1).any() else None,
@@ -508,14 +557,19 @@ def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
     ``sys.exit`` in it is such a failure too (not a crash of its process).
     """
     hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
+    keywords = dict(domain.get("params") or {})
+    if domain["type"] == COMMAND:
+        keywords["call"] = call.program_call(whole_shard=not domain.get("chunk_size"))
     try:
-        return _as_outputs(evaluator(solutions, seeds, **(domain.get("params") or {})))
+        return _as_outputs(evaluator(solutions, seeds, **keywords))
     except SystemExit as error:
         raise EvaluationError(
             f"{call.whole()}: the evaluation function exited ({error!r}) instead of "
             f"returning its results{hint}"
         ) from None
     except Exception as error:  # noqa: BLE001 - user code may raise anything
+        if domain["type"] == COMMAND and isinstance(error, EvaluationError):
+            raise  # a program's failure, which names its solution
         raise EvaluationError(
             f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
             details="".join(traceback.format_exception(error)),

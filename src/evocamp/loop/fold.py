@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from evocamp.base.errors import EvaluationError
-from evocamp.catalogue.domains import domain_group, objective_max
-from evocamp.catalogue.factory import owns_archive
+from evocamp.catalogue.domains import objective_max
+from evocamp.catalogue.factory import owns_archive, run_packages
 from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.families.passive import add_to_passive_archive
 from evocamp.files.shard import STATUS
@@ -283,7 +283,7 @@ def note_numerics(
     (:func:`evocamp.model.numerics.noted`); a step under another kernel or package
     versions than the run's earlier steps gets one warning line in its log."""
     if current is None:
-        current = environment(domain_group(spec["domain_spec"]))
+        current = environment(run_packages(spec))
     records, warning = noted(records, step=step, generation=generation, current=current)
     if warning is not None:
         print(

@@ -8,8 +8,9 @@ loads: ``Haswell``, ``SkylakeX``, ...; ``OPENBLAS_CORETYPE`` overrides it), the 
 numpy SIMD loops (numpy picks them from the CPU too: its AVX-512 ``exp`` or ``log``
 give other last bits than its AVX2 ones; ``NPY_DISABLE_CPU_FEATURES`` turns targets
 off) and the same versions of the packages that compute (:data:`NUMERIC_PACKAGES`,
-pinned exactly in ``pyproject.toml``; for the domains of an optional group, such as
-the MuJoCo simulator of the locomotion domains, its :data:`GROUP_PACKAGES` too). Every
+pinned exactly in ``pyproject.toml``; for the runs whose domain or algorithm type
+needs an optional extra, the extra's own, such as the MuJoCo simulator of the
+locomotion domains or pycma of the ``pycma`` family, which the catalogue names). Every
 step of a run notes its environment in the run state (:func:`noted`); a step whose
 BLAS, kernel, SIMD targets or package versions differ from those of the run's earlier
 steps gets a warning line, and the run is *mixed* (:func:`is_mixed`): its results stay
@@ -61,11 +62,6 @@ NUMERIC_PACKAGES = (
     "scipy",
     "statsmodels",
 )
-#: Distributions that decide the numbers of the domains of one optional dependency
-#: group only (``pip install 'evocamp[GROUP]'``), by group: recorded after
-#: :data:`NUMERIC_PACKAGES` for the runs of those domains alone, so that every other
-#: run's records stay what they were whether the group is installed or not.
-GROUP_PACKAGES = {"mujoco": ("mujoco",)}
 #: The record fields that decide the numbers (the CPU model does not).
 DECIDING_FIELDS = ("blas", "kernel", "simd", "packages")
 #: The fields of an environment, as :func:`environment` gives them.
@@ -75,14 +71,16 @@ _MODULES = {"numpy": "numpy", "scipy": "scipy", "h5py": "h5py", "ribs": "ribs"}
 
 
 @functools.cache
-def environment(group: str | None = None) -> dict[str, str]:
-    """This process's numeric environment (computed once per process and group).
+def environment(packages: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's numeric environment (computed once per process and ``packages``).
 
     Parameters
     ----------
-    group : str, optional
-        The optional dependency group of the run's domain (e.g. ``mujoco``): its
-        :data:`GROUP_PACKAGES` are recorded too.
+    packages : tuple of str, optional
+        Distributions that decide the numbers of the run's optional extras (e.g.
+        ``("mujoco",)``, :func:`evocamp.catalogue.factory.run_packages`): recorded
+        after :data:`NUMERIC_PACKAGES` for those runs alone, so that every other run's
+        records stay what they were whether the extras are installed or not.
 
     Returns
     -------
@@ -90,10 +88,10 @@ def environment(group: str | None = None) -> dict[str, str]:
         ``blas`` (library and version, e.g. ``openblas 0.3.31.188.0``), ``kernel`` (the
         BLAS kernel: OpenBLAS's core name, ``unknown`` for a library that does not say),
         ``simd`` (numpy's SIMD targets this CPU runs, :func:`numpy_simd`), ``packages``
-        (``name version`` of each of :data:`NUMERIC_PACKAGES` and the group's, ``-``
+        (``name version`` of each of :data:`NUMERIC_PACKAGES` and ``packages``, ``-``
         when not installed) and ``cpu`` (the CPU model).
     """
-    packages = (*NUMERIC_PACKAGES, *GROUP_PACKAGES.get(group, ()))
+    packages = (*NUMERIC_PACKAGES, *packages)
     blas = _numpy_blas()
     return {
         "blas": f"{blas.get('internal_api', 'none')} {blas.get('version') or ''}".strip(),

@@ -46,9 +46,9 @@ class Run:
         The extra fields its evaluations keep (the domain's, and the spread of repeats).
     parents_in_own_archive : bool
         A QD run whose emitters sample parents from an archive of their own.
-    numeric_group : str or None
-        The optional dependency group its domain needs, whose numeric packages its
-        evaluations record (:func:`evocamp.model.numerics.environment`).
+    packages : tuple of str
+        The distributions of its optional extras that decide its numbers, which its
+        numeric provenance records (:func:`evocamp.model.numerics.environment`).
     """
 
     spec: dict
@@ -62,4 +62,4 @@ class Run:
     measure_dim: int
     stored_fields: tuple[str, ...]
     parents_in_own_archive: bool
-    numeric_group: str | None
+    packages: tuple[str, ...]

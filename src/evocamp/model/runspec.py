@@ -25,6 +25,8 @@ from evocamp.base.seeding import run_key
 #: own optimizer classes and the domain type of their own evaluation functions
 #: (``type: plugin`` in a campaign file).
 PLUGIN = "plugin"
+#: The domain type of programs evaluating solutions (``type: command``, docs/programs.md).
+COMMAND = "command"
 
 
 def run_label(spec: dict) -> str:

@@ -12,9 +12,9 @@ import re
 import sys
 from pathlib import Path
 
-from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.algorithms import ALGORITHMS, FAMILIES
 from evocamp.catalogue.domains import DOMAINS
-from evocamp.catalogue.entries import FAMILIES, Derived
+from evocamp.catalogue.entries import Derived
 
 BLOCK = re.compile(
     r"(<!-- BEGIN generated: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)"
@@ -37,7 +37,7 @@ def algorithms_table() -> str:
     ]
     for family in FAMILIES:
         for entry in ALGORITHMS.values():
-            if entry.family != family:
+            if entry.family.name != family:
                 continue
             keys = [f"`{name}` ({_value(value)})" for name, value in entry.defaults.items()]
             keys += [f"`{name}` (required)" for name in entry.required]
@@ -61,7 +61,7 @@ def algorithms_table() -> str:
                 notes.append("`archive.cells`, `archive.cvt_samples` instead of `archive.dims`")
             summary = entry.summary + (f" ({'; '.join(notes)})" if notes else "")
             lines.append(
-                f"| `{entry.name}` | {FAMILIES[family]} | {summary} | "
+                f"| `{entry.name}` | {FAMILIES[family].title} | {summary} | "
                 f"{', '.join(keys) or '-'} | {entry.reference or '-'} |"
             )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,206 @@
+"""The files a ``type: command`` domain's program reads and writes: parameters files
+(Dakota's standard format, byte for byte as Dakota 6.24 writes them, or JSON) and
+results files (Dakota's standard format or JSON), one evaluation or a batch.
+
+Reading a results file never raises: it gives, per evaluation, the values (objective,
+measures, extra fields in order) or why they cannot be had (``fail``, a value that is
+not a number, the wrong number of values), naming the file's offending line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+#: Width of Dakota's right-aligned fields (``{:>43.15e}``, ``{:>43d}``).
+DAKOTA_WIDTH = 43
+#: The objective's response descriptor in Dakota's parameters files (``ASV_1:obj_fn_1``).
+DAKOTA_OBJECTIVE = "obj_fn_1"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation as its parameters file describes it."""
+
+    values: tuple[float, ...]
+    eval_id: int
+    seed: int
+    generation: int
+    solution: int
+
+
+def response_names(measure_dim: int, extra_fields: list[str]) -> list[str]:
+    """The outputs a results file holds, in order: ``objective``, ``measure_1`` ...,
+    then the extra fields."""
+    return ["objective", *(f"measure_{j + 1}" for j in range(measure_dim)), *extra_fields]
+
+
+def dakota_parameters(evaluation: Evaluation, *, variables: list[str], responses: list[str]) -> str:
+    """One evaluation's parameters in Dakota's standard format (``continuous_design``
+    variables, function values only, no analysis components, no metadata)."""
+    width = DAKOTA_WIDTH
+    labels = [DAKOTA_OBJECTIVE, *responses[1:]]
+    lines = [f"{len(variables):>{width}d} variables"]
+    pairs = zip(evaluation.values, variables, strict=True)
+    lines += [f"{value:>{width}.15e} {name}" for value, name in pairs]
+    lines.append(f"{len(labels):>{width}d} functions")
+    lines += [f"{1:>{width}d} ASV_{i}:{label}" for i, label in enumerate(labels, 1)]
+    lines.append(f"{len(variables):>{width}d} derivative_variables")
+    lines += [f"{i:>{width}d} DVV_{i}:{name}" for i, name in enumerate(variables, 1)]
+    lines.append(f"{0:>{width}d} analysis_components")
+    lines.append(f"{evaluation.eval_id:>{width}d} eval_id")
+    lines.append(f"{0:>{width}d} metadata")
+    return "\n".join(lines) + "\n"
+
+
+def json_parameters(evaluation: Evaluation, *, variables: list[str], run: str) -> dict:
+    """One evaluation's parameters as a JSON object (variables by name, ids, seed)."""
+    return {
+        "variables": dict(zip(variables, evaluation.values, strict=True)),
+        "eval_id": evaluation.eval_id,
+        "seed": evaluation.seed,
+        "generation": evaluation.generation,
+        "solution": evaluation.solution,
+        "run": run,
+    }
+
+
+def parameters_text(
+    evaluations: list[Evaluation],
+    *,
+    params_format: str,
+    variables: list[str],
+    responses: list[str],
+    run: str,
+    batch: bool,
+) -> str:
+    """The text of a parameters file: one evaluation, or a batch (Dakota: the blocks
+    one after the other, as Dakota's batch mode writes them; JSON: ``{"evaluations":
+    [...]}``)."""
+    if params_format == "json":
+        objects = [json_parameters(e, variables=variables, run=run) for e in evaluations]
+        document = {"evaluations": objects} if batch else objects[0]
+        return json.dumps(document, indent=1) + "\n"
+    return "".join(
+        dakota_parameters(e, variables=variables, responses=responses) for e in evaluations
+    )
+
+
+def read_results(
+    text: str,
+    *,
+    results_format: str,
+    responses: list[str],
+    measure_dim: int,
+    count: int,
+    batch: bool,
+) -> list[tuple[float, ...] | str] | str:
+    """The values of every evaluation of a results file, or why not.
+
+    Returns
+    -------
+    list or str
+        One entry per evaluation: its values in the order of ``responses``, or a
+        message (a ``fail``, a bad line); a string when the whole file is unusable (it
+        names the line).
+    """
+    if results_format == "json":
+        if text.lstrip().lower().startswith("fail"):  # Dakota's word, not JSON
+            return ["the file says fail"] * count
+        return _json_results(
+            text, responses=responses, measure_dim=measure_dim, count=count, batch=batch
+        )
+    blocks = _dakota_blocks(text) if batch else [list(enumerate(text.splitlines(), 1))]
+    if len(blocks) != count:
+        return f"it holds {len(blocks)} evaluations separated by '#' lines, expected {count}"
+    return [_dakota_values(block, responses) for block in blocks]
+
+
+def _dakota_blocks(text: str) -> list[list[tuple[int, str]]]:
+    """A batch's results: blocks separated by lines that begin with ``#``."""
+    blocks: list[list[tuple[int, str]]] = [[]]
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("#"):
+            blocks.append([])
+        else:
+            blocks[-1].append((number, line))
+    if blocks and not any(line.strip() for _, line in blocks[-1]) and len(blocks) > 1:
+        blocks.pop()  # a '#' line after the last evaluation
+    return blocks
+
+
+def _dakota_values(block: list[tuple[int, str]], responses: list[str]) -> tuple | str:
+    """One evaluation's values: one per line, ``<value> [label]``."""
+    lines = [(number, line.strip()) for number, line in block if line.strip()]
+    if lines and lines[0][1].lower().startswith("fail"):
+        return f"line {lines[0][0]} says fail"
+    values = []
+    for position, (number, line) in enumerate(lines):
+        if position >= len(responses):
+            return (
+                f"line {number} '{_short(line)}': more values than the {len(responses)} "
+                f"expected ({', '.join(responses)})"
+            )
+        token, _, label = line.partition(" ")
+        label = label.strip()
+        try:
+            value = float(token)
+        except ValueError:
+            return f"line {number} '{_short(line)}': '{_short(token)}' is not a number"
+        if not math.isfinite(value):
+            return f"line {number} '{_short(line)}': {token} is not finite"
+        if label in responses and label != responses[position]:
+            return (
+                f"line {number} '{_short(line)}': labelled {label}, but value {position + 1} "
+                f"is {responses[position]} (order: {', '.join(responses)})"
+            )
+        values.append(value)
+    if len(values) < len(responses):
+        return f"{len(values)} values, expected {len(responses)} ({', '.join(responses)})" + (
+            f" after line {lines[-1][0]}" if lines else ""
+        )
+    return tuple(values)
+
+
+def _json_results(text: str, *, responses: list[str], measure_dim: int, count: int, batch: bool):
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"line {error.lineno}: not JSON ({error.msg})"
+    if batch and isinstance(document, dict) and "evaluations" in document:
+        document = document["evaluations"]
+    entries = document if batch else [document]
+    if not isinstance(entries, list) or len(entries) != count:
+        held = len(entries) if isinstance(entries, list) else type(entries).__name__
+        return f"it holds {held} evaluations, expected a list of {count}"
+    return [
+        _json_values(entry, responses, measure_dim, position)
+        for position, entry in enumerate(entries)
+    ]
+
+
+def _json_values(entry, responses: list[str], measure_dim: int, position: int) -> tuple | str:
+    where = f"evaluation {position} of the file" if position else "the file"
+    if entry is None or (isinstance(entry, str) and entry.lower().startswith("fail")):
+        return f"{where} says fail"
+    if not isinstance(entry, dict):
+        return f"{where}: {_short(json.dumps(entry))} is not an object"
+    measures = entry.get("measures", [])
+    if not isinstance(measures, list) or len(measures) != measure_dim:
+        shown = _short(json.dumps(measures))
+        return f"{where}: 'measures' is {shown}, expected a list of {measure_dim} numbers"
+    extras = responses[1 + measure_dim :]
+    raw = [entry.get("objective"), *measures, *(entry.get(name) for name in extras)]
+    values = []
+    for name, value in zip(responses, raw, strict=True):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{where}: '{name}' is {_short(json.dumps(value))}, not a number"
+        if not math.isfinite(value):
+            return f"{where}: '{name}' is {value}, not finite"
+        values.append(float(value))
+    return tuple(values)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

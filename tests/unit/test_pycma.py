@@ -1,0 +1,185 @@
+"""The pycma family against pycma's own loop: with one seed, ``cma.fmin2`` (restarts,
+IPOP or BIPOP) and evocamp's ``ipop_cma_es``/``bipop_cma_es`` driven generation by
+generation, pickled between every ask and tell as a checkpoint holds them, evaluate the
+same solutions bit for bit (the peer check of issue 43)."""
+
+from __future__ import annotations
+
+import pickle
+from importlib import metadata
+
+import cma
+import numpy as np
+import pytest
+from conftest import shard_results
+
+from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.factory import resolve_run
+from evocamp.config import run_spec, validate_config
+from evocamp.families.pycma import BIPOPCMAES, IPOPCMAES, QUIET, pycma_seed
+from evocamp.files.checkpoint import read_state, write_state
+from evocamp.loop.engine import initialise, tell
+from evocamp.model.numerics import NUMERIC_PACKAGES
+
+DIM = 3
+POPSIZE = 7  # pycma's default in 3-d: 4 + floor(3 ln 3)
+SEED = 2024
+
+
+def rastrigin(x) -> float:
+    """The minimised Rastrigin function (many local optima: pycma restarts often)."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(10 * len(x) + np.sum(x * x - 10 * np.cos(2 * np.pi * x)))
+
+
+def fmin2_evaluations(*, bipop: bool, bounds, budget: int) -> list[np.ndarray]:
+    """The first ``budget`` solutions ``cma.fmin2`` evaluates, in order."""
+    evaluated = []
+
+    def recorded(x):
+        evaluated.append(np.array(x, dtype=np.float64))
+        return rastrigin(x)
+
+    options = {**QUIET, "seed": pycma_seed(SEED), "popsize": POPSIZE}
+    if bounds is not None:
+        options["bounds"] = list(bounds)
+    cma.fmin2(recorded, np.ones(DIM), 0.5, options, restarts=4, bipop=bipop)
+    return evaluated[:budget]
+
+
+def evocamp_evaluations(cls, *, bounds, budget: int):
+    """The first ``budget`` solutions of the evocamp class, each generation pickled and
+    unpickled before its tell and after it (a new process resuming from a checkpoint
+    gets the same bytes), and the populations of its generations."""
+    optimizer = cls(
+        solution_dim=DIM, x0=np.ones(DIM), bounds=bounds, seed=SEED, popsize=POPSIZE, sigma=0.5
+    )
+    evaluated, sizes = [], []
+    while len(evaluated) < budget:
+        batch = optimizer.ask()
+        optimizer = pickle.loads(pickle.dumps(optimizer))
+        sizes.append(len(batch))
+        evaluated += list(batch)
+        optimizer.tell(np.array([-rastrigin(x) for x in batch]))  # maximised
+        optimizer = pickle.loads(pickle.dumps(optimizer))
+    return evaluated[:budget], sizes, optimizer
+
+
+@pytest.mark.parametrize(
+    ("cls", "bounds"), [(IPOPCMAES, None), (BIPOPCMAES, (-5.12, 5.12))], ids=["ipop", "bipop"]
+)
+def test_the_same_seed_evaluates_what_pycmas_own_loop_evaluates(cls, bounds):
+    peer = fmin2_evaluations(bipop=cls.BIPOP, bounds=bounds, budget=2500)
+    ours, sizes, optimizer = evocamp_evaluations(cls, bounds=bounds, budget=len(peer))
+    assert len(peer) == 2500
+    assert all(np.array_equal(a, b) for a, b in zip(ours, peer, strict=True))
+    assert optimizer.irun >= 2  # restarts were made, with other populations
+    assert sizes[0] == POPSIZE and len(set(sizes)) >= 3
+    if bounds is not None:
+        assert np.all(np.abs(np.array(ours)) <= 5.12)
+
+
+def test_numpys_global_random_state_is_neither_read_nor_changed():
+    """pycma's draws come from the optimizer's own generator: a process whose other code
+    draws from numpy's global state gets the same batches, and its state is untouched."""
+    first = IPOPCMAES(solution_dim=DIM, x0=np.ones(DIM), bounds=None, seed=1, popsize=6, sigma=1)
+    np.random.seed(0)
+    before = np.random.get_state()[1].copy()
+    second = IPOPCMAES(solution_dim=DIM, x0=np.ones(DIM), bounds=None, seed=1, popsize=6, sigma=1)
+    for _ in range(3):
+        a = first.ask()
+        np.random.standard_normal(5)  # someone else's draws between the two
+        b = second.ask()
+        assert np.array_equal(a, b)
+        first.tell(-np.sum(a**2, axis=1))
+        second.tell(-np.sum(b**2, axis=1))
+    np.random.seed(0)
+    assert np.array_equal(np.random.get_state()[1], before)
+
+
+def test_failed_offspring_are_ranked_last_and_restarts_change_the_population():
+    """Under ``discard`` the failed rows (NaN) reach pycma as +inf (minimised: the worst);
+    on a flat objective pycma stops every run after a generation, and IPOP doubles."""
+    optimizer = IPOPCMAES(
+        solution_dim=DIM, x0=np.zeros(DIM), bounds=None, seed=3, popsize=6, sigma=1
+    )
+    batch = optimizer.ask()
+    objective = -np.sum(batch**2, axis=1)
+    objective[:2] = np.nan
+    optimizer.tell(objective, failed=np.array([True, True] + [False] * (len(batch) - 2)))
+    sizes = []
+    for _ in range(4):
+        batch = optimizer.ask()
+        sizes.append(len(batch))
+        optimizer.tell(np.zeros(len(batch)))
+    assert sizes == [6, 6, 12, 24]  # flat twice, then once per run
+    assert ALGORITHMS["ipop_cma_es"].generation_size({"popsize": 6}) == 6  # the first, smallest
+
+
+def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_path):
+    """The runs of the family record ``cma`` after the packages every run records (its
+    numbers are pycma's), and a state written as a checkpoint and read back tells and
+    asks what the state kept in memory does."""
+    config = validate_config(
+        {
+            "algorithms": {"b": {"type": "bipop_cma_es"}},
+            "domains": {"s": {"type": "plain_rastrigin", "solution_dim": 3}},
+            "shards": 2,
+        }
+    )
+    state = initialise(run_spec(config, algorithm="b", domain="s", seed=0))
+    common = ", ".join(f"{name} {metadata.version(name)}" for name in NUMERIC_PACKAGES)
+    assert [record["packages"] for record in state.numerics] == [f"{common}, cma 4.5.0"]
+    path = tmp_path / "state.h5"
+    write_state(path, state, run=resolve_run(state.spec))
+    resumed = read_state(path)
+    for _ in range(3):
+        state = tell(state, shard_results(state, 2))
+        resumed = tell(resumed, shard_results(resumed, 2))
+        assert state.next_batch.keys() == resumed.next_batch.keys()
+        for key, value in state.next_batch.items():
+            assert np.array_equal(value, resumed.next_batch[key]), key
+
+
+#: One generation in a new process: unpickle, tell, ask, pickle (a shard-mode tell step).
+NEXT_STEP = """
+import pickle, sys
+import numpy as np
+optimizer, batch = pickle.loads(sys.stdin.buffer.read())
+optimizer.tell(-np.sum((batch - 1.0) ** 2, axis=1))
+sys.stdout.buffer.write(pickle.dumps((optimizer, optimizer.ask())))
+"""
+
+
+def test_a_tell_in_another_process_continues_bitwise_under_bounds():
+    """pycma finds a told solution's genotype by a hash Python salts per process: each
+    tell here runs in a new process with another PYTHONHASHSEED, as shard-mode tell steps
+    do, and gives the batches of the loop in one process (bounds: the genotype is not
+    the solution)."""
+    import os
+    import subprocess
+    import sys
+
+    def start():
+        return BIPOPCMAES(
+            solution_dim=4, x0=np.zeros(4), bounds=(-2, 2), seed=9, popsize=8, sigma=1
+        )
+
+    optimizer = start()
+    in_process = [optimizer.ask()]
+    for _ in range(2):
+        optimizer.tell(-np.sum((in_process[-1] - 1.0) ** 2, axis=1))
+        in_process.append(optimizer.ask())
+    optimizer = start()
+    across = [optimizer.ask()]
+    for salt in range(2):
+        completed = subprocess.run(
+            [sys.executable, "-c", NEXT_STEP],
+            input=pickle.dumps((optimizer, across[-1])),
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(100 + salt)},
+        )
+        optimizer, batch = pickle.loads(completed.stdout)
+        across.append(batch)
+    assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
