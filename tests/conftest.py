@@ -312,6 +312,25 @@ def shard_results(state, shards: int) -> list:
     ]
 
 
+def running(pids: list[int], *, within: float = 1.0) -> list[int]:
+    """Those of ``pids`` still running (zombies are not) after waiting up to ``within``
+    seconds for them to end."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if _alive(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def write_final(path: Path, state, *, evaluations: int = 0) -> bytes:
     """Write a state's final ``archive.h5`` as the finalise step does; return its bytes."""
     from evocamp.executors.steps import write_run_archive

@@ -79,6 +79,11 @@ if workflow.is_main_process and release_stale_locks(os.getcwd()):
 GENERATIONS = config["generations"]
 KEEP_EVERY = config["checkpoint_every"]
 SHARDS = config["shards"]
+# Shard mode: a generation's shards of a run in one Snakemake group only when asked
+# (`group_shards`): group jobs cannot be Slurm array jobs (docs/hpc.md).
+SHARD_GROUP = (
+    "evaluate_{algorithm}_{domain}_{seed}_{gen}" if config["group_shards"] else None
+)
 # Evaluations of every elite in the final re-evaluation of each run (0: none).
 REEVALUATE = config["evaluation"]["reevaluate"]
 # Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
