@@ -24,6 +24,7 @@ import yaml
 from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (re-exported)
 
 from evocamp.base.errors import ConfigError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import validate_config
 
 # Rules run `python -m evocamp` and tests run `snakefmt`, `ruff`: the interpreter running
@@ -300,7 +301,7 @@ def shard_results(state, shards: int) -> list:
 
     return [
         evaluate_shard(
-            state.spec,
+            resolve_run(state.spec),
             batch=held_batch(state),
             seeds=state.next_seeds,
             generation=state.generation + 1,

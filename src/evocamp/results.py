@@ -27,7 +27,7 @@ import numpy as np
 
 from evocamp.base.errors import ConfigError
 from evocamp.base.files import atomic_write_text, replaced_atomically
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -177,7 +177,7 @@ def regenerated_solutions(run: str | Path, rows: EvaluationRows) -> np.ndarray:
     their noise seeds and their generation's centre and sigma (with the run's own
     batch format, exactly as the evaluation shards made them)."""
     spec = _run_spec(Path(run))
-    kind = batch_format(spec)
+    kind = resolve_run(spec).batch_format
     # Offspring per noise seed: 2 for OpenAI-ES's antithetic pairs, 1 for SNES.
     share = kind.size({"noise": np.zeros(1, dtype=np.uint64)})
     out = np.empty((len(rows), spec["domain_spec"]["solution_dim"]))

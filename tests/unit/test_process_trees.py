@@ -94,6 +94,7 @@ def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
     results: past evaluation.timeout both are gone when the shard step returns."""
     import numpy as np
 
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.loop.evaluation import evaluate_slice
 
     pidfile = tmp_path / "tree"
@@ -103,7 +104,12 @@ def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
         evaluation={"on_failure": "discard", "timeout": 1.0},
     )
     result = evaluate_slice(
-        spec, generation=1, shard=0, start=0, solutions=np.zeros((1, 4)), seeds=np.array([5])
+        resolve_run(spec),
+        generation=1,
+        shard=0,
+        start=0,
+        solutions=np.zeros((1, 4)),
+        seeds=np.array([5]),
     )
     assert result.status.tolist() == [STATUS["timed_out"]]
     pids = tree_pids(pidfile)

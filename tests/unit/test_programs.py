@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 
 from evocamp.base.errors import ConfigError, EvaluationError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.evaluation import evaluate_slice
@@ -121,7 +122,7 @@ SOLUTIONS = np.linspace(-1, 1, 16).reshape(4, 4)
 
 def evaluate(spec, seeds, *, start=4, shard=1, generation=3):
     return evaluate_slice(
-        spec,
+        resolve_run(spec),
         generation=generation,
         shard=shard,
         start=start,

@@ -26,9 +26,8 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.executors.housekeeping import end_jobs_left_running, release_stale_locks
-from evocamp.files.evaluations import STORAGE_VARIABLE, StorageSettings
 from evocamp.files.checkpoint import kept_for_spec
-from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 from evocamp.model.layout import (
     CampaignFolder,
     is_kept,
@@ -119,15 +118,14 @@ FIGURE_CODE = [
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
 # In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
-# also in a `--sdm conda` environment (which holds the dependencies only). The tell
-# steps print "generation g/N"; N reaches them through this prefix so that raising
-# `generations` changes no rule's params or code (nothing reruns).
-# The storage keys (storage.*) reach them the same way, and so do
-# evaluation.max_failed_fraction (it only stops a run) and checkpoint_full_every (how
-# kept checkpoints store their archive): they change no result, so they are no part of
-# the run spec or of any rule's params.
+# also in a `--sdm conda` environment (which holds the dependencies only). The step
+# settings (generations, for "generation g/N"; evaluation.max_failed_fraction, which
+# only stops a run; checkpoint_full_every, how kept checkpoints store their archive;
+# the storage keys) reach every step through this prefix, in one variable
+# (evocamp.loop.step_settings): they change no result, so they are no part of the run
+# spec or of any rule's params, and raising `generations` reruns nothing.
 # (shell.prefix formats its text once more, hence the doubled braces.)
-STORAGE = shlex.quote(StorageSettings.from_config(config).to_json())
+STEP_SETTINGS = shlex.quote(StepSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
     + (
@@ -135,10 +133,7 @@ shell.prefix(
         if IN_CLONE
         else ""
     )
-    + f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
-    f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
-    f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
-    + f"export {STORAGE_VARIABLE}={STORAGE}; ".replace("{", "{{").replace("}", "}}")
+    + f"export {STEP_VARIABLE}={STEP_SETTINGS}; ".replace("{", "{{").replace("}", "}}")
 )
 
 

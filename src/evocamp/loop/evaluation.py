@@ -20,34 +20,25 @@ import numpy as np
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
-from evocamp.catalogue.factory import batch_format, load_evaluator, run_packages
+from evocamp.catalogue.factory import load_evaluator
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import (
-    COMMAND,
-    PLUGIN,
-    FailurePolicy,
-    evaluation_repeats,
-    failure_policy,
-    measure_dim,
-    run_label,
-    stored_fields,
-    where,
-)
+from evocamp.model.run import Run
+from evocamp.model.runspec import COMMAND, PLUGIN, FailurePolicy, run_label, where
 from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 def evaluate_shard(
-    spec: dict, *, batch, seeds, generation: int, shard: int, shards: int
+    run: Run, *, batch, seeds, generation: int, shard: int, shards: int
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
     Parameters
     ----------
-    spec : dict
-        The run spec.
+    run : Run
+        The run (:func:`~evocamp.catalogue.factory.resolve_run`).
     batch : mapping
         The generation's batch as the optimizer described it (values may be h5py
         datasets, read only where the shard needs them, or
@@ -67,9 +58,9 @@ def evaluate_shard(
         When a plugin's batch format fails to make the shard's solutions.
     """
     start, stop = shard_bounds(len(seeds), shards, shard)
-    batch_kind = batch_format(spec)
+    batch_kind = run.batch_format
     solutions, stats = call_optimizer(
-        spec,
+        run.spec,
         generation,
         f"{batch_kind.name}.solutions",
         batch_kind.materialise,
@@ -79,7 +70,7 @@ def evaluate_shard(
         shard=shard,
     )
     return evaluate_slice(
-        spec,
+        run,
         generation=generation,
         shard=shard,
         start=start,
@@ -207,7 +198,7 @@ def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
 
 
 def evaluate_slice(
-    spec: dict,
+    run: Run,
     *,
     generation: int,
     shard: int | None,
@@ -224,8 +215,8 @@ def evaluate_slice(
 
     Parameters
     ----------
-    spec : dict
-        The run spec (its ``domain_spec`` names the evaluation function).
+    run : Run
+        The run (its spec's ``domain_spec`` names the evaluation function).
     generation, shard, start : int
         Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch
         (``shard`` ``None`` in an asynchronous run, which has slots, not shards).
@@ -249,7 +240,7 @@ def evaluate_slice(
         message names run, generation, shard and the solution's index in the batch
         (or the call's range of solutions when ``chunk_size`` > 1).
     """
-    domain = spec["domain_spec"]
+    spec, domain = run.spec, run.spec["domain_spec"]
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
@@ -268,17 +259,23 @@ def evaluate_slice(
         for lo in range(0, count, size)
     ]
     evaluator = _ChunkEvaluator(
-        load_evaluator(domain), domain, solutions, seeds, calls, repeats=evaluation_repeats(spec)
+        load_evaluator(domain),
+        domain,
+        solutions,
+        seeds,
+        calls,
+        repeats=run.repeats,
+        measure_dim=run.measure_dim,
     )
     # An asynchronous evaluation's failure is logged by the segment that tells it
     # (AsynchronousLoop's `discarded`), not here where it ran.
     outcomes = (
-        _supervised_outcomes(evaluator, failure_policy(spec), report=evaluation is None)
-        if isolated(spec)
+        _supervised_outcomes(evaluator, run.failure_policy, report=evaluation is None)
+        if isolated(run)
         else _outcomes_in_process(evaluator)
     )
     return _shard_result(
-        spec,
+        run,
         outcomes,
         generation=generation,
         shard=shard,
@@ -297,14 +294,14 @@ def _default_chunk(domain: dict, count: int) -> int:
     return 1 if domain["type"] == PLUGIN else count
 
 
-def isolated(spec: dict) -> bool:
+def isolated(run: Run) -> bool:
     """Whether the run's evaluations run in a supervised child process
     (:mod:`evocamp.base.supervised`): always for a user's evaluation function and a
     program (a crash then names its solution), and for built-in domains when a time
     limit or a failure policy other than ``stop`` asks for it."""
-    policy = failure_policy(spec)
+    policy = run.failure_policy
     return (
-        spec["domain_spec"]["type"] in (PLUGIN, COMMAND)
+        run.spec["domain_spec"]["type"] in (PLUGIN, COMMAND)
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )
@@ -334,10 +331,19 @@ class _ChunkEvaluator:
     """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
 
     def __init__(
-        self, evaluator, domain: dict, solutions, seeds, calls: list[_Call], *, repeats: int = 1
+        self,
+        evaluator,
+        domain: dict,
+        solutions,
+        seeds,
+        calls: list[_Call],
+        *,
+        repeats: int = 1,
+        measure_dim: int,
     ) -> None:
         self.evaluator, self.domain, self.calls = evaluator, domain, calls
         self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
+        self.measure_dim = measure_dim
         self.extra_fields = list(domain.get("extra_fields") or [])
 
     def bounds(self, k: int) -> tuple[int, int]:
@@ -373,7 +379,7 @@ class _ChunkEvaluator:
         checked = _check_outputs(
             outputs,
             call=self.calls[k],
-            measure_dim=measure_dim(self.domain),
+            measure_dim=self.measure_dim,
             extra_fields=self.extra_fields,
             failed=failed or (),
         )
@@ -489,7 +495,7 @@ def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
 
 
 def _shard_result(
-    spec: dict,
+    run: Run,
     outcomes: list[_Outcome],
     *,
     generation: int,
@@ -500,9 +506,8 @@ def _shard_result(
     stats: dict | None,
 ) -> ShardResult:
     """The slice's results from its calls' outcomes (a failed call's rows NaN)."""
-    domain = spec["domain_spec"]
-    names = {"objective": (), "measures": (measure_dim(domain),)}
-    names.update({name: () for name in stored_fields(spec)})
+    names = {"objective": (), "measures": (run.measure_dim,)}
+    names.update({name: () for name in run.stored_fields})
     merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
     eval_seconds, failed_seconds = np.zeros(count), np.zeros(count)
     status = np.zeros(count, dtype=np.uint8)
@@ -533,10 +538,10 @@ def _shard_result(
         objective=merged["objective"],
         measures=merged["measures"],
         eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in stored_fields(spec)},
+        extra={name: merged[name] for name in run.stored_fields},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(run_packages(spec)),
+        numerics=environment(run.packages),
         status=status if status.any() else None,
         messages=messages,
         attempts=attempts if (attempts > 1).any() else None,

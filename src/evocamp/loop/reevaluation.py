@@ -20,6 +20,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
 from evocamp.base.sharding import shard_bounds
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import evaluate_slice
@@ -62,7 +63,7 @@ def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) 
     start, stop = shard_bounds(len(solutions), shards, shard)
     if stop > start:
         result = evaluate_slice(
-            _with_repeats(spec, repeats),
+            resolve_run(_with_repeats(spec, repeats)),
             generation=state.generation,
             shard=None,
             start=start,
