@@ -10,6 +10,7 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -18,11 +19,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from evocamp.base.errors import EvaluationError, ProgramCrashed
+from evocamp.base.lanes import in_lanes, lane_environment
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.run import Run
@@ -269,9 +272,16 @@ def evaluate_slice(
     )
     # An asynchronous evaluation's failure is logged by the segment that tells it
     # (AsynchronousLoop's `discarded`), not here where it ran.
+    settings = StepSettings.current()
     outcomes = (
-        _supervised_outcomes(evaluator, run.failure_policy, report=evaluation is None)
-        if isolated(run)
+        _supervised_outcomes(
+            evaluator,
+            run.failure_policy,
+            report=evaluation is None,
+            concurrency=settings.concurrency,
+            gpus=settings.gpus_per_evaluation,
+        )
+        if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
         else _outcomes_in_process(evaluator)
     )
     return _shard_result(
@@ -398,24 +408,61 @@ def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
 
 
 def _supervised_outcomes(
-    evaluator: _ChunkEvaluator, policy: FailurePolicy, *, report: bool = True
+    evaluator: _ChunkEvaluator,
+    policy: FailurePolicy,
+    *,
+    report: bool = True,
+    concurrency: int = 1,
+    gpus: int = 0,
 ) -> list[_Outcome]:
-    """Every call evaluated in supervised children, one child until one crashes or
-    overruns; the policy decides what a failed call becomes (stop: it raises; else
-    recorded as failed, with a ``(discarded)`` line in the log when ``report``)."""
+    """Every call evaluated in supervised children, ``concurrency`` lanes at once
+    (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each); the policy decides what a
+    failed call becomes (stop: it raises; else recorded as failed, with a
+    ``(discarded)`` line in the log when ``report``). The outcomes, and a failure
+    raised, are those of one lane whatever ``concurrency`` is."""
+
+    def lane(j: int, indices: list[int], outcomes: dict, until) -> None:
+        environment = lane_environment(j, gpus) if concurrency > 1 or gpus else None
+        _lane_outcomes(
+            evaluator,
+            policy,
+            indices,
+            outcomes,
+            report=report,
+            until=until,
+            environment=environment,
+        )
+
+    outcomes = in_lanes(lane, len(evaluator.calls), concurrency)
+    return [outcomes[k] for k in range(len(evaluator.calls))]
+
+
+def _lane_outcomes(
+    evaluator: _ChunkEvaluator,
+    policy: FailurePolicy,
+    indices: list[int],
+    outcomes: dict[int, _Outcome],
+    *,
+    report: bool,
+    until,
+    environment: dict | None,
+) -> None:
+    """Calls ``indices`` (in order) evaluated in supervised children (``environment``
+    set in them), one child until one crashes or overruns; each call's outcome put in
+    ``outcomes`` as it comes. Stops before a call past ``until()`` (another lane's
+    call failed under ``stop``)."""
     calls = evaluator.calls
-    outcomes: list[_Outcome] = []
+    done = 0  # calls of `indices` with an outcome
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
-    while len(outcomes) < len(calls):
-        first = len(outcomes)
+    while done < len(indices):
+        todo = indices[done:]
         limits = None
         if policy.timeout is not None:
-            limits = [policy.timeout * call.size * evaluator.repeats for call in calls[first:]]
+            limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
         began = time.perf_counter()
-        for result in supervised(
-            lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
-        ):
-            k = len(outcomes)
+        task = _InChild(evaluator, todo, environment)
+        for result in supervised(task, len(todo), limits=limits):
+            k = indices[done]
             now = time.perf_counter()
             spent, began = now - began, now
             if isinstance(result, Ended):
@@ -440,9 +487,23 @@ def _supervised_outcomes(
                         raise EvaluationError(message)
                     if report:
                         log_discarded(message)
-            outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
-            attempts, lost = 0, 0.0
-    return outcomes
+            outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
+            attempts, lost, done = 0, 0.0, done + 1
+            if done < len(indices) and indices[done] > until():
+                return
+
+
+class _InChild:
+    """Item ``k`` of a supervised child: call ``todo[k]``, with the lane's
+    ``environment`` set (in the child only)."""
+
+    def __init__(self, evaluator: _ChunkEvaluator, todo: list[int], environment) -> None:
+        self.evaluator, self.todo, self.environment = evaluator, todo, environment
+
+    def __call__(self, k: int):
+        if self.environment:
+            os.environ.update(self.environment)
+        return self.evaluator(self.todo[k])
 
 
 def _ended_outcome(

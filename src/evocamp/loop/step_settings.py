@@ -4,8 +4,10 @@ Some campaign keys change no result, so they are no part of the run spec (changi
 them neither invalidates kept checkpoints nor reruns a rule): the run's length
 (``generations``, for the progress lines and the window rules), the failure limit
 (``evaluation.max_failed_fraction``: it only stops a run), how kept checkpoints store
-their archive (``checkpoint_full_every``) and what is kept of the evaluations
-(``storage``). They reach a step through one channel: one environment variable,
+their archive (``checkpoint_full_every``), what is kept of the evaluations
+(``storage``) and how many evaluations of a shard run at once, with how many GPUs
+each (``evaluation.concurrency``, ``evaluation.gpus_per_evaluation``: the
+allocation's, not the results'). They reach a step through one channel: one environment variable,
 :data:`STEP_VARIABLE`, holding :class:`StepSettings` as JSON, which the workflow's
 shell prefix exports to every job (``workflow/rules/common.smk``) and which is read
 here only (:meth:`StepSettings.current`). A step run by hand without it uses the
@@ -45,12 +47,19 @@ class StepSettings:
         previous kept one, in full at least every this many (1: always in full).
     storage : StorageSettings
         What to keep of the evaluations (the ``storage`` keys).
+    concurrency : int
+        ``evaluation.concurrency``: evaluations (calls) of a shard run at once.
+    gpus_per_evaluation : int
+        ``evaluation.gpus_per_evaluation``: GPUs each concurrent evaluation gets
+        (its own ``CUDA_VISIBLE_DEVICES``; 0: none set).
     """
 
     generations: int | None = None
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
     full_every: int = 1
     storage: StorageSettings = field(default_factory=StorageSettings)
+    concurrency: int = 1
+    gpus_per_evaluation: int = 0
 
     @classmethod
     def from_config(cls, config: dict) -> StepSettings:
@@ -60,6 +69,8 @@ class StepSettings:
             max_failed_fraction=float(config["evaluation"]["max_failed_fraction"]),
             full_every=int(config["checkpoint_full_every"]),
             storage=StorageSettings.from_config(config),
+            concurrency=int(config["evaluation"].get("concurrency", 1)),
+            gpus_per_evaluation=int(config["evaluation"].get("gpus_per_evaluation", 0)),
         )
 
     def to_json(self) -> str:
@@ -70,6 +81,8 @@ class StepSettings:
                 "max_failed_fraction": self.max_failed_fraction,
                 "full_every": self.full_every,
                 "storage": json.loads(self.storage.to_json())["storage"],
+                "concurrency": self.concurrency,
+                "gpus_per_evaluation": self.gpus_per_evaluation,
             },
             sort_keys=True,
         )
@@ -83,6 +96,8 @@ class StepSettings:
             max_failed_fraction=float(stored["max_failed_fraction"]),
             full_every=int(stored["full_every"]),
             storage=StorageSettings.from_config({"storage": stored["storage"]}),
+            concurrency=int(stored.get("concurrency", 1)),
+            gpus_per_evaluation=int(stored.get("gpus_per_evaluation", 0)),
         )
 
     @classmethod

@@ -33,6 +33,7 @@ import numpy as np
 
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.files import unwritable_reason
+from evocamp.base.lanes import LANE_VARIABLES
 from evocamp.tasks import program_files
 from evocamp.tasks.program_files import Evaluation
 
@@ -207,6 +208,9 @@ class Program:
         }
         argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in self.words]
         environment = dict(self.environment, EVOCAMP_WORKDIR=str(folder))
+        environment.update(
+            {name: os.environ[name] for name in LANE_VARIABLES if name in os.environ}
+        )
         if not self.batch:
             environment.update(EVOCAMP_SEED=values["seed"], EVOCAMP_EVAL_ID=values["eval_id"])
         whole = places[0] if len(places) == 1 else call.whole

@@ -1,0 +1,83 @@
+"""Evaluations of a shard run at once (``evaluation.concurrency``, base/lanes.py): the
+shard's results those of one lane, GPUs given out per lane."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import shard_results
+from test_failures import plugin_state, seed_at
+
+from evocamp.base.errors import EvaluationError
+from evocamp.base.lanes import in_lanes, lane_devices
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
+
+
+def at_concurrency(monkeypatch, concurrency: int, state, shards: int = 2) -> list:
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(concurrency=concurrency).to_json())
+    return shard_results(state, shards)
+
+
+def test_a_shard_at_concurrency_4_is_that_at_1(tmp_path, monkeypatch):
+    policy = {"on_failure": "retry", "retries": 1, "after_retries": "discard", "timeout": 0.5}
+    state = plugin_state(tmp_path, evaluation=policy)
+    rules = [
+        f"segfault {seed_at(state, 1)}",
+        f"hang {seed_at(state, 2)}",
+        f"raise {seed_at(state, 5)}",
+        f"segfault_once {seed_at(state, 6)}",
+    ]
+    (tmp_path / "control").write_text("\n".join(rules))
+    one = at_concurrency(monkeypatch, 1, state)
+    (tmp_path / f"crashed-{seed_at(state, 6)}").unlink()  # segfault_once crashes again
+    four = at_concurrency(monkeypatch, 4, state)
+    for got, want in zip(four, one, strict=True):
+        assert got.objective.tobytes() == want.objective.tobytes()
+        assert got.measures.tobytes() == want.measures.tobytes()
+        assert got.messages == want.messages
+        for name in ("status", "attempts"):
+            assert getattr(got, name).tobytes() == getattr(want, name).tobytes()
+    status = np.concatenate([r.status for r in one])
+    assert np.flatnonzero(status).tolist() == [1, 2, 5]
+    assert np.concatenate([r.attempts for r in one]).tolist() == [1, 2, 2, 1, 1, 1, 2, 1]
+
+
+def test_under_stop_the_first_failed_call_is_named_at_any_concurrency(tmp_path, monkeypatch):
+    state = plugin_state(tmp_path)
+    (tmp_path / "control").write_text(f"raise {seed_at(state, 3)}\nexit {seed_at(state, 1)}")
+    messages = []
+    for concurrency in (1, 4):
+        with pytest.raises(EvaluationError) as raised:
+            at_concurrency(monkeypatch, concurrency, state, shards=1)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("run me/d/seed0, generation 1, shard 0, solution 1: ")
+
+
+def test_lanes_run_at_once_and_results_come_by_index():
+    barrier = threading.Barrier(3, timeout=10)  # broken unless 3 lanes wait together
+    lanes_of = {}
+
+    def lane(j, indices, results, until):
+        barrier.wait()
+        for k in indices:
+            results[k] = k * k
+            lanes_of[k] = j
+
+    results = in_lanes(lane, 7, 3)
+    assert [results[k] for k in range(7)] == [k * k for k in range(7)]
+    assert [lanes_of[k] for k in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_each_lane_gets_its_own_gpus():
+    assert [lane_devices(j, 2, "4,5,6,7") for j in range(2)] == ["4,5", "6,7"]
+    assert lane_devices(2, 1, None) == "2"
+    assert lane_devices(1, 1, "GPU-a, GPU-b") == "GPU-b"
+    with pytest.raises(ValueError) as raised:
+        lane_devices(2, 2, "0,1,2,3")
+    assert str(raised.value) == (
+        "evaluation lane 2 needs GPUs 4..5 (evaluation.gpus_per_evaluation 2) but the job "
+        "sees 4 (CUDA_VISIBLE_DEVICES=0,1,2,3)"
+    )
