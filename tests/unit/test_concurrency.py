@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from conftest import shard_results
 from test_failures import plugin_state, seed_at
+from test_programs import command_spec, evaluate, work
 
-from evocamp.base.errors import EvaluationError
+from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.lanes import in_lanes, lane_devices
 from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 
@@ -81,3 +82,50 @@ def test_each_lane_gets_its_own_gpus():
         "evaluation lane 2 needs GPUs 4..5 (evaluation.gpus_per_evaluation 2) but the job "
         "sees 4 (CUDA_VISIBLE_DEVICES=0,1,2,3)"
     )
+
+
+FAKE_LAUNCHER = """#!/bin/sh
+# fakerun -n N PROGRAM ...: starts N processes of PROGRAM, RANK set in each, as mpirun does
+n=$2; shift 2; rank=0
+while [ $rank -lt $n ]; do RANK=$rank "$@" & rank=$((rank + 1)); done
+wait
+"""
+
+
+def test_ranks_through_a_launcher_and_a_gpu_per_lane(tmp_path, monkeypatch):
+    """Two lanes with one GPU each, of the job's 7 and 9; each evaluation 3 processes
+    started by the launcher; every process says what it sees."""
+    launcher = tmp_path / "fakerun"
+    launcher.write_text(FAKE_LAUNCHER)
+    launcher.chmod(0o755)
+    said = 'echo "$RANK/{ranks} lane $EVOCAMP_LANE gpu $CUDA_VISIBLE_DEVICES" >> said'
+    results = 'if [ "$RANK" = 0 ]; then printf "1\\n2\\n3\\n" > {results}; fi'
+    spec = command_spec(
+        tmp_path,
+        command=["sh", "-c", f"{said}; {results}"],
+        ranks=3,
+        launcher=f"{launcher} -n {{ranks}}",
+        keep_work="all",
+    )
+    settings = StepSettings(concurrency=2, gpus_per_evaluation=1)
+    monkeypatch.setenv(STEP_VARIABLE, settings.to_json())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,9")
+    result = evaluate(spec, [1, 2, 3, 4])
+    assert result.status is None and result.objective.tolist() == [-1.0] * 4
+    run = work(tmp_path) / "default/me/d/seed0/g3"
+    for solution, lane, gpu in [(4, 0, 7), (5, 1, 9), (6, 0, 7), (7, 1, 9)]:
+        lines = sorted((run / f"s{solution}" / "said").read_text().splitlines())
+        assert lines == [f"{rank}/3 lane {lane} gpu {gpu}" for rank in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("domain", "problem"),
+    [
+        ({"ranks": 4}, "key 'domains.d.ranks': 4 ranks, but neither the launcher nor the"),
+        ({"launcher": "mpirun -n {np}"}, "key 'domains.d.launcher': unknown placeholder {np}"),
+    ],
+)
+def test_ranks_and_launchers_are_checked(tmp_path, domain, problem):
+    with pytest.raises(ConfigError) as raised:
+        command_spec(tmp_path, **domain)
+    assert problem in str(raised.value)

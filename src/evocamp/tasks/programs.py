@@ -113,6 +113,9 @@ class Program:
         self.words = [_resolved_word(word, here) for word in command_words(domain["command"])]
         if not any("{params}" in word or "{results}" in word for word in self.words):
             self.words += [PARAMETERS_FILE, RESULTS_FILE]  # as Dakota calls analysis drivers
+        # The launcher starts the program's ranks: its words go first, not resolved.
+        self.words = command_words(domain.get("launcher") or "") + self.words
+        self.ranks = str(int(domain.get("ranks") or 1))
         dim = int(domain["solution_dim"])
         self.variables = list(domain.get("variables") or [f"x{i + 1}" for i in range(dim)])
         self.measure_dim = len(domain.get("measure_ranges") or [])
@@ -203,7 +206,7 @@ class Program:
             "results": RESULTS_FILE,
             "workdir": str(folder),
             "seed": str(first.seed),
-            "ranks": "1",
+            "ranks": self.ranks,
             "eval_id": str(first.eval_id),
         }
         argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in self.words]
@@ -442,7 +445,29 @@ COMMAND_KEYS = (
     "keep_work",
     "keep_work_max",
     "batch",
+    "ranks",
+    "launcher",
 )
+
+
+def _launcher_problems(key: str, domain: dict, command: str) -> list[str]:
+    """What is wrong with a command domain's ``launcher`` and ``ranks``."""
+    try:
+        launcher = " ".join(command_words(domain.get("launcher") or ""))
+    except ValueError as error:
+        return [f"key '{key}.launcher': cannot be split into words ({error})"]
+    problems = [
+        f"key '{key}.launcher': unknown placeholder {{{name}}} (placeholders: {{ranks}})"
+        for name in re.findall(r"\{([^{}]*)\}", launcher)
+        if name != "ranks"
+    ]
+    ranks = domain.get("ranks") or 1
+    if ranks > 1 and "{ranks}" not in launcher + command:
+        problems.append(
+            f"key '{key}.ranks': {ranks} ranks, but neither the launcher nor the command "
+            'says {ranks} (e.g. launcher: "mpirun -n {ranks}")'
+        )
+    return problems
 
 
 def command_problems(key: str, domain: dict) -> list[str]:
@@ -481,6 +506,7 @@ def command_problems(key: str, domain: dict) -> list[str]:
             f"key '{key}.chunk_size': a program evaluates one solution per call; "
             "batch: true calls it once for chunk_size solutions"
         )
+    problems += _launcher_problems(key, domain, text)
     variables = domain.get("variables")
     if variables is not None and "solution_dim" in domain:
         if len(variables) != domain["solution_dim"]:
