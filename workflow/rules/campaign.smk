@@ -40,10 +40,11 @@ if config["mode"] == "shards":
             SHARD_GROUP
         conda:
             CONDA_ENV
-        threads: 1
+        threads: shard_threads
         resources:
             mem_mb=shard_mem_mb,
             runtime=shard_runtime,
+            gpu=shard_gpus,
         params:
             shards=SHARDS,
         shell:

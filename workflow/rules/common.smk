@@ -290,6 +290,19 @@ def shard_runtime(wildcards, attempt):
     return 30 * attempt
 
 
+def shard_threads(wildcards):
+    """Cores of an evaluation job: evaluation.concurrency evaluations at once, each of
+    its domain's ranks (type command; 1 otherwise)."""
+    ranks = config["domains"][wildcards.domain].get("ranks") or 1
+    return config["evaluation"]["concurrency"] * ranks
+
+
+def shard_gpus(wildcards):
+    """GPUs of an evaluation job: evaluation.gpus_per_evaluation for each evaluation
+    at once (0: none asked; Slurm's --gpus)."""
+    return config["evaluation"]["concurrency"] * config["evaluation"]["gpus_per_evaluation"]
+
+
 def all_run_files(name):
     """One file of every run: its RunFolder attribute ``name`` (e.g. ``"metrics"``)."""
     return [str(getattr(run, name)) for run in runs()]
