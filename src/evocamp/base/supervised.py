@@ -90,7 +90,11 @@ class Ended:
 
 
 def supervised(
-    task: Callable[[int], object], count: int, *, limits: list[float | None] | None = None
+    task: Callable[[int], object],
+    count: int,
+    *,
+    limits: list[float | None] | None = None,
+    environment: dict[str, str] | None = None,
 ) -> Iterator[object]:
     """Yield ``task(k)`` for ``k`` in ``0..count-1``, each computed in a forked child
     that leads a process group of its own, ended as a whole when it is done.
@@ -104,6 +108,8 @@ def supervised(
         Number of items.
     limits : list of float or None, optional
         Seconds item ``k`` may take (``None``: no limit).
+    environment : dict, optional
+        Variables set in the child (and so in whatever it starts), not in the caller.
 
     Yields
     ------
@@ -126,6 +132,7 @@ def supervised(
         for standard in (1, 2):
             os.dup2(output_write, standard)
         os.close(output_write)
+        os.environ.update(environment or {})
         _child(task, count, write_end)
     with contextlib.suppress(OSError):  # set by both, whichever runs first (it may be gone)
         os.setpgid(pid, pid)

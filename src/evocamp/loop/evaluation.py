@@ -10,7 +10,6 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -460,8 +459,12 @@ def _lane_outcomes(
         if policy.timeout is not None:
             limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
         began = time.perf_counter()
-        task = _InChild(evaluator, todo, environment)
-        for result in supervised(task, len(todo), limits=limits):
+        for result in supervised(
+            lambda k, todo=todo: evaluator(todo[k]),
+            len(todo),
+            limits=limits,
+            environment=environment,
+        ):
             k = indices[done]
             now = time.perf_counter()
             spent, began = now - began, now
@@ -491,19 +494,6 @@ def _lane_outcomes(
             attempts, lost, done = 0, 0.0, done + 1
             if done < len(indices) and indices[done] > until():
                 return
-
-
-class _InChild:
-    """Item ``k`` of a supervised child: call ``todo[k]``, with the lane's
-    ``environment`` set (in the child only)."""
-
-    def __init__(self, evaluator: _ChunkEvaluator, todo: list[int], environment) -> None:
-        self.evaluator, self.todo, self.environment = evaluator, todo, environment
-
-    def __call__(self, k: int):
-        if self.environment:
-            os.environ.update(self.environment)
-        return self.evaluator(self.todo[k])
 
 
 def _ended_outcome(
