@@ -13,7 +13,13 @@ from test_programs import command_spec, evaluate, work
 
 from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.lanes import in_lanes, lane_devices
+from evocamp.config import validate_config
 from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
+
+CONFIG = {
+    "algorithms": {"me": {"type": "map_elites"}},
+    "domains": {"d": {"type": "sphere"}},
+}
 
 
 def at_concurrency(monkeypatch, concurrency: int, state, shards: int = 2) -> list:
@@ -129,3 +135,14 @@ def test_ranks_and_launchers_are_checked(tmp_path, domain, problem):
     with pytest.raises(ConfigError) as raised:
         command_spec(tmp_path, **domain)
     assert problem in str(raised.value)
+
+
+def test_concurrency_and_gpus_are_step_settings_not_part_of_the_run_spec(tmp_path):
+    plain = plugin_state(tmp_path).spec
+    wide = plugin_state(tmp_path, evaluation={"concurrency": 4, "gpus_per_evaluation": 1}).spec
+    assert wide == plain
+    settings = StepSettings.from_config(
+        validate_config({**CONFIG, "evaluation": {"concurrency": 4, "gpus_per_evaluation": 2}})
+    )
+    assert StepSettings.from_json(settings.to_json()) == settings
+    assert (settings.concurrency, settings.gpus_per_evaluation) == (4, 2)

@@ -463,6 +463,8 @@ def test_policy_defaults_are_the_schemas_and_stay_out_of_run_specs():
         "max_failed_fraction": DEFAULT_MAX_FAILED_FRACTION,
         "repeats": 1,  # noisy evaluations (tests/unit/test_noisy.py)
         "reevaluate": 0,
+        "concurrency": 1,  # tests/unit/test_concurrency.py
+        "gpus_per_evaluation": 0,
     }
     base = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
 
