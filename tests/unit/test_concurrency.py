@@ -146,3 +146,13 @@ def test_concurrency_and_gpus_are_step_settings_not_part_of_the_run_spec(tmp_pat
     )
     assert StepSettings.from_json(settings.to_json()) == settings
     assert (settings.concurrency, settings.gpus_per_evaluation) == (4, 2)
+
+
+@pytest.mark.parametrize("mode", ["dask", "async"])
+def test_lanes_are_shard_mode_only(mode):
+    with pytest.raises(ConfigError) as raised:
+        validate_config({**CONFIG, "mode": mode, "evaluation": {"gpus_per_evaluation": 1}})
+    assert (
+        f"key 'evaluation.gpus_per_evaluation': shard mode only (mode {mode} evaluates one "
+        "solution at a time per worker or slot: give it more workers or slots)"
+    ) in str(raised.value)
