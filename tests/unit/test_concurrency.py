@@ -82,7 +82,7 @@ def test_each_lane_gets_its_own_gpus():
     assert [lane_devices(j, 2, "4,5,6,7") for j in range(2)] == ["4,5", "6,7"]
     assert lane_devices(2, 1, None) == "2"
     assert lane_devices(1, 1, "GPU-a, GPU-b") == "GPU-b"
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(ConfigError) as raised:
         lane_devices(2, 2, "0,1,2,3")
     assert str(raised.value) == (
         "evaluation lane 2 needs GPUs 4..5 (evaluation.gpus_per_evaluation 2) but the job "

@@ -16,6 +16,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from evocamp.base.errors import ConfigError
+
 #: The variables a lane sets in its children (a program started there takes them).
 LANE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "EVOCAMP_LANE")
 
@@ -84,8 +86,8 @@ def lane_devices(lane: int, per_lane: int, visible: str | None) -> str:
 
     Raises
     ------
-    ValueError
-        When the job sees too few devices for this lane.
+    ConfigError
+        When the job sees too few devices for this lane (one line).
     """
     devices = (
         [str(k) for k in range((lane + 1) * per_lane)]
@@ -94,7 +96,7 @@ def lane_devices(lane: int, per_lane: int, visible: str | None) -> str:
     )
     mine = devices[lane * per_lane : (lane + 1) * per_lane]
     if len(mine) < per_lane:
-        raise ValueError(
+        raise ConfigError(
             f"evaluation lane {lane} needs GPUs {lane * per_lane}..{(lane + 1) * per_lane - 1} "
             f"(evaluation.gpus_per_evaluation {per_lane}) but the job sees {len(devices)} "
             f"(CUDA_VISIBLE_DEVICES={visible or ''})"
