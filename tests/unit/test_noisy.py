@@ -211,8 +211,8 @@ def test_repeats_enter_the_run_spec_only_when_not_1_and_reevaluate_never(small_c
         (
             {"evaluation": {"repeat": 2}},
             "key 'evaluation': unknown key(s) ['repeat']; allowed keys are "
-            "['after_retries', 'max_failed_fraction', 'on_failure', 'reevaluate', 'repeats', "
-            "'retries', 'timeout']",
+            "['after_retries', 'concurrency', 'gpus_per_evaluation', 'max_failed_fraction', "
+            "'on_failure', 'reevaluate', 'repeats', 'retries', 'timeout']",
         ),
         (
             {

@@ -300,7 +300,10 @@ def shard_threads(wildcards):
 def shard_gpus(wildcards):
     """GPUs of an evaluation job: evaluation.gpus_per_evaluation for each evaluation
     at once (0: none asked; Slurm's --gpus)."""
-    return config["evaluation"]["concurrency"] * config["evaluation"]["gpus_per_evaluation"]
+    return (
+        config["evaluation"]["concurrency"]
+        * config["evaluation"]["gpus_per_evaluation"]
+    )
 
 
 def all_run_files(name):
