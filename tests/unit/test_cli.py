@@ -120,4 +120,5 @@ def test_no_other_environment_variable_of_evocamp_carries_a_setting():
         "EVOCAMP_WORKDIR": {"programs.py"},
         "EVOCAMP_SEED": {"programs.py"},
         "EVOCAMP_EVAL_ID": {"programs.py"},
+        "EVOCAMP_LANE": {"lanes.py"},  # its lane (evaluation.concurrency)
     }
