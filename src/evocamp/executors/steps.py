@@ -26,8 +26,8 @@ from evocamp.files.evaluations import (
     held,
     record_window_rows,
 )
-from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.journal import journal_path, remove_journal
+from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, tell
