@@ -19,7 +19,9 @@ calls really took.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,21 @@ def journal_path(shard_file: str | Path) -> Path:
     """The journal of the shard file ``shard_file`` (beside it)."""
     shard_file = Path(shard_file)
     return shard_file.with_name(shard_file.name + JOURNAL_SUFFIX)
+
+
+def journal_key(spec: dict, generation: int, shard: int, shards: int, *, solutions, seeds) -> dict:
+    """What a shard's journalled calls belong to: the run (a digest of its spec),
+    generation, shard, shards and the batch's identity (a digest of the shard's
+    solutions and evaluation seeds)."""
+    batch = hashlib.sha256(np.ascontiguousarray(solutions, dtype=np.float64).tobytes())
+    batch.update(np.ascontiguousarray(seeds, dtype=np.uint64).tobytes())
+    return {
+        "run": hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest(),
+        "generation": int(generation),
+        "shard": int(shard),
+        "shards": int(shards),
+        "batch": batch.hexdigest(),
+    }
 
 
 def _hex(values) -> list[str]:
@@ -126,11 +143,12 @@ class ShardJournal(LineLog):
         self.clear()
         self.append_line(header)
 
-    def append(self, call: int, outcome: dict) -> None:
-        """Journal call ``call``'s outcome (keys: ``outputs``, ``seconds``, ``size``,
-        ``status``, ``message``, ``attempts``, ``failed_seconds``, ``failed_rows``),
-        flushed and fsynced before this returns."""
-        self.append_line(_encode(call, outcome))
+    def append(self, call: int, outcome) -> None:
+        """Journal call ``call``'s outcome (a dataclass with the fields ``outputs``,
+        ``seconds``, ``size``, ``status``, ``message``, ``attempts``,
+        ``failed_seconds``, ``failed_rows``: the keys of :attr:`finished`), flushed and
+        fsynced before this returns."""
+        self.append_line(_encode(call, {f.name: getattr(outcome, f.name) for f in fields(outcome)}))
 
 
 def remove_journal(shard_file: str | Path) -> None:

@@ -10,12 +10,10 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 import traceback
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
-from evocamp.files.journal import ShardJournal
+from evocamp.files.journal import ShardJournal, journal_key
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
@@ -287,35 +285,19 @@ def evaluate_slice(
         repeats=run.repeats,
         measure_dim=run.measure_dim,
     )
-    journalled = None
-    if journal is not None:
-        key = _journal_key(
-            run,
-            generation=generation,
-            shard=shard,
-            shards=journal[1],
-            solutions=solutions,
-            seeds=seeds,
+    journalled = journal and ShardJournal(
+        journal[0],
+        key=journal_key(run.spec, generation, shard, journal[1], solutions=solutions, seeds=seeds),
+    )
+    finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
+    if finished:
+        log_line(
+            f"{where(spec, generation, shard, None)}: {len(finished)} of {len(calls)} calls "
+            "journalled by an earlier attempt, not evaluated again"
         )
-        journalled = ShardJournal(journal[0], key=key)
+    pending = [k for k in range(len(calls)) if k not in finished]
+    note = journalled.append if journalled else lambda k, outcome: None
     try:
-        finished = {
-            k: _Outcome(**outcome)
-            for k, outcome in (journalled.finished if journalled else {}).items()
-        }
-        if finished:
-            print(
-                f"evocamp: {where(spec, generation, shard, None)}: {len(finished)} of "
-                f"{len(calls)} calls journalled by an earlier attempt, not evaluated again",
-                file=sys.stderr,
-                flush=True,
-            )
-        pending = [k for k in range(len(calls)) if k not in finished]
-
-        def note(k: int, outcome: _Outcome) -> None:
-            if journalled is not None:
-                journalled.append(k, {f.name: getattr(outcome, f.name) for f in fields(outcome)})
-
         # An asynchronous evaluation's failure is logged by the segment that tells it
         # (AsynchronousLoop's `discarded`), not here where it ran.
         finished.update(
@@ -326,7 +308,7 @@ def evaluate_slice(
             else _outcomes_in_process(evaluator, pending=pending, note=note)
         )
     finally:
-        if journalled is not None:
+        if journalled:
             journalled.close()
     outcomes = [finished[k] for k in range(len(calls))]
     return _shard_result(
@@ -339,23 +321,6 @@ def evaluate_slice(
         solutions=solutions if keep_solutions else None,
         stats=stats,
     )
-
-
-def _journal_key(
-    run: Run, *, generation: int, shard: int | None, shards: int, solutions, seeds
-) -> dict:
-    """What a shard's journalled calls belong to: the run (its spec), generation,
-    shard, shards and the batch's identity (the slice's solutions and seeds)."""
-    spec = json.dumps(run.spec, sort_keys=True, default=str).encode()
-    batch = hashlib.sha256(np.ascontiguousarray(solutions, dtype=np.float64).tobytes())
-    batch.update(np.ascontiguousarray(seeds, dtype=np.uint64).tobytes())
-    return {
-        "run": hashlib.sha256(spec).hexdigest(),
-        "generation": int(generation),
-        "shard": None if shard is None else int(shard),
-        "shards": int(shards),
-        "batch": batch.hexdigest(),
-    }
 
 
 def _default_chunk(domain: dict, count: int) -> int:
@@ -562,15 +527,16 @@ def _failed_outcome(
 
 def log_discarded(message: str) -> None:
     """The log line of a failed evaluation the run goes on without (``discard``)."""
-    print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
+    log_line(f"warning: {message} (discarded)")
+
+
+def log_line(message: str) -> None:
+    """A line for the job's log (standard error), prefixed ``evocamp: ``."""
+    print(f"evocamp: {message}", file=sys.stderr, flush=True)
 
 
 def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
-    print(
-        f"evocamp: warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows",
-        file=sys.stderr,
-        flush=True,
-    )
+    log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
 
 
 def _shard_result(
