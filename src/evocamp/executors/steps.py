@@ -323,8 +323,11 @@ def reevaluate_shard_step(
     state ``repeats`` (``evaluation.reevaluate``) more times; write the results as a
     shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
-    result = reevaluate_shard(final_state, repeats=repeats, shard=shard, shards=shards)
+    result = reevaluate_shard(
+        final_state, repeats=repeats, shard=shard, shards=shards, journal=journal_path(output)
+    )
     write_shard(output, result)
+    remove_journal(output)
     log(
         f"{run_label(final_state.spec)}: elites {result.start}..{result.stop - 1} of "
         f"generation {final_state.generation} evaluated {repeats} times each -> {output}"

@@ -91,7 +91,7 @@ def evaluate_shard(
         seeds=np.asarray(seeds[start:stop]),
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
-        journal=None if journal is None else (journal, shards),
+        journal=None if journal is None else (journal, shard, shards),
     )
 
 
@@ -224,7 +224,7 @@ def evaluate_slice(
     evaluation: int | None = None,
     slot: int | None = None,
     cells: np.ndarray | None = None,
-    journal: tuple[str | Path, int] | None = None,
+    journal: tuple[str | Path, int, int] | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -248,8 +248,9 @@ def evaluate_slice(
         The final re-evaluation: the archive cell of each solution of the slice
         (messages name the elites by their cells instead of shard and index).
     journal : tuple, optional
-        The shard's journal and the generation's number of shards
-        (:func:`evaluate_shard`'s ``journal``).
+        The shard's journal, the shard and the number of shards (the slice's shard
+        file's journal, :func:`evaluate_shard`'s ``journal``; the final
+        re-evaluation's shard too).
 
     Raises
     ------
@@ -287,7 +288,7 @@ def evaluate_slice(
     )
     journalled = journal and ShardJournal(
         journal[0],
-        key=journal_key(run.spec, generation, shard, journal[1], solutions=solutions, seeds=seeds),
+        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
     finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
     if finished:
