@@ -168,15 +168,14 @@ def read_completions(path: str | Path) -> list[Completion]:
 
 class LineLog:
     """An append-only log of text lines, each flushed before the call returns (and
-    fsynced too when ``durable``).
+    fsynced too when appended with ``sync``).
 
     Opening cuts off a partial last line left by a kill. Use as a context manager
     (the file is fsynced and closed at the end).
     """
 
-    def __init__(self, path: str | Path, *, durable: bool = False) -> None:
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.durable = durable
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "ab+")  # noqa: SIM115 - closed in close()
         self._cut_partial_line()
@@ -198,14 +197,14 @@ class LineLog:
         self._file.truncate(0)
         self._file.seek(0)
 
-    def append_line(self, line: str) -> None:
+    def append_line(self, line: str, *, sync: bool = False) -> None:
         """Append one line (without its newline) and flush it to the operating system
-        (it survives a kill of this process from here on; a crash of the machine too
-        when the log is ``durable``)."""
+        (it survives a kill of this process from here on; with ``sync``, fsynced: a
+        crash of the machine too, and every line before it)."""
         try:
             self._file.write(line.encode() + b"\n")
             self._file.flush()
-            if self.durable:
+            if sync:
                 os.fsync(self._file.fileno())
         except OSError as error:
             if error.errno in NO_SPACE:
