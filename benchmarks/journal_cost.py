@@ -17,28 +17,15 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from evocamp.files.journal import SYNC_SECONDS, ShardJournal
+from evocamp.loop.evaluation import _Outcome as Outcome  # what the shard step journals
 
 KEY = {"run": "0" * 64, "generation": 12, "shard": 3, "shards": 8, "batch": "f" * 64}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A call's outcome, as the shard step's ``_Outcome`` holds it."""
-
-    outputs: dict | None
-    seconds: float
-    size: int
-    status: int = 0
-    message: str = ""
-    attempts: int = 1
-    failed_seconds: float = 0.0
-    failed_rows: dict | None = None
 
 
 def shapes(rng) -> dict:

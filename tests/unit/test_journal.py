@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import ShardJournal, journal_path
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import held_batch
-from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.evaluation import _Outcome, evaluate_shard
 
 sys.path.insert(0, str(PLUGINS))
 from test_failures import plugin_state, seed_at  # noqa: E402
@@ -122,18 +121,6 @@ def test_the_journalled_seconds_are_the_shard_files_exact_floats(tmp_path):
     assert [int(s) for s in _lines(tmp_path / "evaluated")] == [
         seed_at(state, k) for k in range(1, 8)
     ]
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    outputs: dict | None
-    seconds: float
-    size: int
-    status: int = 0
-    message: str = ""
-    attempts: int = 1
-    failed_seconds: float = 0.0
-    failed_rows: dict | None = None
 
 
 KEY = {"run": "r", "generation": 3, "shard": 1, "shards": 4, "batch": "b"}
