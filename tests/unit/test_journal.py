@@ -17,11 +17,12 @@ from conftest import PLUGINS, shard_results
 
 from evocamp.base.errors import CorruptFileError
 from evocamp.catalogue.factory import resolve_run
+from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import ShardJournal, journal_path
 from evocamp.files.shard import read_shard
-from evocamp.loop.engine import held_batch
-from evocamp.loop.evaluation import _Outcome, evaluate_shard
+from evocamp.loop.engine import held_batch, initialise
+from evocamp.loop.evaluation import _Outcome, evaluate_shard, isolated
 
 sys.path.insert(0, str(PLUGINS))
 from test_failures import plugin_state, seed_at  # noqa: E402
@@ -175,3 +176,58 @@ def test_a_corrupt_record_before_the_last_is_named(tmp_path):
     path.write_text("\n".join([lines[0], "garbage", lines[2]]) + "\n")
     with pytest.raises(CorruptFileError, match=r"shard journal .*s\.h5\.journal, line 2: "):
         ShardJournal(path, key=KEY)
+
+
+def test_a_built_in_domain_evaluated_in_process_journals_its_chunks(tmp_path):
+    """A built-in domain (in this process, no supervised child) with ``chunk_size`` 2:
+    four calls journalled; a rerun whose journal holds the first two (one with a
+    changed value) takes them as journalled and evaluates the other two, bitwise; the
+    same journal is not read by a shard of another shard count."""
+    config = validate_config(
+        {
+            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
+            "domains": {"s": {"type": "sphere", "solution_dim": 3, "chunk_size": 2}},
+        }
+    )
+    state = initialise(run_spec(config, algorithm="me", domain="s", seed=0))
+    run = resolve_run(state.spec)
+    assert not isolated(run)
+    path = tmp_path / "shard.h5.journal"
+
+    def evaluate():
+        return evaluate_shard(
+            run,
+            batch=held_batch(state),
+            seeds=state.next_seeds,
+            generation=1,
+            shard=0,
+            shards=1,
+            journal=path,
+        )
+
+    first = evaluate()
+    lines = _lines(path)
+    assert len(lines) == 5
+    record = json.loads(lines[2])
+    shape, values = record["outputs"]["objective"]
+    record["outputs"]["objective"] = [shape, [values[0], (-1.5).hex()]]
+    path.write_text("\n".join([lines[0], lines[1], json.dumps(record)]) + "\n")
+    again = evaluate()
+    assert again.objective[3] == -1.5
+    expected = first.objective.copy()
+    expected[3] = -1.5
+    assert again.objective.tobytes() == expected.tobytes()
+    assert again.measures.tobytes() == first.measures.tobytes()
+    assert len(_lines(path)) == 5
+    # The same place, another shard count: the journal is started again, not read.
+    half = evaluate_shard(
+        run,
+        batch=held_batch(state),
+        seeds=state.next_seeds,
+        generation=1,
+        shard=0,
+        shards=2,
+        journal=path,
+    )
+    assert half.objective.tobytes() == first.objective[:4].tobytes()
+    assert json.loads(_lines(path)[0])["journal"]["shards"] == 2
