@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
+from evocamp.files.journal import ShardJournal, journal_key
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
@@ -31,7 +33,14 @@ from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 def evaluate_shard(
-    run: Run, *, batch, seeds, generation: int, shard: int, shards: int
+    run: Run,
+    *,
+    batch,
+    seeds,
+    generation: int,
+    shard: int,
+    shards: int,
+    journal: str | Path | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -48,6 +57,10 @@ def evaluate_shard(
     generation, shard, shards : int
         Which generation the batch belongs to, and which slice
         (:func:`~evocamp.base.sharding.shard_bounds`) this shard evaluates.
+    journal : str or pathlib.Path, optional
+        The shard's journal (:func:`~evocamp.files.journal.journal_path`): every
+        finished call is journalled there, and the calls a previous attempt of this
+        shard journalled are not evaluated again.
 
     Raises
     ------
@@ -78,6 +91,7 @@ def evaluate_shard(
         seeds=np.asarray(seeds[start:stop]),
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
+        journal=None if journal is None else (journal, shard, shards),
     )
 
 
@@ -210,6 +224,7 @@ def evaluate_slice(
     evaluation: int | None = None,
     slot: int | None = None,
     cells: np.ndarray | None = None,
+    journal: tuple[str | Path, int, int] | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -232,6 +247,10 @@ def evaluate_slice(
     cells : numpy.ndarray, optional
         The final re-evaluation: the archive cell of each solution of the slice
         (messages name the elites by their cells instead of shard and index).
+    journal : tuple, optional
+        The shard's journal, the shard and the number of shards (the slice's shard
+        file's journal, :func:`evaluate_shard`'s ``journal``; the final
+        re-evaluation's shard too).
 
     Raises
     ------
@@ -267,13 +286,32 @@ def evaluate_slice(
         repeats=run.repeats,
         measure_dim=run.measure_dim,
     )
-    # An asynchronous evaluation's failure is logged by the segment that tells it
-    # (AsynchronousLoop's `discarded`), not here where it ran.
-    outcomes = (
-        _supervised_outcomes(evaluator, run.failure_policy, report=evaluation is None)
-        if isolated(run)
-        else _outcomes_in_process(evaluator)
+    journalled = journal and ShardJournal(
+        journal[0],
+        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
+    finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
+    if finished:
+        log_line(
+            f"{where(spec, generation, shard, None)}: {len(finished)} of {len(calls)} calls "
+            "journalled by an earlier attempt, not evaluated again"
+        )
+    pending = [k for k in range(len(calls)) if k not in finished]
+    note = journalled.append if journalled else lambda k, outcome: None
+    try:
+        # An asynchronous evaluation's failure is logged by the segment that tells it
+        # (AsynchronousLoop's `discarded`), not here where it ran.
+        finished.update(
+            _supervised_outcomes(
+                evaluator, run.failure_policy, pending=pending, note=note, report=evaluation is None
+            )
+            if isolated(run)
+            else _outcomes_in_process(evaluator, pending=pending, note=note)
+        )
+    finally:
+        if journalled:
+            journalled.close()
+    outcomes = [finished[k] for k in range(len(calls))]
     return _shard_result(
         run,
         outcomes,
@@ -386,36 +424,42 @@ class _ChunkEvaluator:
         return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
-def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
-    """Every call evaluated in this process: the first failure raises."""
-    outcomes = []
-    for k in range(len(evaluator.calls)):
+def _outcomes_in_process(evaluator: _ChunkEvaluator, *, pending: list[int], note) -> dict:
+    """The ``pending`` calls evaluated in this process, by index, each passed to
+    ``note`` as it finishes: the first failure raises."""
+    outcomes = {}
+    for k in pending:
         outcome = evaluator(k)
         if isinstance(outcome, EvaluationError):
             raise outcome
-        outcomes.append(outcome)
+        outcomes[k] = outcome
+        note(k, outcome)
     return outcomes
 
 
 def _supervised_outcomes(
-    evaluator: _ChunkEvaluator, policy: FailurePolicy, *, report: bool = True
-) -> list[_Outcome]:
-    """Every call evaluated in supervised children, one child until one crashes or
-    overruns; the policy decides what a failed call becomes (stop: it raises; else
-    recorded as failed, with a ``(discarded)`` line in the log when ``report``)."""
+    evaluator: _ChunkEvaluator,
+    policy: FailurePolicy,
+    *,
+    pending: list[int],
+    note,
+    report: bool = True,
+) -> dict:
+    """The ``pending`` calls evaluated in supervised children, by index, one child
+    until one crashes or overruns, each passed to ``note`` as it finishes; the policy
+    decides what a failed call becomes (stop: it raises; else recorded as failed, with
+    a ``(discarded)`` line in the log when ``report``)."""
     calls = evaluator.calls
-    outcomes: list[_Outcome] = []
+    outcomes: dict[int, _Outcome] = {}
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
-    while len(outcomes) < len(calls):
-        first = len(outcomes)
+    while len(outcomes) < len(pending):
+        todo = pending[len(outcomes) :]
         limits = None
         if policy.timeout is not None:
-            limits = [policy.timeout * call.size * evaluator.repeats for call in calls[first:]]
+            limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
         began = time.perf_counter()
-        for result in supervised(
-            lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
-        ):
-            k = len(outcomes)
+        for result in supervised(lambda j, todo=todo: evaluator(todo[j]), len(todo), limits=limits):
+            k = pending[len(outcomes)]
             now = time.perf_counter()
             spent, began = now - began, now
             if isinstance(result, Ended):
@@ -440,7 +484,8 @@ def _supervised_outcomes(
                         raise EvaluationError(message)
                     if report:
                         log_discarded(message)
-            outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
+            outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
+            note(k, outcomes[k])
             attempts, lost = 0, 0.0
     return outcomes
 
@@ -483,15 +528,16 @@ def _failed_outcome(
 
 def log_discarded(message: str) -> None:
     """The log line of a failed evaluation the run goes on without (``discard``)."""
-    print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
+    log_line(f"warning: {message} (discarded)")
+
+
+def log_line(message: str) -> None:
+    """A line for the job's log (standard error), prefixed ``evocamp: ``."""
+    print(f"evocamp: {message}", file=sys.stderr, flush=True)
 
 
 def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
-    print(
-        f"evocamp: warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows",
-        file=sys.stderr,
-        flush=True,
-    )
+    log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
 
 
 def _shard_result(
