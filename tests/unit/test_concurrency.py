@@ -73,7 +73,7 @@ def test_lanes_run_at_once_and_results_come_by_index():
             results[k] = k * k
             lanes_of[k] = j
 
-    results = in_lanes(lane, 7, 3)
+    results = in_lanes(lane, list(range(7)), 3)
     assert [results[k] for k in range(7)] == [k * k for k in range(7)]
     assert [lanes_of[k] for k in range(7)] == [0, 1, 2, 0, 1, 2, 0]
 

@@ -1,9 +1,9 @@
 """Lanes: a shard's evaluations run ``n`` at once (``evaluation.concurrency``).
 
-:func:`in_lanes` splits ``count`` indexed items among ``lanes`` threads (lane ``j``
-takes items ``j``, ``j + n``, ``j + 2n``, ... in order), each of which drives its own
-supervised children (:mod:`evocamp.base.supervised`), and gathers their results by
-index: whatever the number of lanes, the caller sees the results of one lane, and a
+:func:`in_lanes` splits indexed items among ``lanes`` threads (lane ``j`` takes
+the ``j``-th, ``(j + n)``-th, ``(j + 2n)``-th, ... of them, in order), each of which
+drives its own supervised children (:mod:`evocamp.base.supervised`), and gathers
+their results by index: whatever the number of lanes, the caller sees the results of one lane, and a
 failure raised is that of the first failed item, every item before it done, as in
 one lane. :func:`lane_devices` gives each lane its own GPUs from the job's visible
 ones (``evaluation.gpus_per_evaluation``), which its children see in
@@ -23,9 +23,10 @@ LANE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "EVOCAMP_LANE")
 
 
 def in_lanes(
-    lane: Callable[[int, list[int], dict, Callable[[], int]], None], count: int, lanes: int
+    lane: Callable[[int, list[int], dict, Callable[[], int]], None], items: list[int], lanes: int
 ) -> dict[int, object]:
-    """Items ``0..count-1`` done by ``lanes`` lanes at once; their results by index.
+    """``items`` (increasing indices) done by ``lanes`` lanes at once; their results
+    by index.
 
     Parameters
     ----------
@@ -34,10 +35,10 @@ def in_lanes(
         result in ``results[index]`` as it comes, and returns before an index past
         ``until()`` (another lane's item failed); an exception it raises is the
         failure of its first index without a result.
-    count : int
-        Number of items.
+    items : list of int
+        The items' indices, increasing.
     lanes : int
-        Lanes at once (at most ``count`` run; one runs in the calling thread).
+        Lanes at once (at most one per item; one runs in the calling thread).
 
     Returns
     -------
@@ -49,20 +50,21 @@ def in_lanes(
     BaseException
         The failure of the first failed item (in index order).
     """
-    lanes = max(1, min(lanes, count))
+    lanes = max(1, min(lanes, len(items)))
     results: dict[int, object] = {}
+    beyond = items[-1] + 1 if items else 0  # past every item: no failure yet
     if lanes == 1:
-        lane(0, list(range(count)), results, lambda: count)
+        lane(0, list(items), results, lambda: beyond)
         return results
     failures: dict[int, BaseException] = {}
     lock = threading.Lock()
 
     def first_failure() -> int:
         with lock:
-            return min(failures, default=count)
+            return min(failures, default=beyond)
 
     def run(j: int) -> None:
-        indices = list(range(j, count, lanes))
+        indices = items[j::lanes]
         try:
             lane(j, indices, results, first_failure)
         except BaseException as error:  # noqa: BLE001 - raised in the caller's thread

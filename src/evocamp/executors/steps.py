@@ -26,6 +26,7 @@ from evocamp.files.evaluations import (
     held,
     record_window_rows,
 )
+from evocamp.files.journal import journal_path, remove_journal
 from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
@@ -75,15 +76,24 @@ def init_step(*, spec: dict, output: str | Path) -> None:
 def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
     from the node-local cache when the tell that wrote the checkpoint ran on this node,
-    :func:`~evocamp.loop.state_cache.shard_batch`)."""
+    :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
+    beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
+    evaluates only the calls that are missing."""
     with shard_batch(state) as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
-            run, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
+            run,
+            batch=batch,
+            seeds=seeds,
+            generation=generation,
+            shard=shard,
+            shards=shards,
+            journal=journal_path(output),
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
     note_numerics(run.spec, numerics, step="evaluate", generation=generation)
     write_shard(output, result)
+    remove_journal(output)  # a finished shard leaves no journal
     log(
         f"generation {result.generation} shard {shard}/{shards}: solutions "
         f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
@@ -313,8 +323,11 @@ def reevaluate_shard_step(
     state ``repeats`` (``evaluation.reevaluate``) more times; write the results as a
     shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
-    result = reevaluate_shard(final_state, repeats=repeats, shard=shard, shards=shards)
+    result = reevaluate_shard(
+        final_state, repeats=repeats, shard=shard, shards=shards, journal=journal_path(output)
+    )
     write_shard(output, result)
+    remove_journal(output)
     log(
         f"{run_label(final_state.spec)}: elites {result.start}..{result.stop - 1} of "
         f"generation {final_state.generation} evaluated {repeats} times each -> {output}"

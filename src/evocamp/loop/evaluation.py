@@ -11,9 +11,11 @@ names any failure by run, generation, shard and solution index.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from evocamp.base.lanes import in_lanes, lane_environment
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
+from evocamp.files.journal import ShardJournal, journal_key
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.loop.step_settings import StepSettings
@@ -33,7 +36,14 @@ from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 def evaluate_shard(
-    run: Run, *, batch, seeds, generation: int, shard: int, shards: int
+    run: Run,
+    *,
+    batch,
+    seeds,
+    generation: int,
+    shard: int,
+    shards: int,
+    journal: str | Path | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -50,6 +60,10 @@ def evaluate_shard(
     generation, shard, shards : int
         Which generation the batch belongs to, and which slice
         (:func:`~evocamp.base.sharding.shard_bounds`) this shard evaluates.
+    journal : str or pathlib.Path, optional
+        The shard's journal (:func:`~evocamp.files.journal.journal_path`): every
+        finished call is journalled there, and the calls a previous attempt of this
+        shard journalled are not evaluated again.
 
     Raises
     ------
@@ -80,6 +94,7 @@ def evaluate_shard(
         seeds=np.asarray(seeds[start:stop]),
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
+        journal=None if journal is None else (journal, shard, shards),
     )
 
 
@@ -212,6 +227,7 @@ def evaluate_slice(
     evaluation: int | None = None,
     slot: int | None = None,
     cells: np.ndarray | None = None,
+    journal: tuple[str | Path, int, int] | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -234,6 +250,10 @@ def evaluate_slice(
     cells : numpy.ndarray, optional
         The final re-evaluation: the archive cell of each solution of the slice
         (messages name the elites by their cells instead of shard and index).
+    journal : tuple, optional
+        The shard's journal, the shard and the number of shards (the slice's shard
+        file's journal, :func:`evaluate_shard`'s ``journal``; the final
+        re-evaluation's shard too).
 
     Raises
     ------
@@ -269,20 +289,39 @@ def evaluate_slice(
         repeats=run.repeats,
         measure_dim=run.measure_dim,
     )
-    # An asynchronous evaluation's failure is logged by the segment that tells it
-    # (AsynchronousLoop's `discarded`), not here where it ran.
-    settings = StepSettings.current()
-    outcomes = (
-        _supervised_outcomes(
-            evaluator,
-            run.failure_policy,
-            report=evaluation is None,
-            concurrency=settings.concurrency,
-            gpus=settings.gpus_per_evaluation,
-        )
-        if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
-        else _outcomes_in_process(evaluator)
+    journalled = journal and ShardJournal(
+        journal[0],
+        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
+    finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
+    if finished:
+        log_line(
+            f"{where(spec, generation, shard, None)}: {len(finished)} of {len(calls)} calls "
+            "journalled by an earlier attempt, not evaluated again"
+        )
+    pending = [k for k in range(len(calls)) if k not in finished]
+    note = journalled.append if journalled else lambda k, outcome: None
+    settings = StepSettings.current()
+    try:
+        # An asynchronous evaluation's failure is logged by the segment that tells it
+        # (AsynchronousLoop's `discarded`), not here where it ran.
+        finished.update(
+            _supervised_outcomes(
+                evaluator,
+                run.failure_policy,
+                pending=pending,
+                note=note,
+                report=evaluation is None,
+                concurrency=settings.concurrency,
+                gpus=settings.gpus_per_evaluation,
+            )
+            if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
+            else _outcomes_in_process(evaluator, pending=pending, note=note)
+        )
+    finally:
+        if journalled:
+            journalled.close()
+    outcomes = [finished[k] for k in range(len(calls))]
     return _shard_result(
         run,
         outcomes,
@@ -395,14 +434,16 @@ class _ChunkEvaluator:
         return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
-def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
-    """Every call evaluated in this process: the first failure raises."""
-    outcomes = []
-    for k in range(len(evaluator.calls)):
+def _outcomes_in_process(evaluator: _ChunkEvaluator, *, pending: list[int], note) -> dict:
+    """The ``pending`` calls evaluated in this process, by index, each passed to
+    ``note`` as it finishes: the first failure raises."""
+    outcomes = {}
+    for k in pending:
         outcome = evaluator(k)
         if isinstance(outcome, EvaluationError):
             raise outcome
-        outcomes.append(outcome)
+        outcomes[k] = outcome
+        note(k, outcome)
     return outcomes
 
 
@@ -410,15 +451,23 @@ def _supervised_outcomes(
     evaluator: _ChunkEvaluator,
     policy: FailurePolicy,
     *,
+    pending: list[int],
+    note,
     report: bool = True,
     concurrency: int = 1,
     gpus: int = 0,
-) -> list[_Outcome]:
-    """Every call evaluated in supervised children, ``concurrency`` lanes at once
+) -> dict:
+    """The ``pending`` calls evaluated in supervised children, by index, each passed to
+    ``note`` as it finishes, ``concurrency`` lanes at once
     (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each); the policy decides what a
     failed call becomes (stop: it raises; else recorded as failed, with a
     ``(discarded)`` line in the log when ``report``). The outcomes, and a failure
     raised, are those of one lane whatever ``concurrency`` is."""
+    lock = threading.Lock()  # the lanes' notes, one at a time
+
+    def noted(k: int, outcome: _Outcome) -> None:
+        with lock:
+            note(k, outcome)
 
     def lane(j: int, indices: list[int], outcomes: dict, until) -> None:
         environment = lane_environment(j, gpus) if concurrency > 1 or gpus else None
@@ -427,13 +476,13 @@ def _supervised_outcomes(
             policy,
             indices,
             outcomes,
+            note=noted,
             report=report,
             until=until,
             environment=environment,
         )
 
-    outcomes = in_lanes(lane, len(evaluator.calls), concurrency)
-    return [outcomes[k] for k in range(len(evaluator.calls))]
+    return in_lanes(lane, pending, concurrency)
 
 
 def _lane_outcomes(
@@ -442,14 +491,15 @@ def _lane_outcomes(
     indices: list[int],
     outcomes: dict[int, _Outcome],
     *,
+    note,
     report: bool,
     until,
     environment: dict | None,
 ) -> None:
     """Calls ``indices`` (in order) evaluated in supervised children (``environment``
     set in them), one child until one crashes or overruns; each call's outcome put in
-    ``outcomes`` as it comes. Stops before a call past ``until()`` (another lane's
-    call failed under ``stop``)."""
+    ``outcomes`` and passed to ``note`` as it comes. Stops before a call past
+    ``until()`` (another lane's call failed under ``stop``)."""
     calls = evaluator.calls
     done = 0  # calls of `indices` with an outcome
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
@@ -491,6 +541,7 @@ def _lane_outcomes(
                     if report:
                         log_discarded(message)
             outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
+            note(k, outcomes[k])
             attempts, lost, done = 0, 0.0, done + 1
             if done < len(indices) and indices[done] > until():
                 return
@@ -534,15 +585,16 @@ def _failed_outcome(
 
 def log_discarded(message: str) -> None:
     """The log line of a failed evaluation the run goes on without (``discard``)."""
-    print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
+    log_line(f"warning: {message} (discarded)")
+
+
+def log_line(message: str) -> None:
+    """A line for the job's log (standard error), prefixed ``evocamp: ``."""
+    print(f"evocamp: {message}", file=sys.stderr, flush=True)
 
 
 def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
-    print(
-        f"evocamp: warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows",
-        file=sys.stderr,
-        flush=True,
-    )
+    log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
 
 
 def _shard_result(

@@ -47,10 +47,14 @@ def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
     )
 
 
-def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) -> ShardResult:
+def reevaluate_shard(
+    state: RunState, *, repeats: int, shard: int, shards: int, journal=None
+) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a finished run's elites (a contiguous
     slice in cell-index order, :func:`~evocamp.base.sharding.shard_bounds`; possibly
-    empty when there are fewer elites than shards) ``repeats`` times.
+    empty when there are fewer elites than shards) ``repeats`` times, journalling its
+    finished calls in ``journal`` (a path, optional; as
+    :func:`~evocamp.loop.evaluation.evaluate_shard` does).
 
     Raises
     ------
@@ -70,6 +74,7 @@ def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) 
             solutions=solutions[start:stop],
             seeds=seeds[start:stop],
             cells=cells[start:stop],
+            journal=None if journal is None else (journal, shard, shards),
         )
         result.shard = shard
         return result

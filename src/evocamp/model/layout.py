@@ -9,6 +9,7 @@ job logs and the campaign's figures and tables::
         checkpoints/gen_<g>.h5           kept checkpoints: generation 0, every K-th, the last
         work/state_<g>.h5                working states between kept checkpoints
         work/gen_<g>/shard_<s>.h5        a generation's shard results (shard mode)
+        work/gen_<g>/shard_<s>.h5.journal  a running shard's finished calls (files/journal.py)
         metrics/segment_<g>.csv          the metrics window of each kept checkpoint
         evaluations/segment_<g>.h5       kept evaluations of each window (indexed by evaluations.h5)
         completions.jsonl                an asynchronous run's completion log
