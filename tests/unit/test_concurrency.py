@@ -34,11 +34,12 @@ def at_concurrency(monkeypatch, concurrency: int, state, shards: int = 2) -> lis
 
 
 def test_a_shard_at_concurrency_4_is_that_at_1(tmp_path, monkeypatch):
-    policy = {"on_failure": "retry", "retries": 1, "after_retries": "discard", "timeout": 0.5}
+    # No timeout: a crash's core dump may outlast a short one on a loaded machine.
+    policy = {"on_failure": "retry", "retries": 1, "after_retries": "discard"}
     state = plugin_state(tmp_path, evaluation=policy)
     rules = [
         f"segfault {seed_at(state, 1)}",
-        f"hang {seed_at(state, 2)}",
+        f"exit {seed_at(state, 2)}",
         f"raise {seed_at(state, 5)}",
         f"segfault_once {seed_at(state, 6)}",
     ]
