@@ -125,7 +125,7 @@ def _registry_name(algorithm: dict) -> tuple[str, str] | None:
         names = nevergrad.registry_names()
     except ImportError:
         return None
-    name = algorithm.get("optimizer")
+    name = algorithm.get("optimizer", "NGOpt")
     if name in names:
         return None
     close = [n for n in names if n.lower() == str(name).lower()]
@@ -141,8 +141,7 @@ _NEVERGRAD_TYPES = (
         "TwoPointsDE, PSO, ...) through Nevergrad's ask/tell, `batch_size` candidates per "
         "generation (needs Nevergrad: pip install 'evocamp[nevergrad]')",
         reference="Rapin & Teytaud 2018 (Nevergrad); nevergrad 1.0.12",
-        defaults={"batch_size": 8, "budget": None, "num_workers": None},
-        required=("optimizer",),
+        defaults={"optimizer": "NGOpt", "batch_size": 8, "budget": None, "num_workers": None},
         params=("optimizer", "batch_size", "budget", "num_workers"),
         cls=nevergrad.NevergradOptimizer,
         generation_size=_batch_size,

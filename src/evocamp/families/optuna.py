@@ -22,6 +22,8 @@ one thread (``OMP_NUM_THREADS=1``, set by evocamp for every process).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 #: The samplers by the names ``sampler:`` takes, each Optuna's class name.
@@ -39,18 +41,18 @@ def optuna_seed(seed: int) -> int:
     return int(seed) % 2**32
 
 
-def make_sampler(name: str, *, seed: int, x0: dict | None = None):
-    """Optuna's sampler ``name`` (a key of :data:`SAMPLERS`) seeded with ``seed``:
-    CMA-ES starts from ``x0``, quasi-Monte Carlo is a scrambled Sobol sequence (the
-    seed draws the scrambling); the others take Optuna's defaults."""
+def make_sampler(name: str, *, seed: int):
+    """Optuna's sampler ``name`` (a key of :data:`SAMPLERS`) seeded with ``seed``, with
+    Optuna's defaults but for quasi-Monte Carlo, a scrambled Sobol sequence (the seed
+    draws the scrambling; unscrambled, every seed would give the same points)."""
     import optuna
 
     cls = getattr(optuna.samplers, SAMPLERS[name])
-    if name == "cmaes":
-        return cls(x0=x0, seed=seed)
-    if name == "qmc":
-        return cls(qmc_type="sobol", scramble=True, seed=seed)
-    return cls(seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "qmc":
+            return cls(qmc_type="sobol", scramble=True, seed=seed)
+        return cls(seed=seed)
 
 
 def search_space(*, solution_dim: int, bounds) -> dict:
@@ -77,7 +79,8 @@ class OptunaSampler:
     solution_dim : int
         Parameters of a solution.
     x0 : numpy.ndarray
-        Where CMA-ES starts (the others ignore it).
+        Unused: Optuna's samplers start from their search space (CMA-ES from its
+        centre; its ``x0`` is deprecated since Optuna 4.9).
     bounds : tuple
         ``(low, high)`` of every parameter (required).
     seed : int
@@ -93,16 +96,10 @@ class OptunaSampler:
 
         quiet()
         self.distributions = search_space(solution_dim=int(solution_dim), bounds=bounds)
-        start = np.array(x0, dtype=np.float64).reshape(int(solution_dim))
-        start = np.clip(start, float(bounds[0]), float(bounds[1]))
         self.batch_size = int(batch_size)
         self.study = optuna.create_study(
             direction="maximize",
-            sampler=make_sampler(
-                sampler,
-                seed=optuna_seed(seed),
-                x0={name: float(v) for name, v in zip(self.distributions, start, strict=True)},
-            ),
+            sampler=make_sampler(sampler, seed=optuna_seed(seed)),
         )
         self.asked: list[tuple[int, np.ndarray]] = []  # (trial number, solution)
 
