@@ -100,24 +100,3 @@ def test_dask_mode_with_3_shards_killed_and_rerun_gives_the_same_results(librari
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == archive_digests(libraries_done)
     assert evaluation_digests(tmp_path) == evaluation_digests(libraries_done)
-
-
-def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_path):
-    """Asynchronous mode (one ask and one tell per completion, Nevergrad with its
-    num_workers, Optuna): a run SIGKILLed once its generation-2 checkpoint is kept and
-    rerun ends with the archives and evaluations of an uninterrupted one."""
-    config = merged(CONFIG, {"mode": "async", "dask": {"workers": 2}})
-    whole = tmp_path / "whole"
-    whole.mkdir()
-    write_config(whole, config)
-    run_snakemake(whole, "runs")
-    killed = tmp_path / "killed"
-    killed.mkdir()
-    write_config(killed, config)
-    kept = killed / "results"
-    assert kill_tree_when(killed, lambda: any(kept.rglob("checkpoints/gen_000002.h5"))), (
-        "the campaign finished before the kill"
-    )
-    run_snakemake(killed, "runs")
-    assert archive_digests(killed) == archive_digests(whole)
-    assert evaluation_digests(killed) == evaluation_digests(whole)
