@@ -34,10 +34,14 @@ def rastrigin(batch) -> np.ndarray:
     return 10 * DIM + np.sum(batch**2 - 10 * np.cos(2 * np.pi * batch), axis=1)
 
 
-def nevergrad_peer(name, generations, batch, budget):
-    own, global_seed = nevergrad_seeds(SEED)
+def nevergrad_peer(name, *, objective, dim, bounds, seed, generations, batch, budget):
+    """Nevergrad's own ask/tell loop in one process: numpy's global state seeded once
+    (with the seed + 1), the parametrization's ``random_state`` with the seed,
+    ``batch`` asks then ``batch`` tells of the minimised ``objective``; the solutions in
+    order."""
+    own, global_seed = nevergrad_seeds(seed)
     np.random.seed(global_seed)
-    array = ng.p.Array(init=np.zeros(DIM), lower=BOUNDS[0], upper=BOUNDS[1])
+    array = ng.p.Array(init=np.zeros(dim), lower=bounds[0], upper=bounds[1])
     array.random_state = np.random.RandomState(own)
     optimizer = ng.optimizers.registry[name](
         parametrization=array, budget=budget, num_workers=batch
@@ -45,35 +49,53 @@ def nevergrad_peer(name, generations, batch, budget):
     evaluated = []
     for _ in range(generations):
         candidates = [optimizer.ask() for _ in range(batch)]
-        values = rastrigin([c.value for c in candidates])
+        values = objective([c.value for c in candidates])
         evaluated += [c.value for c in candidates]
         for candidate, value in zip(candidates, values, strict=True):
             optimizer.tell(candidate, float(value))
     return np.array(evaluated)
 
 
-def optuna_peer(sampler, generations, batch):
+def optuna_peer(sampler, *, objective, dim, bounds, generations, batch):
+    """Optuna's own ask/tell loop in one process with ``sampler`` (built with Optuna's
+    API): ``batch`` asks then ``batch`` tells of the maximised negated ``objective``."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    space = {f"x{i}": optuna.distributions.FloatDistribution(*BOUNDS) for i in range(DIM)}
+    space = {f"x{i}": optuna.distributions.FloatDistribution(*bounds) for i in range(dim)}
     evaluated = []
     for _ in range(generations):
         trials = [study.ask(space) for _ in range(batch)]
-        rows = np.array([[t.params[f"x{i}"] for i in range(DIM)] for t in trials])
+        rows = np.array([[t.params[f"x{i}"] for i in range(dim)] for t in trials])
         evaluated += list(rows)
-        for trial, value in zip(trials, -rastrigin(rows), strict=True):
+        for trial, value in zip(trials, -objective(rows), strict=True):
             study.tell(trial, float(value))
     return np.array(evaluated)
 
 
-def evocamp_loop(optimizer, generations):
+def evocamp_loop(optimizer, *, objective, generations):
+    """evocamp's class generation by generation (maximising the negated ``objective``),
+    pickled and unpickled after each ask and each tell, as checkpoints hold it, with
+    someone else's draws from numpy's global state in between; the solutions in order
+    and the optimizer."""
     evaluated = []
     for _ in range(generations):
         batch = optimizer.ask()
         optimizer = pickle.loads(pickle.dumps(optimizer))
         evaluated += list(batch)
-        optimizer.tell(-rastrigin(batch))
+        np.random.standard_normal(3)
+        optimizer.tell(-objective(batch))
         optimizer = pickle.loads(pickle.dumps(optimizer))
-    return np.array(evaluated)
+    return np.array(evaluated), optimizer
+
+
+#: Optuna's samplers as its own API builds them, by the names of ``sampler:``.
+OPTUNA_SAMPLERS = {
+    "tpe": optuna.samplers.TPESampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+    "gp": optuna.samplers.GPSampler,
+    "random": optuna.samplers.RandomSampler,
+    "qmc": lambda seed: optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed),
+}
 
 
 def timed(function):
@@ -93,53 +115,49 @@ def main() -> None:
     budget = 1000  # NGOpt then picks its CMA in 10-d (its MetaModel fails under numpy 2.4)
     print("| optimizer | evaluations | same solutions, same order | own loop | evocamp, pickled |")
     print("|---|---|---|---|---|")
+    common = {"objective": rastrigin, "dim": DIM, "bounds": BOUNDS}
     for name in ("NGOpt", "CMA", "TwoPointsDE", "PSO"):
-        peer, peer_time = timed(lambda n=name: nevergrad_peer(n, generations, batch, budget))
-        ours, our_time = timed(
-            lambda n=name: evocamp_loop(
-                NevergradOptimizer(
-                    solution_dim=DIM,
-                    x0=np.zeros(DIM),
-                    bounds=BOUNDS,
-                    seed=SEED,
-                    optimizer=n,
-                    batch_size=batch,
-                    budget=budget,
-                ),
-                generations,
-            )
+        settings = {"generations": generations, "batch": batch, "budget": budget}
+        peer, peer_time = timed(
+            lambda n=name, s=settings: nevergrad_peer(n, seed=SEED, **common, **s)
         )
-        same = "bitwise" if np.array_equal(peer, ours) else "DIFFERENT"
-        print(
-            f"| nevergrad `{name}` | {len(ours)} | {same} | {peer_time:.2f} s | {our_time:.2f} s |"
+        optimizer = NevergradOptimizer(
+            solution_dim=DIM,
+            x0=np.zeros(DIM),
+            bounds=BOUNDS,
+            seed=SEED,
+            optimizer=name,
+            batch_size=batch,
+            budget=budget,
         )
-    samplers = {
-        "tpe": optuna.samplers.TPESampler,
-        "cmaes": optuna.samplers.CmaEsSampler,
-        "gp": optuna.samplers.GPSampler,
-        "random": optuna.samplers.RandomSampler,
-        "qmc": lambda seed: optuna.samplers.QMCSampler(scramble=True, seed=seed),
-    }
-    for name, make in samplers.items():
+        (ours, _), our_time = timed(
+            lambda o=optimizer: evocamp_loop(o, objective=rastrigin, generations=generations)
+        )
+        row(f"nevergrad `{name}`", peer, ours, peer_time, our_time)
+    for name, make in OPTUNA_SAMPLERS.items():
         rounds = min(generations, 10) if name == "gp" else generations
         peer, peer_time = timed(
-            lambda m=make, r=rounds: optuna_peer(m(seed=optuna_seed(SEED)), r, batch)
-        )
-        ours, our_time = timed(
-            lambda n=name, r=rounds: evocamp_loop(
-                OptunaSampler(
-                    solution_dim=DIM,
-                    x0=np.zeros(DIM),
-                    bounds=BOUNDS,
-                    seed=SEED,
-                    sampler=n,
-                    batch_size=batch,
-                ),
-                r,
+            lambda m=make, r=rounds: optuna_peer(
+                m(seed=optuna_seed(SEED)), generations=r, batch=batch, **common
             )
         )
-        same = "bitwise" if np.array_equal(peer, ours) else "DIFFERENT"
-        print(f"| optuna `{name}` | {len(ours)} | {same} | {peer_time:.2f} s | {our_time:.2f} s |")
+        optimizer = OptunaSampler(
+            solution_dim=DIM,
+            x0=np.zeros(DIM),
+            bounds=BOUNDS,
+            seed=SEED,
+            sampler=name,
+            batch_size=batch,
+        )
+        (ours, _), our_time = timed(
+            lambda o=optimizer, r=rounds: evocamp_loop(o, objective=rastrigin, generations=r)
+        )
+        row(f"optuna `{name}`", peer, ours, peer_time, our_time)
+
+
+def row(name, peer, ours, peer_time, our_time) -> None:
+    same = "bitwise" if np.array_equal(peer, ours) else "DIFFERENT"
+    print(f"| {name} | {len(ours)} | {same} | {peer_time:.2f} s | {our_time:.2f} s |")
 
 
 if __name__ == "__main__":

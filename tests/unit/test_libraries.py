@@ -6,20 +6,20 @@ process with another ``PYTHONHASHSEED`` continues bitwise."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
-import nevergrad as ng
 import numpy as np
-import optuna
 import pytest
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.config import run_spec, validate_config
-from evocamp.families.nevergrad import NevergradOptimizer, nevergrad_seeds
+from evocamp.families.nevergrad import NevergradOptimizer
 from evocamp.families.optuna import OptunaSampler, optuna_seed
 from evocamp.loop.engine import initialise
 from evocamp.model.numerics import NUMERIC_PACKAGES
@@ -44,44 +44,32 @@ NEVERGRAD_CASES = {
 }
 
 
-def nevergrads_own_loop(name, *, dim, budget, batch, generations):
-    """Nevergrad's ask/tell in one process: numpy's global state seeded once, the
-    parametrization's random_state seeded, ``batch`` asks then ``batch`` tells."""
-    own, global_seed = nevergrad_seeds(SEED)
-    np.random.seed(global_seed)
-    array = ng.p.Array(init=np.zeros(dim), lower=BOUNDS[0], upper=BOUNDS[1])
-    array.random_state = np.random.RandomState(own)
-    optimizer = ng.optimizers.registry[name](
-        parametrization=array, budget=budget, num_workers=batch
-    )
-    evaluated = []
-    for _ in range(generations):
-        candidates = [optimizer.ask() for _ in range(batch)]
-        values = sphere([c.value for c in candidates])
-        evaluated += [c.value for c in candidates]
-        for candidate, value in zip(candidates, values, strict=True):
-            optimizer.tell(candidate, float(value))
-    return np.array(evaluated)
+def _peers():
+    """benchmarks/library_peers.py: the libraries' own loops and evocamp's, pickled."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "library_peers.py"
+    spec = importlib.util.spec_from_file_location("library_peers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def evocamps_loop(optimizer, generations):
-    """The evocamp class generation by generation, pickled after each ask and tell."""
-    evaluated = []
-    for _ in range(generations):
-        batch = optimizer.ask()
-        optimizer = pickle.loads(pickle.dumps(optimizer))
-        evaluated += list(batch)
-        np.random.standard_normal(3)  # someone else's global draws in between
-        optimizer.tell(-sphere(batch))  # maximised
-        optimizer = pickle.loads(pickle.dumps(optimizer))
-    return np.array(evaluated), optimizer
+PEERS = _peers()
 
 
 @pytest.mark.parametrize("name", list(NEVERGRAD_CASES))
 def test_nevergrad_evaluates_what_nevergrads_own_loop_evaluates(name):
     case = NEVERGRAD_CASES[name]
     generations = 12
-    peer = nevergrads_own_loop(name, generations=generations, **case)
+    peer = PEERS.nevergrad_peer(
+        name,
+        objective=sphere,
+        dim=case["dim"],
+        bounds=BOUNDS,
+        seed=SEED,
+        generations=generations,
+        batch=case["batch"],
+        budget=case["budget"],
+    )
     optimizer = NevergradOptimizer(
         solution_dim=case["dim"],
         x0=np.zeros(case["dim"]),
@@ -91,43 +79,24 @@ def test_nevergrad_evaluates_what_nevergrads_own_loop_evaluates(name):
         batch_size=case["batch"],
         budget=case["budget"],
     )
-    ours, optimizer = evocamps_loop(optimizer, generations)
+    ours, optimizer = PEERS.evocamp_loop(optimizer, objective=sphere, generations=generations)
     assert ours.shape == peer.shape == (generations * case["batch"], case["dim"])
     assert np.array_equal(ours, peer)
     assert optimizer.result()["told"] == generations * case["batch"]
 
 
-def optunas_own_loop(sampler, *, dim, batch, generations):
-    """Optuna's ask/tell in one process, the sampler built with Optuna's own API."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    space = {f"x{i}": optuna.distributions.FloatDistribution(*BOUNDS) for i in range(dim)}
-    evaluated = []
-    for _ in range(generations):
-        trials = [study.ask(space) for _ in range(batch)]
-        rows = np.array([[t.params[f"x{i}"] for i in range(dim)] for t in trials])
-        evaluated += list(rows)
-        for trial, value in zip(trials, -sphere(rows), strict=True):
-            study.tell(trial, float(value))
-    return np.array(evaluated)
-
-
-OPTUNA_PEERS = {
-    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed),
-    "cmaes": lambda seed: optuna.samplers.CmaEsSampler(seed=seed),
-    "gp": lambda seed: optuna.samplers.GPSampler(seed=seed),
-    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-    "qmc": lambda seed: optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed),
-}
-
-
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-@pytest.mark.parametrize("sampler", list(OPTUNA_PEERS))
+@pytest.mark.parametrize("sampler", list(PEERS.OPTUNA_SAMPLERS))
 def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
     """Past the samplers' start-up trials (TPE and GP: 10, CMA-ES: one generation)."""
     dim, batch, generations = 3, 4, 5 if sampler == "gp" else 6
-    peer = optunas_own_loop(
-        OPTUNA_PEERS[sampler](optuna_seed(SEED)), dim=dim, batch=batch, generations=generations
+    peer = PEERS.optuna_peer(
+        PEERS.OPTUNA_SAMPLERS[sampler](seed=optuna_seed(SEED)),
+        objective=sphere,
+        dim=dim,
+        bounds=BOUNDS,
+        generations=generations,
+        batch=batch,
     )
     optimizer = OptunaSampler(
         solution_dim=dim,
@@ -137,7 +106,7 @@ def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
         sampler=sampler,
         batch_size=batch,
     )
-    ours, optimizer = evocamps_loop(optimizer, generations)
+    ours, optimizer = PEERS.evocamp_loop(optimizer, objective=sphere, generations=generations)
     assert ours.shape == (generations * batch, dim)
     assert np.array_equal(ours, peer)
     assert optimizer.result()["trials"] == generations * batch
