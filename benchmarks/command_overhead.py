@@ -36,6 +36,7 @@ from common import REPO, machine, table
 
 sys.path.insert(0, str(REPO / "src"))
 
+from evocamp.catalogue.factory import resolve_run  # noqa: E402
 from evocamp.config import run_spec, validate_config  # noqa: E402
 from evocamp.loop.evaluation import evaluate_slice  # noqa: E402
 
@@ -73,11 +74,12 @@ def spec_for(domain: dict) -> dict:
 def per_evaluation(spec: dict, solutions: np.ndarray, repeats: int) -> float:
     """Median seconds per evaluation of one shard (evaluate_slice), over ``repeats``."""
     seeds = np.arange(len(solutions), dtype=np.uint64)
+    run = resolve_run(spec)
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
         result = evaluate_slice(
-            spec, generation=1, shard=0, start=0, solutions=solutions, seeds=seeds
+            run, generation=1, shard=0, start=0, solutions=solutions, seeds=seeds
         )
         times.append((time.perf_counter() - began) / len(solutions))
         assert result.status is None, result.messages

@@ -49,11 +49,11 @@ def naive_io_seconds(state, folder: Path) -> float:
     """Seconds to write a batch as P x M offspring and read it back shard by shard (the
     naive design's extra I/O; its offspring are drawn here once, not timed)."""
     from evocamp.base.sharding import shard_bounds
-    from evocamp.catalogue.factory import batch_format
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.files.hdf5 import atomic_h5, write_dataset
 
     size = len(state.next_seeds)
-    offspring, _ = batch_format(state.spec).materialise(state.next_batch, 0, size)
+    offspring, _ = resolve_run(state.spec).batch_format.materialise(state.next_batch, 0, size)
     path = folder / "naive.h5"
     began = time.perf_counter()
     with atomic_h5(path) as handle:
@@ -70,6 +70,7 @@ def naive_io_seconds(state, folder: Path) -> float:
 def measure(dim: int, popsize: int, folder: Path) -> list:
     import numpy as np
 
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.config import run_spec, validate_config
     from evocamp.families import es
     from evocamp.files.checkpoint import open_batch, read_state, write_state
@@ -91,12 +92,18 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
     for generation in (1, 2):
         began = time.perf_counter()
         state_path = folder / f"state_{generation - 1}.h5"
-        write_state(state_path, state)
+        write_state(state_path, state, run=resolve_run(state.spec))
         shard_paths = []
         for shard in range(SHARDS):
-            with open_batch(state_path) as (spec, batch_generation, batch, seeds, _):
+            with open_batch(state_path, resolve=resolve_run) as (
+                run,
+                batch_generation,
+                batch,
+                seeds,
+                _,
+            ):
                 result = evaluate_shard(
-                    spec,
+                    run,
                     batch=batch,
                     seeds=seeds,
                     generation=batch_generation,
@@ -108,7 +115,7 @@ def measure(dim: int, popsize: int, folder: Path) -> list:
         told = time.perf_counter()
         state = tell(read_state(state_path), [read_shard(path) for path in shard_paths])
         tell_seconds = time.perf_counter() - told
-        write_state(folder / "next.h5", state)
+        write_state(folder / "next.h5", state, run=resolve_run(state.spec))
         generation_seconds = time.perf_counter() - began
     batch_bytes = stored_bytes(state_path, ["next_batch", "next_seeds"])
     shard_bytes = sum(path.stat().st_size for path in shard_paths)

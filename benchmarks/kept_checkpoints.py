@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import evocamp  # noqa: F401 (BLAS and numba settings first)
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.loop.engine import held_batch, initialise, tell
@@ -121,12 +122,12 @@ def main() -> None:
     state = initialise(spec)
     for run in runs.values():
         run.checkpoints.mkdir(parents=True)
-        write_state(run.checkpoint(0), state)
+        write_state(run.checkpoint(0), state, run=resolve_run(state.spec))
     for generation in range(1, args.generations + 1):
         batch = held_batch(state)
         shards = [
             evaluate_shard(
-                spec,
+                resolve_run(spec),
                 batch=batch,
                 seeds=state.next_seeds,
                 generation=generation,
@@ -142,7 +143,7 @@ def main() -> None:
         for every, run in runs.items():
             path = run.checkpoint(generation)
             began = time.perf_counter()
-            write_state(path, state, full_every=every)
+            write_state(path, state, run=resolve_run(state.spec), full_every=every)
             line[f"write_s_{every}"] = round(time.perf_counter() - began, 3)
             line[f"MB_{every}"] = round(path.stat().st_size / 1e6, 3)
         import h5py

@@ -119,6 +119,7 @@ def step_shares(task, steps: int) -> dict[str, float]:
 
 def shard_rate(size: int) -> tuple[float, float]:
     """Evaluations per second and mean steps per evaluation of one walker2d_uni shard."""
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.config import run_spec, validate_config
     from evocamp.loop.engine import initialise
     from evocamp.loop.evaluation import evaluate_shard
@@ -139,7 +140,7 @@ def shard_rate(size: int) -> tuple[float, float]:
     state = initialise(run_spec(config, algorithm="me", domain="w", seed=0))
     began = time.perf_counter()
     result = evaluate_shard(
-        state.spec,
+        resolve_run(state.spec),
         batch=state.next_batch,
         seeds=state.next_seeds,
         generation=1,

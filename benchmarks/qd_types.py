@@ -38,6 +38,7 @@ from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.catalogue.domains import objective_max
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.loop.engine import initialise, tell
@@ -88,7 +89,7 @@ def evocamp_run(name: str, seed: int, generations: int) -> dict:
     for generation in range(1, generations + 1):
         shards = [
             evaluate_shard(
-                spec,
+                resolve_run(spec),
                 batch=state.next_batch,
                 seeds=state.next_seeds,
                 generation=generation,

@@ -49,6 +49,7 @@ def measure(
     emitters: int, batch_size: int, generations: int, keep_every: int, keep_evaluations: bool
 ) -> list:
     from evocamp.base.files import atomic_copy
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.config import run_spec, validate_config
     from evocamp.files.checkpoint import write_state
     from evocamp.files.evaluations import StorageSettings, gather_states, record_evaluations
@@ -79,7 +80,7 @@ def measure(
         run = RunFolder(folder / "run")
         cache = run_cache(run.work)  # None without a node-local cache
         previous = run.checkpoint(0)
-        write_state(previous, state)
+        write_state(previous, state, run=resolve_run(state.spec))
         shared = folder_bytes(run.path)
         tells, steps, shared_bytes, cache_bytes, whole = [], [], [], [], 0
         for generation in range(1, generations + 1):
@@ -87,7 +88,7 @@ def measure(
             write_shard(
                 shard_path,
                 evaluate_shard(
-                    state.spec,
+                    resolve_run(state.spec),
                     batch=state.next_batch,
                     seeds=state.next_seeds,
                     generation=generation,
@@ -103,7 +104,12 @@ def measure(
             tells.append(time.perf_counter() - told)
             path = run.work_state(generation)
             write_told_state(
-                path, state, told_from=previous, shard_files=[shard_path], total=generations
+                path,
+                state,
+                run=resolve_run(state.spec),
+                told_from=previous,
+                shard_files=[shard_path],
+                total=generations,
             )
             steps.append(time.perf_counter() - began)
             if is_kept(generation, every=keep_every):

@@ -24,6 +24,7 @@ import yaml
 from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (re-exported)
 
 from evocamp.base.errors import ConfigError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import validate_config
 
 # Rules run `python -m evocamp` and tests run `snakefmt`, `ruff`: the interpreter running
@@ -300,7 +301,7 @@ def shard_results(state, shards: int) -> list:
 
     return [
         evaluate_shard(
-            state.spec,
+            resolve_run(state.spec),
             batch=held_batch(state),
             seeds=state.next_seeds,
             generation=state.generation + 1,
@@ -309,6 +310,25 @@ def shard_results(state, shards: int) -> list:
         )
         for shard in range(shards)
     ]
+
+
+def running(pids: list[int], *, within: float = 1.0) -> list[int]:
+    """Those of ``pids`` still running (zombies are not) after waiting up to ``within``
+    seconds for them to end."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if _alive(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def write_final(path: Path, state, *, evaluations: int = 0) -> bytes:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvocampError
 from evocamp.executors import steps
-from evocamp.files.evaluations import StorageSettings
-from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 from evocamp.model.layout import RunFolder
 
 #: What ``evocamp --help`` says first.
@@ -88,7 +86,7 @@ def cmd_segment(args) -> None:
             workers=args.workers,
             total=args.total,
             log=steps.progress,
-            storage=StorageSettings.from_environment(),
+            storage=StepSettings.current().storage,
             full_every=args.full_every,
         )
         return
@@ -103,7 +101,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
-        storage=StorageSettings.from_environment(),
+        storage=StepSettings.current().storage,
         full_every=args.full_every,
     )
 
@@ -125,7 +123,7 @@ def cmd_keep(args) -> None:
         metrics_window=args.metrics_window,
         logs=args.logs,
         total=args.total,
-        storage=StorageSettings.from_environment(),
+        storage=StepSettings.current().storage,
         full_every=args.full_every,
     )
 
@@ -141,7 +139,7 @@ def cmd_finalise(args) -> None:
         summary=args.summary,
         work=args.work,
         logs=args.logs,
-        storage=StorageSettings.from_environment(),
+        storage=StepSettings.current().storage,
         reevaluation=args.reevaluation or None,
         full_every=args.full_every,
     )
@@ -217,16 +215,20 @@ def cmd_status(args) -> None:
 
 def cmd_export(args) -> None:
     """Write a campaign's metrics (or its elites, or its kept evaluations) as one
-    table: CSV, or Parquet for a .parquet file (needs pyarrow)."""
-    from evocamp.results import export
+    table: CSV, or Parquet for a .parquet file (needs pyarrow); or, with `--to ioh
+    DIR`, its BBOB runs in IOHprofiler's format (IOHanalyzer, iohinspector)."""
+    from evocamp.results import export, export_ioh
 
-    rows = export(args.folder, args.to, what=args.what)
-    print(f"{rows} rows ({args.what}) -> {args.to}")
-
-
-def _total_from_environment() -> int | None:
-    value = os.environ.get("EVOCAMP_GENERATIONS", "")
-    return int(value) if value.isdigit() else None
+    if len(args.to) == 2 and args.to[0] == "ioh":
+        runs = export_ioh(args.folder, args.to[1])
+        print(f"{runs} runs (IOHprofiler format) -> {args.to[1]}")
+        return
+    if len(args.to) != 1:
+        raise ConfigError(
+            f"--to {' '.join(args.to)}: give a .csv or .parquet file, or ioh and a folder"
+        )
+    rows = export(args.folder, args.to[0], what=args.what)
+    print(f"{rows} rows ({args.what}) -> {args.to[0]}")
 
 
 def _add_total(sub: argparse.ArgumentParser) -> None:
@@ -234,21 +236,20 @@ def _add_total(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--total",
         type=int,
-        default=_total_from_environment(),
-        help="generations of the run (default: $EVOCAMP_GENERATIONS)",
+        default=StepSettings.current().generations,
+        help=f"generations of the run (default: the step settings' in ${STEP_VARIABLE})",
     )
 
 
 def _add_full_every(sub: argparse.ArgumentParser) -> None:
     """The ``--full-every`` option of the steps that write a whole state or keep one."""
-    value = os.environ.get(FULL_EVERY_VARIABLE, "")
     sub.add_argument(
         "--full-every",
         type=int,
-        default=int(value) if value.isdigit() else 1,
+        default=StepSettings.current().full_every,
         help="checkpoint_full_every: a kept checkpoint's archive may be a delta of the "
-        f"previous kept one, in full at least every this many (default: ${FULL_EVERY_VARIABLE}, "
-        "else 1: always in full)",
+        "previous kept one, in full at least every this many (default: the step "
+        f"settings' in ${STEP_VARIABLE}, else 1: always in full)",
     )
 
 
@@ -373,7 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = _command(commands, "export", cmd_export)
     sub.add_argument("folder", help="campaign folder (e.g. results/default)")
-    sub.add_argument("--to", required=True, help="a .csv or .parquet file")
+    sub.add_argument(
+        "--to",
+        required=True,
+        nargs="+",
+        metavar="FILE | ioh DIR",
+        help="a .csv or .parquet file; or ioh and a folder: the BBOB runs in IOHprofiler's "
+        "format (.json and .dat files IOHanalyzer and iohinspector load)",
+    )
     sub.add_argument(
         "--what",
         choices=("campaign", "archives", "evaluations"),

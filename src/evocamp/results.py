@@ -14,18 +14,20 @@ so frames of several campaigns concatenate. The files are read, never changed, a
 can be read while the campaign runs (every file appears atomically):
 :func:`load_campaign` gives the generations finished so far, :func:`load_evaluations`
 the evaluations recorded so far (at kept checkpoints). ``evocamp export`` writes them
-as CSV or Parquet.
+as CSV or Parquet, and the BBOB runs in IOHprofiler's format (:func:`export_ioh`).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from evocamp.base.errors import ConfigError
-from evocamp.base.files import replaced_atomically
-from evocamp.catalogue.factory import batch_format
+from evocamp.base.files import atomic_write_text, replaced_atomically
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.evaluations import (
     EvaluationRows,
@@ -39,11 +41,14 @@ from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import METRIC_DTYPE
 from evocamp.model.protocol import call_optimizer
 from evocamp.reporting.status import find_runs, run_progress
+from evocamp.tasks.bbob import function_name
 
 #: The columns that name a run, first in every frame.
 RUN_COLUMNS = ("campaign", "algorithm", "domain", "seed")
 #: What ``evocamp export --what`` can write.
 TABLES = ("campaign", "archives", "evaluations")
+#: The IOHprofiler format's version written (``ioh``'s ``logger.Analyzer`` of ioh 0.4.2).
+IOH_FORMAT_VERSION = "0.4.2"
 
 
 def _runs(folder: str | Path) -> tuple[Path, list[Path]]:
@@ -172,7 +177,7 @@ def regenerated_solutions(run: str | Path, rows: EvaluationRows) -> np.ndarray:
     their noise seeds and their generation's centre and sigma (with the run's own
     batch format, exactly as the evaluation shards made them)."""
     spec = _run_spec(Path(run))
-    kind = batch_format(spec)
+    kind = resolve_run(spec).batch_format
     # Offspring per noise seed: 2 for OpenAI-ES's antithetic pairs, 1 for SNES.
     share = kind.size({"noise": np.zeros(1, dtype=np.uint64)})
     out = np.empty((len(rows), spec["domain_spec"]["solution_dim"]))
@@ -315,3 +320,154 @@ def export(folder: str | Path, to: str | Path, *, what: str = "campaign") -> int
         else:
             frame.to_csv(temporary, index=False, float_format="%.17g")
     return len(frame)
+
+
+@dataclass
+class IohRun:
+    """One run as IOHprofiler's logger records it (:func:`write_ioh`)."""
+
+    algorithm: str
+    function: int
+    dimension: int
+    instance: int
+    #: ``(evaluation, precision)`` lines: every improvement, then the last evaluation
+    lines: list[tuple[int, float]]
+    #: evaluations spent
+    evaluations: int
+    #: ``{"evals", "y"}`` of the best, and ``"x"`` where the solution is known
+    best: dict
+    seed: int = 0
+
+
+def ioh_lines(
+    evaluations: np.ndarray, precision: np.ndarray
+) -> tuple[list[tuple[int, float]], int | None]:
+    """The lines IOHprofiler's logger writes for values ``precision`` reached at
+    ``evaluations`` (ascending): the first finite value, every one strictly below the best
+    so far, then the last one (when it is not written already). Returns the lines and
+    the position of the best."""
+    lines: list[tuple[int, float]] = []
+    best = None
+    for position, (number, value) in enumerate(zip(evaluations, precision, strict=True)):
+        if np.isfinite(value) and (best is None or value < precision[best]):
+            lines.append((int(number), float(value)))
+            best = position
+    if len(precision) and lines and lines[-1][0] != int(evaluations[-1]):
+        if np.isfinite(precision[-1]):
+            lines.append((int(evaluations[-1]), float(precision[-1])))
+    return lines, best
+
+
+def _ioh_run(run: Path, progress, domain: dict) -> IohRun | None:
+    """A BBOB run's :class:`IohRun`: from its kept evaluations (a line per improving
+    evaluation) where it kept them, else from its metrics (a line per generation that
+    improved, at the generation's last evaluation)."""
+    rows = run_evaluations(run)
+    if rows is not None and "precision" in rows.extra:
+        order = np.lexsort((rows.index, rows.generation))
+        precision = np.asarray(rows.extra["precision"], dtype=np.float64)[order]
+        evaluations = np.arange(1, len(precision) + 1)
+        solutions = rows.solution[order] if rows.solution is not None else None
+    else:
+        precision = progress.objective_max - progress.rows["best_objective"]
+        evaluations = progress.rows["evaluations"].astype(np.int64)
+        solutions = None
+    lines, best = ioh_lines(evaluations, precision)
+    if best is None:
+        return None
+    found = {"evals": int(evaluations[best]), "y": float(precision[best])}
+    if solutions is not None:
+        found["x"] = [float(v) for v in solutions[best]]
+    return IohRun(
+        algorithm=RunFolder(run).algorithm,
+        function=int(domain["params"]["function"]),
+        dimension=int(domain["solution_dim"]),
+        instance=int(domain["params"]["instance"]),
+        lines=lines,
+        evaluations=int(evaluations[-1]),
+        best=found,
+        seed=RunFolder(run).seed,
+    )
+
+
+def write_ioh(runs: list[IohRun], to: str | Path, *, info: str) -> None:
+    """Write ``runs`` in IOHprofiler's format (the layout of ``ioh``'s
+    ``logger.Analyzer``), per algorithm a folder ``<to>/<algorithm>`` holding
+    ``IOHprofiler_f<F>_<Name>.json`` per function (per dimension its runs: instance,
+    evaluations, best) and ``data_f<F>_<Name>/IOHprofiler_f<F>_DIM<D>.dat`` (per run a
+    header ``evaluations raw_y`` and its lines, ``raw_y`` being the precision ``f -
+    f_opt`` as ioh logs BBOB problems); runs in the order (instance, seed)."""
+    to = Path(to)
+    for algorithm in sorted({r.algorithm for r in runs}):
+        mine = [r for r in runs if r.algorithm == algorithm]
+        for function in sorted({r.function for r in mine}):
+            name = function_name(function)
+            scenarios = []
+            for dimension in sorted({r.dimension for r in mine if r.function == function}):
+                group = sorted(
+                    (r for r in mine if (r.function, r.dimension) == (function, dimension)),
+                    key=lambda r: (r.instance, r.seed),
+                )
+                path = f"data_f{function}_{name}/IOHprofiler_f{function}_DIM{dimension}.dat"
+                text = "".join(
+                    "evaluations raw_y\n" + "".join(f"{n} {y:.10f}\n" for n, y in r.lines)
+                    for r in group
+                )
+                atomic_write_text(to / algorithm / path, text)
+                scenarios.append(
+                    {
+                        "dimension": dimension,
+                        "path": path,
+                        "runs": [
+                            {"instance": r.instance, "evals": r.evaluations, "best": r.best}
+                            for r in group
+                        ],
+                    }
+                )
+            meta = {
+                "version": IOH_FORMAT_VERSION,
+                "suite": "BBOB",
+                "function_id": function,
+                "function_name": name,
+                "maximization": False,
+                "algorithm": {"name": algorithm, "info": info},
+                "attributes": ["evaluations", "raw_y"],
+                "scenarios": scenarios,
+            }
+            atomic_write_text(
+                to / algorithm / f"IOHprofiler_f{function}_{name}.json",
+                json.dumps(meta, indent=1) + "\n",
+            )
+
+
+def export_ioh(folder: str | Path, to: str | Path) -> int:
+    """Write a campaign's BBOB runs in IOHprofiler's format (what IOHanalyzer and
+    ``iohinspector`` load; :func:`write_ioh`), from each run's kept evaluations (every
+    improving evaluation) or, where it kept none, its metrics (every improving
+    generation). Runs of other domains are left out; runs still running give what
+    they finished.
+
+    Returns
+    -------
+    int
+        Runs written.
+
+    Raises
+    ------
+    ConfigError
+        When ``folder`` holds no runs, or no BBOB run.
+    """
+    folder, runs = _runs(folder)
+    found = []
+    for run in runs:
+        progress = run_progress(run, folder)
+        domain = (progress.spec or {}).get("domain_spec") or {}
+        if domain.get("type") != "bbob" or not len(progress.rows):
+            continue
+        entry = _ioh_run(run, progress, domain)
+        if entry is not None:
+            found.append(entry)
+    if not found:
+        raise ConfigError(f"{folder} holds no run of a BBOB domain (type bbob) to export")
+    write_ioh(found, to, info=f"evocamp campaign {folder.name}")
+    return len(found)

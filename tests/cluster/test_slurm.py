@@ -93,7 +93,7 @@ def test_slurm_run_with_grouped_shards_matches_local_run(slurm_cluster, tmp_path
     """Shards submitted as Slurm jobs, two per job (group-components), give the local
     run's archives bit for bit."""
     config, local = local_tiny
-    write_config(tmp_path, config)
+    write_config(tmp_path, {**config, "group_shards": True})
     completed = run_snakemake(
         tmp_path,
         "--profile",
@@ -107,6 +107,21 @@ def test_slurm_run_with_grouped_shards_matches_local_run(slurm_cluster, tmp_path
     assert "has been submitted with SLURM jobid" in text
     assert text.count("Group job evaluate_me_sphere_0_000001 ") == 2, "4 shards in 2 jobs"
     assert text.count("Group job evaluate_me_sphere_0_000002 ") == 2
+    assert archive_digests(tmp_path) == local
+
+
+def test_a_generations_shards_go_to_slurm_as_one_array_job(slurm_cluster, tmp_path, local_tiny):
+    """With ``--slurm-array-jobs=evaluate`` (no Snakemake group declared by default), a
+    generation's 4 shards are one ``sbatch`` call, and the archives are the local run's."""
+    config, local = local_tiny
+    write_config(tmp_path, config)
+    completed = run_snakemake(
+        tmp_path, "--profile", SLURM_PROFILE, "--slurm-array-jobs=evaluate", "--until", "finalise"
+    )
+    text = completed.stdout + completed.stderr
+    assert "group job" not in text.lower()
+    assert text.count("Submitted array job") == config["generations"], text[-3000:]
+    assert "has been submitted with SLURM jobid" not in text, "no shard submitted alone"
     assert archive_digests(tmp_path) == local
 
 

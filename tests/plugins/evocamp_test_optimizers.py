@@ -1,4 +1,5 @@
-"""Optimizer plugins that go wrong on purpose (tests)."""
+"""Optimizer plugins for the tests: most go wrong on purpose; ``FixedPoints`` asks given
+points (the same points as a Dakota ``list_parameter_study``)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,17 @@ class HoldingOnePlusLambda(CompactOnePlusLambda):
 
     def restore_asked_solutions(self, solutions):
         self.asked = solutions
+
+
+class FixedPoints:
+    """Asks the given ``points`` (a list of solutions) every generation and learns nothing:
+    evocamp's counterpart of Dakota's ``list_parameter_study``."""
+
+    def __init__(self, *, solution_dim, x0, bounds, seed, points):
+        self.points = np.asarray(points, dtype=np.float64).reshape(-1, solution_dim)
+
+    def ask(self):
+        return self.points.copy()
+
+    def tell(self, objective, measures, *, failed=None, **extra):
+        pass

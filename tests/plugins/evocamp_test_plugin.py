@@ -9,6 +9,7 @@ it, exactly as a user would fix their code and rerun.
 import faulthandler
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,8 +34,10 @@ def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=No
     (``sys.exit(code)``, 0 without one), ``hang`` (sleeps an hour), ``segfault_once`` (a
     SIGSEGV the first time a seed is evaluated, marked in ``marker_dir``: a transient
     crash), ``slow`` (sleeps 0.2 s), ``note`` (appends the seed to
-    ``marker_dir/evaluated``: which evaluations ran, and how often) and ``shout``
-    (prints 10 MB to standard output).
+    ``marker_dir/evaluated``: which evaluations ran, and how often), ``shout``
+    (prints 10 MB to standard output) and ``tree`` (starts processes that ignore
+    SIGTERM, :func:`process_tree`, noted in ``marker_dir/tree``; the rules after it
+    for the same seed, e.g. ``hang`` or ``exit``, follow).
     """
     lines = Path(control_file).read_text().split("\n") if Path(control_file).exists() else []
     rules = [line.split() for line in lines if line.strip()]
@@ -79,6 +82,9 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
     if kind == "shout":
         print(f"seed {seed} " + "x" * (10 << 20), flush=True)
         return value
+    if kind == "tree":
+        process_tree(Path(marker_dir) / "tree")
+        return value
     if kind == "segfault_once":
         marker = Path(marker_dir) / f"crashed-{seed}"
         if not marker.exists():
@@ -86,6 +92,41 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
             _segfault()
         return value
     return np.nan
+
+
+#: Seconds the forked helper of :func:`process_tree` lives (holding the evaluation's
+#: result pipe) unless it is killed.
+HELPER_SECONDS = 20.0
+
+
+def process_tree(pidfile: Path) -> None:
+    """Start processes the evaluation does not wait for, each ignoring SIGTERM and
+    noting its pid in ``pidfile`` (after the evaluation's own): a forked helper that
+    holds the evaluation's pipes for :data:`HELPER_SECONDS`, and a program started
+    through ``subprocess`` that starts a child of its own (``tree_node.py``). Returns
+    once all three are running."""
+    pidfile = Path(pidfile)
+    expected = len(tree_pids(pidfile)) + 4
+    with open(pidfile, "a") as noted:
+        noted.write(f"{os.getpid()}\n")
+    subprocess.Popen(
+        [sys.executable, "-S", str(Path(__file__).with_name("tree_node.py")), str(pidfile), "2"]
+    )
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(pidfile, "a") as noted:
+            noted.write(f"{os.getpid()}\n")
+        time.sleep(HELPER_SECONDS)
+        os._exit(0)
+    deadline = time.monotonic() + 60
+    while len(tree_pids(pidfile)) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def tree_pids(pidfile: Path) -> list[int]:
+    """The pids :func:`process_tree` noted in ``pidfile``."""
+    pidfile = Path(pidfile)
+    return [int(line) for line in pidfile.read_text().split()] if pidfile.exists() else []
 
 
 def noisy_sphere(solutions, seeds, *, control_file=None, noise=0.01, sleep=0.0):

@@ -4,6 +4,7 @@ inside functions only for heavy libraries (docs/architecture.md)."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,8 @@ HEAVY = {
     "jsonschema",
     "psutil",
     "pyarrow",
+    "ioh",
+    "autorank",
 }
 #: evocamp's own imports inside functions, each for start-up time: the warm-start server
 #: forks a child that runs the step (the client, ``python -m evocamp``, must not import
@@ -251,3 +254,123 @@ def test_only_ribs_internals_touches_pyribs_private_attributes():
             ):
                 found.append(f"{source}:{node.lineno} {node.func.id}({node.args[1].value!r})")
     assert found == []
+
+
+def evaluation_walk(tmp_path: Path, algorithm: dict) -> tuple[list[str], list[str], int]:
+    """The walk of a shard's evaluation: the evocamp modules entered, in order, from
+    ``cli.cmd_evaluate`` to the domain's evaluation function (both included), with
+    consecutive repeats collapsed; for the record, every call's module likewise; and
+    how often the whole step resolved a batch format (``batch_format_of``).
+
+    What counts as a stop: a module *entered*, that is, a Python-level ``call`` event
+    (``sys.setprofile``: a function, method, lambda, comprehension, generator resumed,
+    a dataclass's generated method) whose frame belongs to an ``evocamp`` module (its
+    globals' ``__name__``) other than the module of the nearest ``evocamp`` frame below
+    it on the stack (its caller, through any other library: contextlib, h5py, ...).
+    A module calling its own functions stays where it is; a module a callee calls back
+    (a lambda handed to another module) is entered again. No module is left out.
+    Calls into other libraries (numpy, h5py, json, ...) are not stops. A real
+    ``evaluate`` step runs in this process on the generation-0 checkpoint a real
+    ``init`` wrote (a 20-d sphere, whose built-in evaluation function runs in this
+    process).
+    """
+    from evocamp import cli
+    from evocamp.config import run_spec, validate_config
+    from evocamp.executors.steps import init_step
+    from evocamp.model import protocol
+    from evocamp.tasks import functions
+
+    config = validate_config(
+        {
+            "campaign": "walk",
+            "algorithms": {"a": algorithm},
+            "domains": {"sphere": {"type": "sphere", "solution_dim": 20}},
+            "shards": 2,
+        }
+    )
+    checkpoint = tmp_path / "gen_000000.h5"
+    init_step(spec=run_spec(config, algorithm="a", domain="sphere", seed=0), output=checkpoint)
+    start, goal = cli.cmd_evaluate.__code__, functions.sphere.__code__
+    resolving = protocol.batch_format_of.__code__
+    entered: list[str] = []
+    called: list[str] = []
+    recording, resolved = False, 0
+
+    def module_of(frame) -> str:
+        name = frame.f_globals.get("__name__", "")
+        return name if name.split(".")[0] == "evocamp" else ""
+
+    def profile(frame, event, arg):
+        nonlocal recording, resolved
+        if event != "call":
+            return
+        resolved += frame.f_code is resolving
+        if frame.f_code is start:
+            recording = True
+        module = module_of(frame) if recording else ""
+        if not module:
+            return
+        caller = frame.f_back
+        while caller is not None and not module_of(caller):
+            caller = caller.f_back
+        if frame.f_code is start or module_of(caller) != module:
+            entered.append(module)
+        called.append(module)
+        if frame.f_code is goal:
+            recording = False
+
+    argv = ["evaluate", "--state", str(checkpoint), "--shard", "1", "--shards", "2"]
+    sys.setprofile(profile)
+    try:
+        assert cli.main([*argv, "--output", str(tmp_path / "shard_1.h5")]) == 0
+    finally:
+        sys.setprofile(None)
+
+    def collapsed(modules: list[str]) -> list[str]:
+        return [m for k, m in enumerate(modules) if k == 0 or modules[k - 1] != m]
+
+    walk = collapsed(entered)
+    assert walk[0] == "evocamp.cli" and walk[-1] == "evocamp.tasks.functions", walk
+    return walk, collapsed(called), resolved
+
+
+def returns_of(walk: list[str]) -> list[str]:
+    """The stops of a walk in a module it had already left."""
+    return [module for k, module in enumerate(walk) if module in walk[:k]]
+
+
+#: Stops of a shard's walk from the command to the domain's function, at most
+#: (docs/architecture.md, "A shard's walk").
+WALK_STOPS = 12
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {"type": "map_elites", "emitter_batch_size": 8},
+        {"type": "openai_es", "popsize": 8},
+    ],
+    ids=["map_elites", "openai_es"],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="21 stops, 4 returns (26 and 10 before the run object; map_elites and "
+    "openai_es alike): docs/architecture.md, 'A shard's walk', says what is left",
+)
+def test_a_shards_evaluation_walk_is_short_and_never_returns(tmp_path, algorithm):
+    """From ``cmd_evaluate`` to the domain's evaluation function in at most
+    :data:`WALK_STOPS` stops, none in a module already left."""
+    walk, calls, _ = evaluation_walk(tmp_path, algorithm)
+    print(
+        f"{len(walk)} stops, {len(returns_of(walk))} returns: {' > '.join(walk)}\n"
+        f"(every call: {len(calls)} stops, {len(returns_of(calls))} returns)"
+    )
+    assert len(walk) <= WALK_STOPS, walk
+    assert returns_of(walk) == [], walk
+
+
+def test_an_evaluate_step_resolves_its_batch_format_once(tmp_path):
+    """The run object is resolved once per step: one ``batch_format_of`` in a whole
+    ``evaluate`` step (it was two, and a call of ``batch_format`` in eight modules)."""
+    _, _, resolved = evaluation_walk(tmp_path, {"type": "map_elites", "emitter_batch_size": 8})
+    assert resolved == 1

@@ -12,6 +12,7 @@ from campaigns import ASYNC_CAMPAIGN
 from conftest import PLUGINS, error_of, merged, write_final
 
 from evocamp.base.errors import CorruptFileError, EvaluationError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
@@ -177,9 +178,11 @@ def test_steady_state_map_elites_is_reproducible_through_checkpoints(tmp_path, a
     straight, _ = run_in_process(spec, until=4)
     folder = RunFolder(tmp_path / "run")
     folder.checkpoints.mkdir(parents=True)
-    write_state(folder.checkpoint(1), run_in_process(spec, until=1)[0], full_every=10)
+    write_state(
+        folder.checkpoint(1), run_in_process(spec, until=1)[0], run=resolve_run(spec), full_every=10
+    )
     halfway, logged = run_in_process(spec, until=2, order=np.random.default_rng(1))
-    write_state(folder.checkpoint(2), halfway, full_every=10)
+    write_state(folder.checkpoint(2), halfway, run=resolve_run(halfway.spec), full_every=10)
     with h5py.File(folder.checkpoint(2), "r") as handle:
         assert handle.attrs["delta_base"] == 1 and "archive" not in handle
     resumed, _ = run_in_process(

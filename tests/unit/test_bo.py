@@ -8,7 +8,7 @@ import pytest
 from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 
 from evocamp.base.sharding import shard_bounds
-from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.catalogue.factory import optimizer_class, resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.bo import (
     exploration_weights,
@@ -125,7 +125,7 @@ def test_qucb_beats_random_search_on_ackley_5d_in_200_evaluations():
 def test_each_shard_proposes_from_its_own_seed_and_kappa():
     config = merged(BO_CAMPAIGN, {"algorithms": {"dec": {"initial_points": 1}}})
     state = run_in_memory(config, "dec", "ackley4", generations=1)
-    batches = batch_format(state.spec)
+    batches = resolve_run(state.spec).batch_format
     assert batches.proposes_in_shards and batches.shard_modules == ("sklearn.ensemble",)
     slices = [shard_bounds(6, 3, shard) for shard in range(3)]
     first = [batches.materialise(state.next_batch, a, b)[0] for a, b in slices]

@@ -60,3 +60,64 @@ def test_status_of_a_folder_that_does_not_exist_is_an_error(tmp_path, capsys):
     (tmp_path / "results").mkdir(exist_ok=True)
     assert main(["status", str(tmp_path / "results")]) == 0
     assert capsys.readouterr().out == f"no runs under {tmp_path / 'results'} yet\n"
+
+
+KEEP_ARGS = ["keep", "--state", "s", "--checkpoint", "c", "--metrics-window", "m", "--logs", "l"]
+
+
+def test_step_settings_reach_a_step_through_one_variable(monkeypatch):
+    """The campaign keys that are no part of the run spec (generations,
+    evaluation.max_failed_fraction, checkpoint_full_every, storage) travel in one JSON
+    variable, which the step commands' defaults read; unset, the defaults."""
+    import copy
+
+    from campaigns import SMALL_CAMPAIGN
+
+    from evocamp.config import validate_config
+    from evocamp.files.evaluations import StorageSettings
+    from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
+
+    config = copy.deepcopy(SMALL_CAMPAIGN)
+    config.update(
+        generations=9,
+        checkpoint_full_every=4,
+        evaluation={"max_failed_fraction": 0.25},
+        storage={"keep_evaluations": True, "max_solution_params": 3},
+    )
+    settings = StepSettings.from_config(validate_config(config, check_plugins=False))
+    assert settings == StepSettings(
+        generations=9,
+        max_failed_fraction=0.25,
+        full_every=4,
+        storage=StorageSettings(keep=True, max_solution_params=3),
+    )
+    monkeypatch.delenv(STEP_VARIABLE, raising=False)
+    assert StepSettings.current() == StepSettings()
+    args = build_parser().parse_args(KEEP_ARGS)
+    assert (args.total, args.full_every) == (None, 1)
+    monkeypatch.setenv(STEP_VARIABLE, settings.to_json())
+    assert StepSettings.current() == settings
+    args = build_parser().parse_args(KEEP_ARGS)
+    assert (args.total, args.full_every) == (9, 4)
+
+
+def test_no_other_environment_variable_of_evocamp_carries_a_setting():
+    """One channel: the step settings' variable is the only ``EVOCAMP_`` name the
+    package and the workflow spell, but for two settings of the machine (the state
+    cache's folder, warm start), which the workflow never sets, and what a user's
+    program is given."""
+    import re
+
+    spelt = {}
+    for path in [*(REPO / "src" / "evocamp").rglob("*.py"), *(REPO / "workflow").rglob("*.smk")]:
+        for name in re.findall(r"EVOCAMP_[A-Z_]+", path.read_text()):
+            spelt.setdefault(name, set()).add(path.name)
+    assert spelt == {
+        "EVOCAMP_STEP": {"step_settings.py"},
+        "EVOCAMP_STATE_CACHE": {"state_cache.py"},
+        "EVOCAMP_WARM_START": {"warmstart.py"},
+        # What evocamp gives a user's program (docs/programs.md): set, never read.
+        "EVOCAMP_WORKDIR": {"programs.py"},
+        "EVOCAMP_SEED": {"programs.py"},
+        "EVOCAMP_EVAL_ID": {"programs.py"},
+    }

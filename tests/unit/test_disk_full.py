@@ -8,6 +8,7 @@ from conftest import resize_filesystem, small_filesystem
 
 from evocamp.base.errors import DiskFullError
 from evocamp.base.files import atomic_write_text
+from evocamp.catalogue.factory import resolve_run
 from evocamp.cli import main
 from evocamp.config import run_spec, run_spec_json, validate_config
 from evocamp.files.checkpoint import read_state, write_state
@@ -29,12 +30,12 @@ def test_a_full_disk_leaves_the_previous_checkpoint_and_names_the_file(tmp_path)
     state = big_state()
     with small_filesystem(tmp_path / "fs", size="4m") as folder:
         path = folder / "state.h5"
-        write_state(path, state)
+        write_state(path, state, run=resolve_run(state.spec))
         before = path.read_bytes()
         filler = folder / "filler"
         filler.write_bytes(b"\0" * (4 * 2**20 - len(before) - 64 * 1024))
         with pytest.raises(DiskFullError) as caught:
-            write_state(path, state)
+            write_state(path, state, run=resolve_run(state.spec))
         assert str(caught.value) == (
             f"no space left on device while writing {path}; nothing already written was "
             f"lost ({path} keeps its previous content, every earlier checkpoint and result "
@@ -44,7 +45,7 @@ def test_a_full_disk_leaves_the_previous_checkpoint_and_names_the_file(tmp_path)
         assert path.read_bytes() == before
         assert sorted(p.name for p in folder.iterdir()) == ["filler", "state.h5"]
         filler.unlink()
-        write_state(path, state)
+        write_state(path, state, run=resolve_run(state.spec))
         assert read_state(path).next_seeds.tobytes() == state.next_seeds.tobytes()
 
 

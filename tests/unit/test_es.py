@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from evocamp.catalogue.factory import resolve_run
 from evocamp.families import es
 
 
@@ -129,14 +130,14 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
     )
     state = initialise(run_spec(config, algorithm="oes", domain="big", seed=0))
     path = tmp_path / "state.h5"
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     with h5py.File(path) as handle:
         stored = {name: handle["next_batch"][name].size for name in handle["next_batch"]}
         assert handle["next_batch"].attrs["size"] == 200
     assert stored == {"centre": 5000, "noise": 100, "sigma": 1}
-    with open_batch(path) as (spec, generation, batch, seeds, _):
+    with open_batch(path, resolve=resolve_run) as (run, generation, batch, seeds, _):
         assert generation == 1 and isinstance(batch["centre"], h5py.Dataset)
-        shard = evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=1, shards=3)
+        shard = evaluate_shard(run, batch=batch, seeds=seeds, generation=1, shard=1, shards=3)
     assert shard.start == 67 and shard.stop == 134
     whole = es.OpenAIESBatch.solutions(state.next_batch, 0, 200)
     objective = -np.sum((whole[67:134] - 0.4 * 5.12) ** 2, axis=1)
@@ -145,7 +146,7 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
     # same bytes) and Adam's two moments, 24 M bytes, plus seeds and headers.
     shards = [
         evaluate_shard(
-            state.spec,
+            resolve_run(state.spec),
             batch=state.next_batch,
             seeds=state.next_seeds,
             generation=1,
@@ -154,5 +155,5 @@ def test_es_checkpoint_holds_no_offspring(tmp_path):
         )
     ]
     state = tell(state, shards)
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     assert 24 * 5000 < path.stat().st_size <= 24 * 5000 + 16 * 200 + 64 * 1024

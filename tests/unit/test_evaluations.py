@@ -11,6 +11,7 @@ import pytest
 from campaigns import SMALL_CAMPAIGN
 from conftest import shard_results
 
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.evaluations import (
@@ -77,7 +78,7 @@ def test_rows_are_never_written_with_the_state(tmp_path):
     spec = spec_of("me")
     state = initialise(spec)
     state = tell(state, shard_results(state, 2), storage=StorageSettings())
-    write_state(tmp_path / "state.h5", state)
+    write_state(tmp_path / "state.h5", state, run=resolve_run(state.spec))
     assert read_state(tmp_path / "state.h5").evaluations is None
     assert read_evaluations(tmp_path / "state.h5") is None, "rows reach the files once"
     without = tell(initialise(spec), shard_results(initialise(spec), 2))
@@ -92,7 +93,7 @@ def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
 
     folder = RunFolder(run)
     state = initialise(spec)
-    write_state(folder.checkpoint(0), state)
+    write_state(folder.checkpoint(0), state, run=resolve_run(state.spec))
     blocks = []
     for generation in range(1, generations + 1):
         results = shard_results(state, shards)
@@ -100,7 +101,7 @@ def shard_mode_files(run, spec: dict, *, generations: int, shards: int) -> list:
             write_shard(folder.shard(generation, result.shard), result)
         state = tell(state, results, storage=StorageSettings())
         blocks.append(state.evaluations)
-        write_state(folder.work_state(generation), state)
+        write_state(folder.work_state(generation), state, run=resolve_run(state.spec))
     return blocks
 
 
@@ -161,7 +162,7 @@ def test_recording_is_keyed_by_generation(tmp_path):
 
 def test_auto_keeps_bo_and_small_runs():
     settings = StorageSettings()
-    me = spec_of("me")
+    me = resolve_run(spec_of("me"))
     assert settings.row_bytes(me) == 8 * (5 + 2 + 6)
     assert settings.keeps(me, generation_size=16, total=6)
     assert not settings.keeps(me, generation_size=16, total=10**6)
@@ -177,8 +178,8 @@ def test_auto_keeps_bo_and_small_runs():
         check_plugins=False,
     )
     spec = run_spec(bo, algorithm="bo", domain="ackley", seed=0)
-    assert settings.keeps(spec, generation_size=4, total=None)
-    oes = spec_of("oes")
+    assert settings.keeps(resolve_run(spec), generation_size=4, total=None)
+    oes = resolve_run(spec_of("oes"))
     assert not settings.stores_solutions(oes) and settings.row_bytes(oes) == 8 * (5 + 2 + 1)
     round_trip = StorageSettings.from_config(
         __import__("json").loads(StorageSettings(keep=True, auto_max_mb=3).to_json())

@@ -14,10 +14,12 @@ import pytest
 from conftest import PLUGINS, REPO, shard_results
 
 from evocamp.base.errors import ConfigError, EvaluationError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.engine import initialise
 from evocamp.loop.evaluation import isolated
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 
 
 def plugin_state(tmp_path, rules: str = "", evaluation: dict | None = None, **domain):
@@ -188,10 +190,10 @@ def test_retries_spent_then_stop_counts_the_attempts(tmp_path):
 def test_built_in_domains_run_in_process_unless_a_policy_asks(tmp_path):
     config = {"algorithms": {"me": {"type": "map_elites"}}, "domains": {"s": {"type": "sphere"}}}
     spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
-    assert "evaluation" not in spec and not isolated(spec)
+    assert "evaluation" not in spec and not isolated(resolve_run(spec))
     config["evaluation"] = {"timeout": 10}
     spec = run_spec(validate_config(config), algorithm="me", domain="s", seed=0)
-    assert spec["evaluation"]["timeout"] == 10 and isolated(spec)
+    assert spec["evaluation"]["timeout"] == 10 and isolated(resolve_run(spec))
 
 
 #: One small entry per family (and the QD emitters that learn), for the discard tests.
@@ -291,7 +293,7 @@ def test_discard_keeps_failed_solutions_out_of_every_family(tmp_path, family):
 
 
 def test_max_failed_fraction_stops_a_run_that_fails_wholesale(tmp_path, monkeypatch):
-    monkeypatch.setenv("EVOCAMP_MAX_FAILED_FRACTION", "0.2")
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=0.2).to_json())
     with pytest.raises(EvaluationError) as raised:
         discard_run(tmp_path, FAMILY_ENTRIES["map_elites"], "raise %2", generations=1)
     message = str(raised.value)
@@ -308,7 +310,7 @@ def steady_run(tmp_path, monkeypatch, generations: list[tuple[int, float]]):
     tmp_path.mkdir()
     state = plugin_state(tmp_path, evaluation={"on_failure": "discard"})
     for failing, limit in generations:
-        monkeypatch.setenv("EVOCAMP_MAX_FAILED_FRACTION", str(limit))
+        monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=limit).to_json())
         rules = "".join(f"raise {seed_at(state, index)}\n" for index in range(failing))
         (tmp_path / "control").write_text(rules)
         state = tell(state, shard_results(state, 2))
@@ -451,7 +453,7 @@ def test_policy_defaults_are_the_schemas_and_stay_out_of_run_specs():
 
     from evocamp.base.errors import ConfigError
     from evocamp.config import load_schema
-    from evocamp.loop.fold import DEFAULT_MAX_FAILED_FRACTION
+    from evocamp.loop.step_settings import DEFAULT_MAX_FAILED_FRACTION
     from evocamp.model.runspec import FailurePolicy
 
     keys = load_schema()["properties"]["evaluation"]["properties"]

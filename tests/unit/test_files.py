@@ -16,6 +16,7 @@ from recorded import recorded_digests
 
 from evocamp.base.errors import CorruptFileError
 from evocamp.base.sharding import shard_bounds
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive, read_best
 from evocamp.files.checkpoint import read_state, write_state
@@ -58,8 +59,11 @@ def test_only_recomputable_files_skip_the_folder_fsync(tmp_path, monkeypatch):
     shards = shard_results(state, 2)
     for name, write in [
         ("shard.h5", lambda path: write_shard(path, shards[0])),
-        ("light.h5", lambda path: write_state(path, state, light=True)),
-        ("whole.h5", lambda path: write_state(path, state)),
+        (
+            "light.h5",
+            lambda path: write_state(path, state, run=resolve_run(state.spec), light=True),
+        ),
+        ("whole.h5", lambda path: write_state(path, state, run=resolve_run(state.spec))),
     ]:
         synced.clear()
         write(tmp_path / name)
@@ -187,7 +191,7 @@ def test_checkpoint_round_trips_continue_bitwise_like_memory(tmp_path, algorithm
     in_memory, on_disk = initialise(spec), initialise(spec)
     for generation in range(1, generations + 1):
         path = tmp_path / f"state_{generation}.h5"
-        write_state(path, on_disk)
+        write_state(path, on_disk, run=resolve_run(on_disk.spec))
         on_disk = read_state(path)
         for name in ("in_memory", "on_disk"):
             state = locals()[name]
@@ -228,7 +232,7 @@ def test_schema_1_checkpoints_are_read_and_unknown_versions_named(tmp_path):
     # Version 1 stored the batch as its solutions (a compact QD batch came with version 3).
     state.next_batch = {"solutions": state.optimizer.scheduler._cur_solutions}
     path = tmp_path / "state.h5"
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     blob = pickle.dumps(state.optimizer.scheduler, protocol=5)
     with h5py.File(path, "r+") as handle:
         handle.attrs["schema_version"] = 1
@@ -261,7 +265,7 @@ def resumed_legacy_digest(name: str, folder) -> tuple[str, str]:
     archives."""
     state = read_state(LEGACY / f"{name}.h5")
     rewritten = folder / f"{name}_today.h5"
-    write_state(rewritten, state)
+    write_state(rewritten, state, run=resolve_run(state.spec))
     digests = []
     for resumed in (state, read_state(rewritten)):
         for _ in range(2):
@@ -311,10 +315,10 @@ def test_checkpoints_naming_the_qd_module_before_its_split_resume_bit_for_bit(
     state = initialise(run_spec(campaign, algorithm="me", domain="sphere", seed=0))
     state = tell(state, shard_results(state, 2))
     today, before = tmp_path / "today.h5", tmp_path / "before.h5"
-    write_state(today, state)
+    write_state(today, state, run=resolve_run(state.spec))
     with monkeypatch.context() as patched:
         patched.setattr(QDOptimizer, "__module__", "evocamp.families.qd")
-        write_state(before, state)
+        write_state(before, state, run=resolve_run(state.spec))
         plain = pickle.dumps(state.optimizer, protocol=5)
     for path, module in ((today, b"evocamp.families.qd.optimizer"), (before, None)):
         with h5py.File(path, "r") as handle:

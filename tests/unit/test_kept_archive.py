@@ -14,6 +14,7 @@ import pytest
 from conftest import shard_results, write_final
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive
 from evocamp.files.checkpoint import StoredElites, open_batch, read_state, write_state
@@ -53,12 +54,19 @@ def kept_run(folder: RunFolder, algorithm: str, *, generations: int, every: int,
     )
     state = initialise(run_spec(config, algorithm=algorithm, domain="arm", seed=1))
     folder.checkpoints.mkdir(parents=True)
-    write_state(folder.checkpoint(0), state)  # as `init` writes it: no /archive_cells
+    write_state(
+        folder.checkpoint(0), state, run=resolve_run(state.spec)
+    )  # as `init` writes it: no /archive_cells
     for generation in range(1, generations + 1):
         state = tell(state, shard_results(state, 2))
         if generation % every == 0:
-            write_state(folder.checkpoint(generation), state, full_every=full_every)
-            write_state(folder.path / f"full_{generation}.h5", state)
+            write_state(
+                folder.checkpoint(generation),
+                state,
+                run=resolve_run(state.spec),
+                full_every=full_every,
+            )
+            write_state(folder.path / f"full_{generation}.h5", state, run=resolve_run(state.spec))
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
@@ -95,10 +103,10 @@ def test_delta_checkpoints_read_back_and_continue_bit_for_bit(tmp_path, algorith
         assert sorted(elites) == sorted(expected)
         for name in set(elites) - {"attrs", "file_attrs"}:
             assert elites[name].tobytes() == expected[name].tobytes()
-        with open_batch(path) as (spec, batch_generation, batch, seeds, _):
+        with open_batch(path, resolve=resolve_run) as (run, batch_generation, batch, seeds, _):
             from_disk = [
                 evaluate_shard(
-                    spec, batch=batch, seeds=seeds, generation=batch_generation, shard=s, shards=2
+                    run, batch=batch, seeds=seeds, generation=batch_generation, shard=s, shards=2
                 )
                 for s in range(2)
             ]
@@ -163,13 +171,15 @@ def test_the_window_end_state_is_written_as_kept_and_linked(tmp_path):
     for _ in range(2):
         state = tell(state, shard_results(state, 2))
     folder.work.mkdir()
-    write_state(folder.work_state(6), state, full_every=10)
-    keep_whole(folder.work_state(6), folder.checkpoint(6), full_every=10)
+    write_state(folder.work_state(6), state, run=resolve_run(state.spec), full_every=10)
+    keep_whole(
+        folder.work_state(6), folder.checkpoint(6), run=resolve_run(state.spec), full_every=10
+    )
     assert folder.work_state(6).stat().st_ino == folder.checkpoint(6).stat().st_ino
     with h5py.File(folder.checkpoint(6), "r") as handle:
         assert handle.attrs["delta_base_file"] == "checkpoints/gen_000004.h5"
         assert len(handle["archive_delta/index"]) < len(handle["archive_cells/index"])
-    write_state(folder.work_state(8), state)
+    write_state(folder.work_state(8), state, run=resolve_run(state.spec))
     with h5py.File(folder.work_state(8), "r") as handle:
         assert "archive_cells" not in handle and "archive" in handle
 

@@ -11,7 +11,7 @@ from conftest import error_of, merged
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import held_batch, initialise
@@ -65,9 +65,9 @@ def test_repeats_give_the_means_of_real_evaluations_with_derived_seeds(small_con
     spec = _spec(small_config, {"repeats": 3})
     state = initialise(spec)
     batch, seeds = held_batch(state), state.next_seeds
-    solutions, _ = batch_format(spec).materialise(batch, 0, len(seeds))
+    solutions, _ = resolve_run(spec).batch_format.materialise(batch, 0, len(seeds))
     results = [
-        evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=s, shards=2)
+        evaluate_shard(resolve_run(spec), batch=batch, seeds=seeds, generation=1, shard=s, shards=2)
         for s in range(2)
     ]
     objective = np.concatenate([r.objective for r in results])
@@ -171,7 +171,7 @@ def test_repeats_in_a_supervised_child_are_those_in_process(small_config):
     state = initialise(plain)
     batch, seeds = held_batch(state), state.next_seeds
     a, b = (
-        evaluate_shard(spec, batch=batch, seeds=seeds, generation=1, shard=0, shards=1)
+        evaluate_shard(resolve_run(spec), batch=batch, seeds=seeds, generation=1, shard=0, shards=1)
         for spec in (plain, limited)
     )
     np.testing.assert_array_equal(a.objective, b.objective)

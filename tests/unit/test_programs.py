@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import REPO
 
 from evocamp.base.errors import ConfigError, EvaluationError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.evaluation import evaluate_slice
 from evocamp.tasks.program_files import Evaluation, dakota_parameters, read_results
+from evocamp.tasks.programs import campaign_folder
 
 DRIVER = REPO / "tests" / "programs" / "sphere_driver.py"
 
@@ -58,6 +61,7 @@ def results(text: str, *, fmt: str = "dakota", count: int = 1, batch: bool = Fal
 def test_results_files_are_read_or_their_offending_line_named():
     assert results("1.5 f\n-2 measure_1\n3e2\n") == [(1.5, -2.0, 300.0)]
     assert results("\nfail\n") == ["line 2 says fail"]
+    assert results("fail: mesh did not converge") == ["line 1 says fail: mesh did not converge"]
     assert results("fail", fmt="json") == ["the file says fail"]
     assert results("1.5\nabc x\n3\n") == ["line 2 'abc x': 'abc' is not a number"]
     assert results("1.5\n2\n") == [
@@ -118,7 +122,7 @@ SOLUTIONS = np.linspace(-1, 1, 16).reshape(4, 4)
 
 def evaluate(spec, seeds, *, start=4, shard=1, generation=3):
     return evaluate_slice(
-        spec,
+        resolve_run(spec),
         generation=generation,
         shard=shard,
         start=start,
@@ -135,7 +139,7 @@ def expected_objective(row: np.ndarray, seed: int, *, written: str = "dakota") -
 
 
 def work(tmp_path):
-    return tmp_path / "scratch" / "evocamp-work"
+    return tmp_path / "scratch" / "evocamp-work" / campaign_folder(Path.cwd())
 
 
 @pytest.mark.parametrize("formats", [("dakota", "dakota"), ("json", "json")])

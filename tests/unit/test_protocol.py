@@ -21,7 +21,7 @@ from evocamp.base.errors import (
     EvocampError,
     OptimizerError,
 )
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.cli import main
 from evocamp.config import run_spec, run_spec_json, validate_config
 from evocamp.loop.engine import initialise, tell
@@ -138,7 +138,7 @@ def test_compact_batch_plugin_runs_and_its_shards_materialise_the_same_offspring
     )
     state = initialise(run_spec(config, algorithm="rs", domain="sphere", seed=0))
     assert set(state.next_batch) == {"parent", "sigma", "noise"} and len(state.next_seeds) == 6
-    formats = batch_format(state.spec)
+    formats = resolve_run(state.spec).batch_format
     assert formats.name == "ParentAndNoise" and not formats.proposes_in_shards
     whole, _ = formats.materialise(state.next_batch, 0, 6)
     results = shard_results(state, 2)
@@ -157,6 +157,7 @@ def test_a_plugin_holding_its_asked_solutions_gives_them_to_the_shards_on_its_no
     (``asked_solutions``) has them left in the node-local cache by the shard-mode tell;
     a shard on that node reads its rows there (the state file zeroed on disk, its
     identity kept), the rows its batch format makes."""
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.executors.steps import evaluate_step, tell_step
     from evocamp.files.checkpoint import write_state
     from evocamp.files.shard import read_shard
@@ -166,7 +167,7 @@ def test_a_plugin_holding_its_asked_solutions_gives_them_to_the_shards_on_its_no
     config = validate_config(plugin_config("HoldingOnePlusLambda", lam=6, sigma=0.3))
     spec = run_spec(config, algorithm="rs", domain="sphere", seed=0)
     previous = tmp_path / "work" / "state_000000.h5"
-    write_state(previous, initialise(spec))
+    write_state(previous, initialise(spec), run=resolve_run(spec))
     for generation in (1, 2):
         files = [tmp_path / "work" / f"gen_{generation}" / f"shard_{s}.h5" for s in range(2)]
         for shard, path in enumerate(files):

@@ -14,6 +14,7 @@ import pytest
 from conftest import shard_results
 
 from evocamp.catalogue.algorithms import ALGORITHMS
+from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.pycma import BIPOPCMAES, IPOPCMAES, QUIET, pycma_seed
 from evocamp.files.checkpoint import read_state, write_state
@@ -130,7 +131,7 @@ def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_pat
     common = ", ".join(f"{name} {metadata.version(name)}" for name in NUMERIC_PACKAGES)
     assert [record["packages"] for record in state.numerics] == [f"{common}, cma 4.5.0"]
     path = tmp_path / "state.h5"
-    write_state(path, state)
+    write_state(path, state, run=resolve_run(state.spec))
     resumed = read_state(path)
     for _ in range(3):
         state = tell(state, shard_results(state, 2))

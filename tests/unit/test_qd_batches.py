@@ -16,7 +16,7 @@ import pytest
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.base.errors import CorruptFileError
 from evocamp.base.sharding import ElitesAt, shard_bounds
-from evocamp.catalogue.factory import batch_format, build_optimizer
+from evocamp.catalogue.factory import build_optimizer, resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.qd import ArchiveElites, QDBatch, compact_emitters
 from evocamp.model.protocol import ELITES
@@ -56,6 +56,7 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
     """A run of ``algorithm`` on the ``dim``-d sphere (3 shards, 20 generations, kept
     every ``every``): its working folder with the generation-0 state written, and the
     same state in memory."""
+    from evocamp.catalogue.factory import resolve_run
     from evocamp.files.checkpoint import write_state
     from evocamp.loop.engine import initialise
 
@@ -70,7 +71,7 @@ def shard_mode_start(tmp_path, algorithm: dict, *, dim: int, every: int, seed: i
     )
     spec = run_spec(config, algorithm="a", domain="d", seed=seed)
     work = tmp_path / "work"
-    write_state(work / "state_000000.h5", initialise(spec))
+    write_state(work / "state_000000.h5", initialise(spec), run=resolve_run(spec))
     return work, initialise(spec)
 
 
@@ -193,7 +194,7 @@ def test_a_shard_needs_only_its_parents_and_a_pickle_no_solutions():
         optimizer.tell(*results_of(regenerated(optimizer, batch, 0, 64)))
     batch = optimizer.ask()
     whole = regenerated(optimizer, batch, 0, 64)
-    kind = batch_format(spec)
+    kind = resolve_run(spec).batch_format
     assert kind.reads_elites
     cells = kind.elites_read(batch, 10, 20)
     assert 0 < len(cells) <= 10

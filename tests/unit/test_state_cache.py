@@ -13,6 +13,7 @@ import pytest
 from conftest import shard_results, write_final
 
 from evocamp.base.errors import CorruptFileError
+from evocamp.catalogue.factory import resolve_run
 from evocamp.cli import main
 from evocamp.config import run_spec, validate_config
 from evocamp.files.checkpoint import write_state
@@ -62,7 +63,7 @@ def run_shard_mode(folder, spec, generations: int):
     """Tell ``generations`` generations as shard-mode jobs do: the kept checkpoint of
     generation 0, shard files, and the tell step itself (``evocamp tell``)."""
     checkpoint = folder / "checkpoints" / "gen_000000.h5"
-    write_state(checkpoint, initialise(spec))
+    write_state(checkpoint, initialise(spec), run=resolve_run(spec))
     previous = checkpoint
     for generation in range(1, generations + 1):
         state = read_full_state(previous)
@@ -158,7 +159,9 @@ def test_kept_and_last_generations_are_written_whole(tmp_path, cache):
     state = read_full_state(folder / "work" / f"state_{KEEP_EVERY + 1:06d}.h5")
     told = tell(state, shard_results(state, SHARDS))
     output = folder / "work" / "last.h5"
-    write_told_state(output, told, told_from=folder, shard_files=[], total=KEEP_EVERY + 2)
+    write_told_state(
+        output, told, run=resolve_run(spec), told_from=folder, shard_files=[], total=KEEP_EVERY + 2
+    )
     with h5py.File(output, "r") as handle:
         assert "optimizer" in handle
     assert not run_cache(output.parent).exists()
@@ -177,7 +180,9 @@ def test_a_kept_state_is_read_from_the_cache_by_the_next_tell(tmp_path, cache):
     kept.write_bytes(b"\0" * status.st_size)  # unreadable on disk, same identity
     os.utime(kept, ns=(status.st_atime_ns, status.st_mtime_ns))
     assert final_bytes(tmp_path, read_full_state(kept), "from_cache") == expected
-    write_state(kept, in_memory(spec, KEEP_EVERY))  # another file: the cache's is stale
+    write_state(
+        kept, in_memory(spec, KEEP_EVERY), run=resolve_run(spec)
+    )  # another file: the cache's is stale
     assert final_bytes(tmp_path, read_full_state(kept), "from_disk") == expected
     forget_run(kept.parent)
     kept.write_bytes(b"\0" * kept.stat().st_size)
@@ -224,12 +229,12 @@ def test_a_light_state_is_kept_whole(tmp_path, cache):
     spec = spec_of("cmame")
     last = run_shard_mode(tmp_path / "run", spec, 3)
     kept = tmp_path / "run" / "checkpoints" / "gen_000003.h5"
-    keep_whole(last, kept)
+    keep_whole(last, kept, run=resolve_run(spec))
     with h5py.File(kept, "r") as handle:
         assert "optimizer" in handle and "archive" in handle
     forget_run(last.parent)
     expected = final_bytes(tmp_path, in_memory(spec, 3), "memory")
     assert final_bytes(tmp_path, read_full_state(kept), "kept") == expected
     again = tmp_path / "again.h5"
-    keep_whole(kept, again)
+    keep_whole(kept, again, run=resolve_run(spec))
     assert again.stat().st_ino == kept.stat().st_ino

@@ -81,7 +81,7 @@ def test_a_program_domain_gives_one_archive_on_any_shards_mode_and_after_kills(
     assert any("the program exited with status 3" in text for text in messages)
     assert frame[frame["status"] == "ok"]["objective"].notna().all()
     # Work directories: only the failed ones are kept (at most keep_work_max, 20).
-    kept = list((tmp_path / "shards3" / "scratch" / "evocamp-work").glob("programs/*/*/*/g*/s*"))
+    kept = list((tmp_path / "shards3" / "scratch" / "evocamp-work").glob("*/programs/*/*/*/g*/s*"))
     assert 0 < len(kept) <= 20
     assert {folder.name for folder in kept} <= {f"s{index}" for index in range(16)}
 

@@ -37,7 +37,7 @@ if config["mode"] == "shards":
         log:
             RUN.generation_logs("{gen}") / "evaluate_{shard}.log",
         group:
-            "evaluate_{algorithm}_{domain}_{seed}_{gen}"
+            SHARD_GROUP
         conda:
             CONDA_ENV
         threads: 1

@@ -26,9 +26,8 @@ from evocamp.config import (
     validate_config,
 )
 from evocamp.executors.housekeeping import end_jobs_left_running, release_stale_locks
-from evocamp.files.evaluations import STORAGE_VARIABLE, StorageSettings
 from evocamp.files.checkpoint import kept_for_spec
-from evocamp.files.kept_archive import FULL_EVERY_VARIABLE
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 from evocamp.model.layout import (
     CampaignFolder,
     is_kept,
@@ -80,10 +79,17 @@ if workflow.is_main_process and release_stale_locks(os.getcwd()):
 GENERATIONS = config["generations"]
 KEEP_EVERY = config["checkpoint_every"]
 SHARDS = config["shards"]
+# Shard mode: a generation's shards of a run in one Snakemake group only when asked
+# (`group_shards`): group jobs cannot be Slurm array jobs (docs/hpc.md).
+SHARD_GROUP = (
+    "evaluate_{algorithm}_{domain}_{seed}_{gen}" if config["group_shards"] else None
+)
 # Evaluations of every elite in the final re-evaluation of each run (0: none).
 REEVALUATE = config["evaluation"]["reevaluate"]
 # Every path comes from evocamp.model.layout; RUN's paths are the rules' patterns.
 CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
+# A campaign with BBOB domains gets COCO's figures and tables too (SUITE_FIGURES).
+SUITE = any(domain["type"] == "bbob" for domain in config["domains"].values())
 RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
 # Everything the workflow reads is under workflow/ (Snakemake's convention: a copy of
 # Snakefile and workflow/ runs a campaign given with --configfile); the top-level envs/
@@ -105,21 +111,21 @@ FIGURE_CODE = [
         "significance",
         "aggregates",
         "runtime_to_target",
+        "suite",
         "tables",
     )
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
 WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
 # In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
-# also in a `--sdm conda` environment (which holds the dependencies only). The tell
-# steps print "generation g/N"; N reaches them through this prefix so that raising
-# `generations` changes no rule's params or code (nothing reruns).
-# The storage keys (storage.*) reach them the same way, and so do
-# evaluation.max_failed_fraction (it only stops a run) and checkpoint_full_every (how
-# kept checkpoints store their archive): they change no result, so they are no part of
-# the run spec or of any rule's params.
+# also in a `--sdm conda` environment (which holds the dependencies only). The step
+# settings (generations, for "generation g/N"; evaluation.max_failed_fraction, which
+# only stops a run; checkpoint_full_every, how kept checkpoints store their archive;
+# the storage keys) reach every step through this prefix, in one variable
+# (evocamp.loop.step_settings): they change no result, so they are no part of the run
+# spec or of any rule's params, and raising `generations` reruns nothing.
 # (shell.prefix formats its text once more, hence the doubled braces.)
-STORAGE = shlex.quote(StorageSettings.from_config(config).to_json())
+STEP_SETTINGS = shlex.quote(StepSettings.from_config(config).to_json())
 shell.prefix(
     "set -euo pipefail; "
     + (
@@ -127,10 +133,7 @@ shell.prefix(
         if IN_CLONE
         else ""
     )
-    + f"export EVOCAMP_GENERATIONS={GENERATIONS}; "
-    f"export EVOCAMP_MAX_FAILED_FRACTION={config['evaluation']['max_failed_fraction']}; "
-    f"export {FULL_EVERY_VARIABLE}={config['checkpoint_full_every']}; "
-    + f"export {STORAGE_VARIABLE}={STORAGE}; ".replace("{", "{{").replace("}", "}}")
+    + f"export {STEP_VARIABLE}={STEP_SETTINGS}; ".replace("{", "{{").replace("}", "}}")
 )
 
 
@@ -308,7 +311,7 @@ def figure_targets():
     campaign."""
     per_run = zip(*(run.figure_files() for run in runs()))
     targets = [path for paths in per_run for path in paths]
-    targets += CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+    targets += CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
     return [str(path) for path in targets]
 
 
@@ -328,6 +331,11 @@ CAMPAIGN_REPORT = {
         {"figure": "aggregates across domains"},
     ),
     "ecdf.png": ("campaign_ecdf.rst", {"figure": "runtime to target"}),
+    "bbob_ecdf.png": ("campaign_bbob_ecdf.rst", {"figure": "BBOB runtime ECDFs"}),
+    "critical_difference.png": (
+        "campaign_critical_difference.rst",
+        {"figure": "BBOB ranks, critical difference"},
+    ),
     "final_metrics.html": ("campaign_table.rst", {"figure": "final metrics table"}),
     "final_metrics.csv": ("campaign_table.rst", {"figure": "final metrics table, CSV"}),
     "tests.csv": ("campaign_tests.rst", {"figure": "significance tests"}),
@@ -361,7 +369,8 @@ def campaign_outputs():
         f"{path.parent.name}_{path.name.replace('.', '_')}": reported(
             path, CAMPAIGN_REPORT, category="Campaign"
         )
-        for path in CAMPAIGN.figure_files() + CAMPAIGN.table_files()
+        for path in CAMPAIGN.figure_files(suite=SUITE)
+        + CAMPAIGN.table_files(suite=SUITE)
     }
 
 

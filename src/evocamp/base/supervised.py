@@ -1,17 +1,43 @@
-"""Work done in a supervised child process: a crash or a hang is not the caller's.
+"""Work done in a supervised child process: a crash or a hang is not the caller's, and
+neither is any process it starts.
 
 :func:`supervised` forks the calling process (cheap: everything it imported is shared)
 and lets the child compute ``task(0)``, ``task(1)``, ... in order, streaming each
 result back over a pipe as soon as it is done. The parent yields them in order. When
 the child dies before an item came back (a signal such as ``SIGSEGV`` or ``SIGKILL``
-from the out-of-memory killer, or ``os._exit``), or an item runs past its time limit
-(the parent kills the child with ``SIGKILL``: certain even for C code that never
-returns to Python), the parent yields an :class:`Ended` naming the item in flight and
-stops; the caller decides whether to start again from that item or the next.
+from the out-of-memory killer, or ``os._exit``), or an item runs past its time limit,
+the parent yields an :class:`Ended` naming the item in flight and stops; the caller
+decides whether to start again from that item or the next. A crash is what the
+child's own process did, its exit status or signal (``waitpid``), seen the moment it
+ends (a ``pidfd``; where the kernel has none, polled every :data:`POLL_SECONDS`):
+never inferred from its result pipe, which a helper it forked may hold open.
+
+**The whole process tree.** The child is the leader of a process group of its own;
+whatever it starts (programs through :mod:`subprocess` without a new session, forked
+helpers, their children: an ``srun`` or ``mpirun`` and what they start) is in that
+group. After a timeout, a crash, a retry, a discard or any exit of the caller's loop
+the group is ended as a whole: ``SIGTERM`` to every process of it, up to
+:data:`KILL_GRACE_SECONDS` for them to end (``srun`` and ``mpirun`` pass it on to
+their tasks), then ``SIGKILL`` to whatever is left (those that ignore ``SIGTERM``).
+What a child that delivered every result left running is ended the same way when the
+next supervised call starts, or when the caller's process ends.
+
+**When the caller dies** (``scancel``'s ``SIGTERM``, a killed Snakemake's job, a lost
+Dask worker: ``SIGKILL``) nothing runs in it any more. A *guardian* does it then: a
+tiny process (a Python interpreter started with ``-S -I``, a few MB; one per calling
+process, started with its first supervised call, in a session of its own so that a
+signal to the caller's group does not reach it) that holds the read end of a pipe
+from the caller, learns over it which groups are running (a few bytes per child), and
+on end of file (the caller is gone, however it died) ends them all: ``SIGTERM``,
+:data:`KILL_GRACE_SECONDS`, ``SIGKILL``. ``PR_SET_CHILD_SUBREAPER`` was the
+alternative, and it cannot do this: a subreaper adopts orphans only while it lives,
+and here it is the caller that dies; a guardian per child would double the forks.
+The child itself also dies with its caller (``PR_SET_PDEATHSIG``), should the guardian
+be gone too. Only a process that leaves the group on purpose (``setsid``, a daemon)
+escapes.
 
 ``os.fork`` is used directly, not :mod:`multiprocessing`: Dask workers are daemonic
-processes, which may not have multiprocessing children. The child dies with its
-parent (``PR_SET_PDEATHSIG``): a hung evaluation does not outlive a killed job.
+processes, which may not have multiprocessing children.
 
 What the child writes to its standard output and error (an evaluation's prints) comes
 to the parent through a second pipe and goes to the parent's standard error (a job's
@@ -22,6 +48,7 @@ each child, with one line saying how many bytes between them were dropped.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import ctypes
 import os
 import pickle
@@ -29,6 +56,7 @@ import select
 import signal
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,7 +92,8 @@ class Ended:
 def supervised(
     task: Callable[[int], object], count: int, *, limits: list[float | None] | None = None
 ) -> Iterator[object]:
-    """Yield ``task(k)`` for ``k`` in ``0..count-1``, each computed in a forked child.
+    """Yield ``task(k)`` for ``k`` in ``0..count-1``, each computed in a forked child
+    that leads a process group of its own, ended as a whole when it is done.
 
     Parameters
     ----------
@@ -82,13 +111,15 @@ def supervised(
         The results in order; then, if the child died or overran, one :class:`Ended`
         (and nothing more).
     """
-    _reap_finished()
+    _end_finished()
+    guardian = _guardian()
     read_end, write_end = os.pipe()
     output_read, output_write = os.pipe()
     parent = os.getpid()
     _flush_standard_streams()  # or the child would write the parent's pending output again
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
+        os.setpgid(0, 0)  # its own process group, which whatever it starts joins
         os.close(read_end)
         os.close(output_read)
         _die_with(parent)
@@ -96,59 +127,276 @@ def supervised(
             os.dup2(output_write, standard)
         os.close(output_write)
         _child(task, count, write_end)
+    with contextlib.suppress(OSError):  # set by both, whichever runs first (it may be gone)
+        os.setpgid(pid, pid)
+    if guardian is not None:
+        guardian.watch(pid)
     os.close(write_end)
     os.close(output_write)
+    group = _Group(pid)
     output = _Output(output_read)
-    running = True
+    finished = False
     try:
         for index in range(count):
             limit = limits[index] if limits else None
             deadline = None if limit is None else time.monotonic() + limit
-            message = _receive(read_end, deadline, output)
+            message = _receive(read_end, deadline, output, group)
             if message is _OVERRAN:
                 yield Ended(index, timed_out=limit)
                 return
-            if message is _CLOSED:
-                running = False
-                try:
-                    status = os.waitpid(pid, 0)[1]
-                except ChildProcessError:  # SIGCHLD ignored: reaped already, status lost
-                    yield Ended(index)
-                    return
-                if os.WIFSIGNALED(status):
-                    yield Ended(index, signal=os.WTERMSIG(status))
-                else:
-                    yield Ended(index, status=os.WEXITSTATUS(status))
+            if message is _ENDED:
+                yield group.ended(index)
                 return
             yield message
-        running = False
-        _FINISHED.append(pid)  # it is ending: reaped later, not waited for now
+        finished = True
     finally:
         os.close(read_end)
-        if running:
-            _kill(pid)
+        if finished:
+            _FINISHED.append(group)  # it is ending: its group is ended later, not waited for now
+        else:
+            group.end()
         output.close()
 
 
-#: Children that sent every result and are ending; :func:`_reap_finished` reaps them
-#: (waiting for a large process to end would cost the caller ~10 ms).
-_FINISHED: list[int] = []
+#: Seconds the processes of an evaluation's group have between ``SIGTERM`` and
+#: ``SIGKILL`` (a timeout, a crash, a retry, a discard, the caller's death).
+KILL_GRACE_SECONDS = 2.0
+
+#: Seconds between checks of whether a child ended, where the kernel has no ``pidfd``
+#: (Linux before 5.3), and between checks of whether a group ended after ``SIGTERM``.
+POLL_SECONDS = 0.01
+
+#: Children that sent every result and are ending; :func:`_end_finished` reaps them
+#: and ends what they left running (waiting for a large process to end would cost the
+#: caller ~10 ms).
+_FINISHED: list[_Group] = []
 
 
-def _reap_finished() -> None:
-    for pid in list(_FINISHED):
+def _end_finished() -> None:
+    with _LOCK:
+        done = [group for group in _FINISHED if group.reap(block=False)]
+        for group in done:
+            _FINISHED.remove(group)
+    for group in done:
+        group.end()
+
+
+def _signal_group(group: int, number: int) -> bool:
+    """Send signal ``number`` to every process of ``group``; whether any is left."""
+    try:
+        os.killpg(group, number)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # only processes of another user left (a setuid program)
+        return True
+    return True
+
+
+class _Group:
+    """A supervised child and its process group (the same id).
+
+    While the child is not reaped (a zombie at worst) its id cannot be given to
+    another process, nor, while any process of the group lives, the group's id: a
+    signal to the group reaches this evaluation's processes and no others.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.status: int | None = None
+        self.reaped = False
+        try:  # readable the moment the child ends
+            self.watch: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # Linux before 5.3: polled instead
+            self.watch = None
+
+    def exited(self) -> bool:
+        """Whether the child has ended (it is not reaped here)."""
+        if self.reaped:
+            return True
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _FINISHED.remove(pid)
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # SIGCHLD ignored: reaped already
+            return True
+
+    def reap(self, *, block: bool = True) -> bool:
+        """Reap the child (waiting for it to end when ``block``); whether it is reaped."""
+        if not self.reaped:
+            try:
+                done, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:  # SIGCHLD ignored: reaped already, status lost
+                done, status = self.pid, None
+            if not done:
+                return False
+            self.reaped, self.status = True, status
+            if self.watch is not None:
+                os.close(self.watch)
+                self.watch = None
+        return True
+
+    def ended(self, index: int) -> Ended:
+        """How the child ended (it has), item ``index`` in flight."""
+        self.reap()
+        if self.status is None:
+            return Ended(index)
+        if os.WIFSIGNALED(self.status):
+            return Ended(index, signal=os.WTERMSIG(self.status))
+        return Ended(index, status=os.WEXITSTATUS(self.status))
+
+    def end(self, *, grace: float = KILL_GRACE_SECONDS) -> None:
+        """End every process of the group: ``SIGTERM``, up to ``grace`` seconds for
+        them to end, ``SIGKILL`` to those left; reap the child; unwatch the group."""
+        if not (self.reaped and not _signal_group(self.pid, 0)):
+            _signal_group(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while not (self.reap(block=False) and not _signal_group(self.pid, 0)):
+                if time.monotonic() >= deadline:
+                    _signal_group(self.pid, signal.SIGKILL)
+                    self.reap()
+                    break
+                time.sleep(POLL_SECONDS)
+        if _GUARDIAN is not None:
+            _GUARDIAN.unwatch(self.pid)
+
+
+#: The guardian's program: reads ``+<group>`` and ``-<group>`` lines from the
+#: descriptor ``argv[1]``; at end of file ends every group it was told of.
+_GUARDIAN_PROGRAM = """\
+# evocamp: ends the evaluations' process groups when the process that started them dies
+import os, signal, sys, time
+source, grace = int(sys.argv[1]), float(sys.argv[2])
+os.chdir("/")  # holds no folder of the step's
+os.closerange(3, source)
+os.closerange(source + 1, 1 << 16)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, signal.SIG_IGN)
+try:  # woken by each line, it does not preempt the caller; its full share when it acts
+    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+except (AttributeError, OSError):
+    pass
+groups, pending = set(), b""
+while data := os.read(source, 1 << 16):
+    *lines, pending = (pending + data).split(b"\\n")
+    for line in lines:
+        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+def signal_all(number):
+    for group in list(groups):
+        try:
+            os.killpg(group, number)
+        except OSError:
+            groups.discard(group)
+signal_all(signal.SIGTERM)
+deadline = time.monotonic() + grace
+while groups and time.monotonic() < deadline:
+    time.sleep(0.02)
+    signal_all(0)
+signal_all(signal.SIGKILL)
+"""
+
+
+class _Guardian:
+    """This process's guardian (see the module's docstring): a pipe to it and the
+    groups it watches."""
+
+    def __init__(self) -> None:
+        self.watched: set[int] = set()
+        self.pid, self.channel = _start_guardian()
+
+    def watch(self, group: int) -> None:
+        """Have the guardian end ``group`` should this process die."""
+        with _LOCK:
+            self.watched.add(group)
+            self._send(f"+{group}\n")
+
+    def unwatch(self, group: int) -> None:
+        """``group`` is ended (or empty): the guardian forgets it."""
+        with _LOCK:
+            if group in self.watched:
+                self.watched.discard(group)
+                self._send(f"-{group}\n")
+
+    def _send(self, line: str) -> None:
+        try:
+            os.write(self.channel, line.encode())
+        except BrokenPipeError:  # it died (killed by hand?): a new one watches them all
+            os.close(self.channel)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            self.pid, self.channel = _start_guardian()
+            _write_all(self.channel, "".join(f"+{g}\n" for g in self.watched).encode())
+
+
+def _start_guardian() -> tuple[int, int]:
+    """Start a guardian in a session of its own; its pid and the pipe's write end."""
+    read_end, write_end = os.pipe()
+    try:
+        os.set_inheritable(read_end, True)
+        pid = os.posix_spawn(
+            sys.executable,
+            [
+                sys.executable,
+                "-S",
+                "-I",
+                "-c",
+                _GUARDIAN_PROGRAM,
+                str(read_end),
+                str(KILL_GRACE_SECONDS),
+            ],
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
+            setsid=True,
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return pid, write_end
+
+
+_GUARDIAN: _Guardian | None = None
+#: Held while the guardian starts, its groups change or finished children are taken
+#: (supervised calls may come from several threads: a Dask worker's).
+_LOCK = threading.Lock()
+#: Set when a guardian could not be started (said once; evaluations run without).
+_NO_GUARDIAN: list[str] = []
+
+
+def _guardian() -> _Guardian | None:
+    """This process's guardian, started on first use (``None`` if it cannot start:
+    said once, and evaluations run without)."""
+    global _GUARDIAN
+    with _LOCK:
+        if _GUARDIAN is None and not _NO_GUARDIAN:
+            try:
+                _GUARDIAN = _Guardian()
+            except OSError as error:
+                _NO_GUARDIAN.append(str(error))
+                _pass_on(
+                    f"evocamp: warning: no guardian process ({error}): processes an "
+                    "evaluation starts may outlive this process if it is killed\n"
+                )
+        return _GUARDIAN
+
+
+def _forget_in_child() -> None:
+    """In any forked child: the guardian and the children are the parent's (the
+    child holds no end of the guardian's pipe; its own starts on its first call)."""
+    global _GUARDIAN, _LOCK
+    _LOCK = threading.Lock()  # another thread may have held it at the fork
+    if _GUARDIAN is not None:
+        with contextlib.suppress(OSError):
+            os.close(_GUARDIAN.channel)
+        _GUARDIAN = None
+    _FINISHED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _die_with(parent: int) -> None:  # pragma: no cover - in the child
     """Have the kernel kill this child when its parent dies (Linux ``PR_SET_PDEATHSIG``):
     a hung evaluation must not outlive a shard job killed by Slurm or a lost Dask
-    worker, holding its output pipes open."""
+    worker, holding its output pipes open (the guardian ends the rest of its group)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the parent's SIGKILL only
@@ -188,7 +436,7 @@ def _write_all(descriptor: int, data: bytes) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-_CLOSED = object()
+_ENDED = object()
 _OVERRAN = object()
 
 #: Bytes of a child's output passed on from its beginning and kept from its end.
@@ -250,43 +498,40 @@ def _pass_on(text: str) -> None:
         sys.stderr.flush()
 
 
-def _receive(descriptor: int, deadline: float | None, output: _Output):
-    """One message, ``_CLOSED`` when the child closed the pipe (it ended) or
-    ``_OVERRAN`` when the deadline passed first; the child's output is passed on
-    meanwhile."""
-    header = _read_exactly(descriptor, _HEADER.size, deadline, output)
+def _receive(descriptor: int, deadline: float | None, output: _Output, group: _Group):
+    """One message, ``_ENDED`` when the child ended without sending it (whoever holds
+    the pipe) or ``_OVERRAN`` when the deadline passed first; the child's output is
+    passed on meanwhile."""
+    header = _read_exactly(descriptor, _HEADER.size, deadline, output, group)
     if not isinstance(header, bytes):
         return header
-    body = _read_exactly(descriptor, _HEADER.unpack(header)[0], deadline, output)
+    body = _read_exactly(descriptor, _HEADER.unpack(header)[0], deadline, output, group)
     return pickle.loads(body) if isinstance(body, bytes) else body
 
 
-def _read_exactly(descriptor: int, size: int, deadline: float | None, output: _Output):
+def _read_exactly(
+    descriptor: int, size: int, deadline: float | None, output: _Output, group: _Group
+):
     parts, missing = [], size
     while missing:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([descriptor, *output.sources()], [], [], wait)
+        watch = [] if group.watch is None else [group.watch]
+        if not watch:
+            wait = POLL_SECONDS if wait is None else min(wait, POLL_SECONDS)
+        ready, _, _ = select.select([descriptor, *output.sources(), *watch], [], [], wait)
         if output.descriptor in ready:
             output.read()
-        if descriptor not in ready:
-            if not ready or (deadline is not None and time.monotonic() >= deadline):
-                return _OVERRAN
+        if descriptor in ready:
+            part = os.read(descriptor, min(missing, 1 << 20))
+            if not part:
+                return _ENDED
+            parts.append(part)
+            missing -= len(part)
             continue
-        part = os.read(descriptor, min(missing, 1 << 20))
-        if not part:
-            return _CLOSED
-        parts.append(part)
-        missing -= len(part)
+        if (group.watch in ready if watch else group.exited()) and not select.select(
+            [descriptor], [], [], 0
+        )[0]:  # ended, and nothing it sent before is left in the pipe
+            return _ENDED
+        if deadline is not None and time.monotonic() >= deadline:
+            return _OVERRAN
     return b"".join(parts)
-
-
-def _kill(pid: int) -> None:
-    """End the child (done, overran or no longer wanted) and reap it."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:  # SIGCHLD ignored: reaped already
-        pass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.catalogue.entries import Extra
-from evocamp.tasks import functions, locomotion
+from evocamp.tasks import bbob, functions, locomotion
 
 #: Solution dimension of domains that do not fix it.
 DEFAULT_SOLUTION_DIM = 20
@@ -54,9 +54,10 @@ class DomainType:
         Defaults of the evaluation function's keyword arguments.
     extra_fields : tuple of str
         Extra outputs stored with every elite by default.
-    objective_max : float or None
+    objective_max : float, callable or None
         The best objective (the CQD score's ``obj_max``; ``None``: unknown, the CQD score
-        needs ``cqd.obj_max``).
+        needs ``cqd.obj_max``), or ``(solution_dim, params) -> best`` when the instance
+        decides it (:meth:`best_objective`).
     extra : Extra or None
         The optional dependency group of evocamp the domain needs (``pip install
         'evocamp[NAME]'``): a campaign using the domain is refused, with that command,
@@ -82,7 +83,7 @@ class DomainType:
     minimised: str | None = None
     params: dict = field(default_factory=dict)
     extra_fields: tuple[str, ...] = ()
-    objective_max: float | None = None
+    objective_max: float | Callable[[int, dict], float] | None = None
     extra: Extra | None = None
     param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
     initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
@@ -92,6 +93,13 @@ class DomainType:
         if callable(self.qd_score_offset):
             return float(self.qd_score_offset(params))
         return self.qd_score_offset
+
+    def best_objective(self, solution_dim: int, params: dict) -> float | None:
+        """The best objective with the domain's (resolved) ``solution_dim`` and
+        ``params`` (``None``: unknown)."""
+        if callable(self.objective_max):
+            return float(self.objective_max(solution_dim, {**self.params, **params}))
+        return self.objective_max
 
 
 def _no_measures(dim: int, params: dict) -> list:
@@ -120,6 +128,11 @@ def _digits_dim(params: dict) -> int:
     return functions.digits_solution_dim(params.get("hidden", 32))
 
 
+def _bbob_best(dim: int, params: dict) -> float:
+    """Minus ``f_opt`` of a BBOB instance (the best objective)."""
+    return -bbob.optimum(params["function"], params["instance"], dim)
+
+
 #: The locomotion domains' extra: the simulator of the pinned release (its physics
 #: decides their numbers, recorded in their runs' provenance) and imageio, which
 #: gymnasium's MuJoCo environments import.
@@ -128,6 +141,9 @@ MUJOCO = Extra(
     requires=(("mujoco", (4, 0, 0), (4, 0, 1)), ("imageio", (2, 14, 1), (999,))),
     numeric=("mujoco",),
 )
+#: The BBOB domains' extra: ioh of the pinned release (its C++ implementation of the
+#: functions decides their values, recorded in their runs' provenance).
+BBOB = Extra("bbob", requires=(("ioh", (0, 4, 2), (0, 4, 3)),), numeric=("ioh",))
 
 
 def _locomotion(name: str, summary: str) -> DomainType:
@@ -279,6 +295,25 @@ DOMAINS: dict[str, DomainType] = {
             minimised="rastrigin",
             extra_fields=("rastrigin",),
         ),
+        DomainType(
+            name="bbob",
+            summary=(
+                "a noiseless BBOB function (COCO's suite, through ioh), maximised as minus f; "
+                "extra field precision = f - f_opt (the minimised value); bounds [-5, 5] "
+                "(params: function 1-24, instance; keys functions, dimensions, instances: "
+                "a suite grid, one domain each)"
+            ),
+            evaluate=bbob.bbob,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            bounds=[-bbob.BOUND, bbob.BOUND],
+            minimised="precision",
+            params={"function": 1, "instance": 1},
+            extra_fields=("precision",),
+            objective_max=_bbob_best,
+            extra=BBOB,
+            param_rules=bbob.param_problems,
+        ),
         _locomotion("hopper_uni", _uni("hopper_uni", "foot_geom")),
         _locomotion("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom")),
         _locomotion("halfcheetah_uni", _uni("halfcheetah_uni", "bfoot, ffoot")),
@@ -301,4 +336,6 @@ def objective_max(domain_spec: dict) -> float | None:
     """A built-in domain's best objective (the CQD score's default ``obj_max``); ``None``
     when unknown and for plugins."""
     entry = DOMAINS.get(domain_spec["type"])
-    return entry.objective_max if entry else None
+    if entry is None:
+        return None
+    return entry.best_objective(domain_spec["solution_dim"], domain_spec.get("params") or {})

@@ -22,7 +22,17 @@ from evocamp.model.protocol import (
     call_optimizer,
     check_methods,
 )
-from evocamp.model.runspec import COMMAND, PLUGIN, run_label, spec_run_key
+from evocamp.model.run import Run
+from evocamp.model.runspec import (
+    COMMAND,
+    PLUGIN,
+    evaluation_repeats,
+    failure_policy,
+    measure_dim,
+    run_label,
+    spec_run_key,
+    stored_fields,
+)
 from evocamp.tasks.programs import Program
 
 
@@ -103,23 +113,51 @@ def optimizer_class(spec: dict) -> type:
     return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
 
 
-def batch_format(spec: dict) -> BatchFormat:
-    """How a run's batches are sized and materialised."""
+def _batch_format(spec: dict, cls: type) -> BatchFormat:
     algorithm = spec["algorithm_spec"]
-    return batch_format_of(optimizer_class(spec), name=algorithm.get("class", algorithm["type"]))
+    return batch_format_of(cls, name=algorithm.get("class", algorithm["type"]))
+
+
+def resolve_run(spec: dict) -> Run:
+    """The run object of a run spec, resolved once per step: its catalogue entries,
+    optimizer class (a plugin's imported and checked), batch format, failure policy
+    and evaluation settings.
+
+    Raises
+    ------
+    OptimizerError
+        When a plugin's class cannot be imported or has a broken batch format.
+    """
+    # Each module asked once, in turn: the catalogue's entries, the protocol (the
+    # batch format), the run spec's accessors.
+    entry = algorithm_type(spec)
+    cls = optimizer_class(spec)
+    packages = run_packages(spec)
+    batch_kind = _batch_format(spec, cls)
+    recipe = entry.recipe
+    return Run(
+        spec=spec,
+        label=run_label(spec),
+        algorithm=entry,
+        domain=DOMAINS.get(spec["domain_spec"]["type"]),
+        optimizer_class=cls,
+        batch_format=batch_kind,
+        failure_policy=failure_policy(spec),
+        repeats=evaluation_repeats(spec),
+        measure_dim=measure_dim(spec["domain_spec"]),
+        stored_fields=tuple(stored_fields(spec)),
+        # Novelty search's emitters sample their parents from its novelty archive, not
+        # from the run's (a whole state holds its entries in /optimizer/rows/archive).
+        parents_in_own_archive=bool(
+            recipe is not None and recipe.result_archive and not recipe.emitters_on_result
+        ),
+        packages=packages,
+    )
 
 
 def owns_archive(spec: dict) -> bool:
     """Whether the optimizer's own archive is the run's (QD), else a passive one is kept."""
     return algorithm_type(spec).recipe is not None
-
-
-def parents_in_own_archive(spec: dict) -> bool:
-    """Whether a QD run's emitters sample their parents from an archive of their own,
-    not from the run's (novelty search's novelty archive: a whole state holds its
-    entries in ``/optimizer/rows/archive``)."""
-    recipe = algorithm_type(spec).recipe
-    return recipe is not None and recipe.result_archive and not recipe.emitters_on_result
 
 
 def build_optimizer(spec: dict):

@@ -2,7 +2,9 @@
 package (``evocamp/schemas/config.schema.yaml``, its ``type`` lists taken from the
 catalogue), then what a schema cannot express (keys a type does not use, shards against
 batch sizes, ``low < high`` ranges, names that refer to each other, plugins that cannot be
-imported). Every problem is reported with its key. Defaults come from the schema
+imported). Suite grids (``type: bbob`` with ``functions``, ``dimensions``,
+``instances``) are expanded into their domains first (:mod:`evocamp.config.suites`).
+Every problem is reported with its key. Defaults come from the schema
 (campaign-wide keys, ``archive.*``, domain keys); those particular to an algorithm type
 or a built-in domain are filled by :mod:`evocamp.config.run_specs`. A key written under
 the name the run spec stores it by (a QD type's per-emitter ``batch_size``), and a
@@ -29,7 +31,7 @@ from evocamp.catalogue.algorithms import (
     CELL_ARCHIVE_KEYS,
     TYPE_ARCHIVE_KEYS,
 )
-from evocamp.catalogue.domains import DOMAINS, DomainType
+from evocamp.catalogue.domains import DEFAULT_SOLUTION_DIM, DOMAINS, DomainType
 from evocamp.catalogue.factory import missing_extra, plugin_class
 from evocamp.config.renamed_keys import read_renamed_keys
 from evocamp.config.run_specs import (
@@ -38,6 +40,7 @@ from evocamp.config.run_specs import (
     resolved_algorithm,
     resolved_domain,
 )
+from evocamp.config.suites import expand_suites
 from evocamp.families.qd.components import random_start
 from evocamp.model.protocol import ASYNC_METHODS, accepts_async, accepts_failed
 from evocamp.model.runspec import (
@@ -162,6 +165,7 @@ def validate_config(
     resolved = copy.deepcopy(config)
     _raise_problems(read_renamed_keys(resolved))
     _fill_defaults(resolved, schema, schema)
+    _raise_problems(expand_suites(resolved))
     _raise_problems(_semantic_problems(resolved, check_results_dir=check_results_dir))
     if check_plugins:
         _raise_problems(plugin_problems(resolved))
@@ -344,8 +348,14 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     cqd = domain.get("cqd") or {}
     params = {**(DOMAINS[kind].params if kind in DOMAINS else {}), **(domain.get("params") or {})}
     low = cqd.get("obj_min", DOMAINS[kind].score_offset(params) if kind in DOMAINS else None)
-    high = cqd.get("obj_max", DOMAINS[kind].objective_max if kind in DOMAINS else None)
-    if low is not None and high is not None and ("obj_min" in cqd or "obj_max" in cqd):
+    if low is not None and ("obj_min" in cqd or "obj_max" in cqd):
+        high = cqd.get("obj_max")
+        if high is None and kind in DOMAINS and not missing:
+            dim = domain.get("solution_dim", DEFAULT_SOLUTION_DIM)
+            high = DOMAINS[kind].best_objective(dim, params)
+    else:
+        high = None
+    if low is not None and high is not None:
         if low >= high:
             problems.append(f"key '{key}.cqd': obj_min {low} must be below obj_max {high}")
     if "bounds" in domain and domain["bounds"][0] >= domain["bounds"][1]:

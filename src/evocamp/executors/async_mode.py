@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from evocamp.base.errors import ConfigError
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.executors.dask_mode import (
     cluster_workers,
     configure_worker_logging,
@@ -162,13 +162,13 @@ def run_async_segment(
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
     told = decode_in_flight(state.next_batch, state.next_seeds).told
     resume = Resume.from_log(read_completions(completions), told=told, spec=state.spec)
-    preload = batch_format(state.spec).shard_modules
+    run = resolve_run(state.spec)
     with (
         dask_client(
             scheduler_file=scheduler_file,
             workers=workers,
-            preload=preload,
-            allowed_failures=lost_worker_retries(state.spec),
+            preload=run.batch_format.shard_modules,
+            allowed_failures=lost_worker_retries(run),
             where=f"run {run_label(state.spec)}",
         ) as client,
         CompletionLog(completions) as completion_log,
@@ -186,9 +186,9 @@ def run_async_segment(
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))
         beyond = slots.finish(completion_log.append)
     kept = (storage or StorageSettings()).for_run(
-        state.spec, generation_size=completions_per_generation(state.spec), total=total
+        run, generation_size=completions_per_generation(state.spec), total=total
     )
-    rows = completion_rows(state.spec, loop.told, storage=kept) if kept else None
+    rows = completion_rows(run, loop.told, storage=kept) if kept else None
     if rows is not None:
         record_window_rows(
             RunFolder.holding(output),
@@ -198,7 +198,7 @@ def run_async_segment(
             total=total,
         )
     began = time.perf_counter()
-    write_state(output, state, full_every=full_every)
+    write_state(output, state, run=run, full_every=full_every)
     print(
         f"generation {state.generation}: {beyond} completions beyond it logged for the next "
         f"segment; checkpoint written ({Path(output).stat().st_size / 1e6:.2f} MB in "

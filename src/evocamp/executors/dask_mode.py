@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.sharding import Rows, shard_bounds
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.checkpoint import write_state
 from evocamp.files.evaluations import StorageSettings, concatenate, record_window_rows
 from evocamp.files.shard import ShardResult
@@ -30,7 +30,8 @@ from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder
-from evocamp.model.runspec import failure_policy, where
+from evocamp.model.run import Run
+from evocamp.model.runspec import where
 from evocamp.model.state import RunState
 
 
@@ -57,7 +58,12 @@ def evaluate_on_worker(
     configure_worker_logging()
     began = time.perf_counter()
     result = evaluate_shard(
-        spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
+        resolve_run(spec),
+        batch=batch,
+        seeds=seeds,
+        generation=generation,
+        shard=shard,
+        shards=shards,
     )
     logging.getLogger("evocamp.worker").info(
         "%s generation %d shard %d: solutions %d..%d in %.3f s",
@@ -71,11 +77,11 @@ def evaluate_on_worker(
     return result
 
 
-def lost_worker_retries(spec: dict) -> int | None:
+def lost_worker_retries(run: Run) -> int | None:
     """How often a task is started again after its worker died: ``evaluation.retries``
     under ``on_failure: retry`` (a worker lost with its node is retried like a crash),
     else ``None`` (Dask's default, 3)."""
-    policy = failure_policy(spec)
+    policy = run.failure_policy
     return policy.retries if policy.on_failure == "retry" else None
 
 
@@ -117,7 +123,7 @@ def _killed(future, killed_worker: type) -> bool:
     return future.status == "error" and isinstance(future.exception(), killed_worker)
 
 
-def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> list:
+def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]], *, run: Run) -> list:
     """What each task receives of the state's next batch.
 
     A plain batch (solutions only) is sliced: each task gets its rows
@@ -134,8 +140,8 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]]) -> li
         return [
             {"solutions": Rows(batch["solutions"][a:b], offset=a, length=size)} for a, b in bounds
         ]
-    if batch_format(state.spec).reads_elites:
-        return [held_batch(state, start=a, stop=b) for a, b in bounds]
+    if run.batch_format.reads_elites:
+        return [held_batch(state, run=run, start=a, stop=b) for a, b in bounds]
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
@@ -380,15 +386,16 @@ def run_generations(
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
     """
+    run = resolve_run(state.spec)
     kept = (storage or StorageSettings()).for_run(
-        state.spec, generation_size=len(state.next_seeds), total=total
+        run, generation_size=len(state.next_seeds), total=total
     )
     told = []
     while state.generation < until:
         generation = state.generation + 1
         size = len(state.next_seeds)
         bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
-        batches = _shard_batches(client, state, bounds)
+        batches = _shard_batches(client, state, bounds, run=run)
         # One client.map call: a single graph update for the whole generation.
         futures = client.map(
             evaluate_on_worker,
@@ -401,7 +408,7 @@ def run_generations(
             pure=False,
         )
         results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
-        state = tell(state, results, workers=workers, storage=kept)
+        state = tell(state, results, workers=workers, storage=kept, run=run)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
     return dataclasses.replace(state, evaluations=concatenate(told))
@@ -437,12 +444,12 @@ def run_segment(
     started = time.time()
     state = read_full_state(state_path)
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
-    preload = batch_format(state.spec).shard_modules
+    run = resolve_run(state.spec)
     with dask_client(
         scheduler_file=scheduler_file,
         workers=workers,
-        preload=preload,
-        allowed_failures=lost_worker_retries(state.spec),
+        preload=run.batch_format.shard_modules,
+        allowed_failures=lost_worker_retries(run),
         where=where(state.spec, state.generation + 1),
     ) as client:
         state = run_generations(
@@ -471,7 +478,7 @@ def run_segment(
         )
         state = dataclasses.replace(state, evaluations=None)
     began = time.perf_counter()
-    write_state(output, state, full_every=full_every)
+    write_state(output, state, run=run, full_every=full_every)
     print(
         f"generation {state.generation}: checkpoint written "
         f"({Path(output).stat().st_size / 1e6:.2f} MB in {time.perf_counter() - began:.3f} s)",

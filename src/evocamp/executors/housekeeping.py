@@ -34,6 +34,7 @@ from base64 import urlsafe_b64decode, urlsafe_b64encode
 from pathlib import Path
 
 from evocamp.base.files import replaced_atomically
+from evocamp.loop.step_settings import STEP_VARIABLE
 from evocamp.model.layout import GENERATION_LOGS, KEEP_LOG, SHARD_FOLDER, WINDOW_LOG, WORK_STATE
 
 # --- stale locks ------------------------------------------------------------------
@@ -68,9 +69,9 @@ def other_snakemake_running(workdir: str | Path) -> bool:
     return False
 
 
-#: A variable the workflow's shell prefix exports to every job (common.smk): a step
-#: process that has it was started by Snakemake, not by hand.
-JOB_VARIABLE = "EVOCAMP_GENERATIONS"
+#: The variable the workflow's shell prefix exports to every job (common.smk, the step
+#: settings): a step process that has it was started by Snakemake, not by hand.
+JOB_VARIABLE = STEP_VARIABLE
 
 #: Seconds a job left running has to end after SIGTERM before it gets SIGKILL.
 END_GRACE_SECONDS = 5.0

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.base.files import atomic_write_text
+from evocamp.catalogue.factory import resolve_run
 from evocamp.executors.housekeeping import fold_logs, prune_work_files
 from evocamp.files.archive import write_final_archive
 from evocamp.files.checkpoint import read_state, with_stored_elites, write_state
@@ -25,6 +26,7 @@ from evocamp.files.evaluations import (
     held,
     record_window_rows,
 )
+from evocamp.files.journal import journal_path, remove_journal
 from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
@@ -64,7 +66,7 @@ def init_step(*, spec: dict, output: str | Path) -> None:
     run's holds a proposal for every slot)."""
     state = initialise_asynchronous(spec) if asynchronous_settings(spec) else initialise(spec)
     forget_run(Path(output).parent)  # nothing cached for an earlier run in this folder
-    write_state(output, state)
+    write_state(output, state, run=resolve_run(spec))
     log(
         f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
         f"for generation 1 -> {output}"
@@ -74,15 +76,24 @@ def init_step(*, spec: dict, output: str | Path) -> None:
 def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
     from the node-local cache when the tell that wrote the checkpoint ran on this node,
-    :func:`~evocamp.loop.state_cache.shard_batch`)."""
-    with shard_batch(state) as (spec, generation, batch, seeds, numerics):
+    :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
+    beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
+    evaluates only the calls that are missing."""
+    with shard_batch(state) as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
-            spec, batch=batch, seeds=seeds, generation=generation, shard=shard, shards=shards
+            run,
+            batch=batch,
+            seeds=seeds,
+            generation=generation,
+            shard=shard,
+            shards=shards,
+            journal=journal_path(output),
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
-    note_numerics(spec, numerics, step="evaluate", generation=generation)
+    note_numerics(run.spec, numerics, step="evaluate", generation=generation)
     write_shard(output, result)
+    remove_journal(output)  # a finished shard leaves no journal
     log(
         f"generation {result.generation} shard {shard}/{shards}: solutions "
         f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
@@ -103,10 +114,12 @@ def tell_step(
     allows, :func:`keep_step`). Kept evaluations are not written here: ``keep`` and
     ``finalise`` record them from the shard files and states (:func:`record_window`)."""
     before = read_full_state(state)
-    told = tell(before, [read_shard(path) for path in shard_files])
+    run = resolve_run(before.spec)
+    told = tell(before, [read_shard(path) for path in shard_files], run=run)
     written = write_told_state(
         output,
         told,
+        run=run,
         told_from=state,
         shard_files=shard_files,
         total=total,
@@ -133,9 +146,10 @@ def keep_step(
     (``checkpoint_full_every``): the kept archive may be a delta of the previous
     kept checkpoint's."""
     kept = read_state(state, with_optimizer=False)
-    keep_whole(state, checkpoint, full_every=full_every)
+    run = resolve_run(kept.spec)
+    keep_whole(state, checkpoint, run=run, full_every=full_every)
     storage = (storage or StorageSettings()).for_run(
-        kept.spec, generation_size=len(kept.next_seeds), total=total
+        run, generation_size=len(kept.next_seeds), total=total
     )
     # Before the metrics window (the rule's output) and the pruning: a kill in between
     # reruns this step, which records the same rows again in their place.
@@ -212,7 +226,9 @@ def _generation_rows(
         shards = [read_shard(path) for path in shard_files]
         if before.spec != spec:
             return None
-        before.next_batch = with_stored_elites(before.next_batch, spec=spec, path=batch_state)
+        before.next_batch = with_stored_elites(
+            before.next_batch, run=resolve_run(spec), path=batch_state
+        )
         results = combine_shards(spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
@@ -265,8 +281,9 @@ def finalise_step(
     ``evaluations.h5``; with a ``reevaluation`` file (:func:`reevaluate_step`), the
     summary's final metrics get its corrected metrics beside the raw ones."""
     final_state = read_full_state(state)
+    run = resolve_run(final_state.spec)
     if Path(state).resolve() != Path(checkpoint).resolve():
-        keep_whole(state, checkpoint, state=final_state, full_every=full_every)
+        keep_whole(state, checkpoint, run=run, state=final_state, full_every=full_every)
     rows = merge_history(
         METRICS_WINDOW.in_folder(metrics_windows),
         final_state.metrics_window,
@@ -281,7 +298,7 @@ def finalise_step(
         up_to=generation,
         total=generation,
         storage=(storage or StorageSettings()).for_run(
-            final_state.spec, generation_size=len(final_state.next_seeds), total=generation
+            run, generation_size=len(final_state.next_seeds), total=generation
         ),
     )
     final = {name: rows[-1][name].item() for name in rows.dtype.names}
@@ -306,8 +323,11 @@ def reevaluate_shard_step(
     state ``repeats`` (``evaluation.reevaluate``) more times; write the results as a
     shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
-    result = reevaluate_shard(final_state, repeats=repeats, shard=shard, shards=shards)
+    result = reevaluate_shard(
+        final_state, repeats=repeats, shard=shard, shards=shards, journal=journal_path(output)
+    )
     write_shard(output, result)
+    remove_journal(output)
     log(
         f"{run_label(final_state.spec)}: elites {result.start}..{result.stop - 1} of "
         f"generation {final_state.generation} evaluated {repeats} times each -> {output}"

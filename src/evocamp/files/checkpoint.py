@@ -14,14 +14,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from evocamp.base.errors import CorruptFileError
-from evocamp.catalogue.algorithms import family_of
-from evocamp.catalogue.factory import batch_format, optimizer_class, parents_in_own_archive
+from evocamp.base.errors import CorruptFileError, OptimizerError
+from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.files.kept_archive import delta_base, elite_rows, is_delta, read_archive_table, rows_of
@@ -33,7 +33,8 @@ from evocamp.files.optimizer_state import (
 )
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
 from evocamp.model.protocol import ELITES
-from evocamp.model.runspec import run_label
+from evocamp.model.run import Run
+from evocamp.model.runspec import is_plugin, run_label
 from evocamp.model.state import RunState
 
 
@@ -41,6 +42,7 @@ def write_state(
     path: str | Path,
     state: RunState,
     *,
+    run: Run,
     light: bool = False,
     attrs: dict | None = None,
     full_every: int = 1,
@@ -55,6 +57,8 @@ def write_state(
         The file.
     state : RunState
         The state.
+    run : Run
+        Its run (the family named in ``/optimizer``).
     light : bool
         Write a *light* state: everything but ``/archive`` and ``/optimizer``; the
         elites its tell changed in ``/inserted`` when the optimizer noted them (a
@@ -97,7 +101,7 @@ def write_state(
                 optimizer=state.optimizer,
                 archive=state.archive,
                 next_batch=state.next_batch,
-                family=family_of(state.spec["algorithm_spec"]),
+                family=run.algorithm.family.name,
                 elites=elites,
                 cells=full_every > 1 and state.archive is not None,
                 base=base,
@@ -175,7 +179,7 @@ class StoredElites:
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
     for are read. With ``own_archive`` (novelty search,
-    :func:`~evocamp.catalogue.factory.parents_in_own_archive`) the cells are entries of
+    :attr:`~evocamp.model.run.Run.parents_in_own_archive`) the cells are entries of
     the archive the emitters learn on, which a whole state holds in
     ``/optimizer/rows/archive`` (:func:`~evocamp.files.optimizer_state.own_archive_rows`)
     and a light one's ``/inserted`` as for the run's archive.
@@ -261,13 +265,13 @@ class StoredElites:
         )
 
 
-def with_stored_elites(batch: dict, *, spec: dict, path: str | Path) -> dict:
+def with_stored_elites(batch: dict, *, run: Run, path: str | Path) -> dict:
     """A batch read from the state file ``path``, with
     the elites its parents are (:class:`StoredElites`) when its format names parents
     by their cells."""
-    if not batch_format(spec).reads_elites:
+    if not run.batch_format.reads_elites:
         return batch
-    return {**batch, ELITES: StoredElites(path, own_archive=parents_in_own_archive(spec))}
+    return {**batch, ELITES: StoredElites(path, own_archive=run.parents_in_own_archive)}
 
 
 def is_light(handle: h5py.File) -> bool:
@@ -307,7 +311,7 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
         next_batch = stored_batch(handle)
         optimizer = archive = None
         if with_optimizer and not is_light(handle):
-            optimizer_class(spec)  # imports a plugin's module (python_path) for unpickling
+            _import_plugin_class(spec)
             elites = read_archive_table(path) if is_delta(handle) else None
             optimizer, archive = read_optimizer_group(
                 handle, next_batch, path=path, spec=spec, elites=elites
@@ -326,6 +330,20 @@ def read_state(path: str | Path, *, with_optimizer: bool = True) -> RunState:
             else None,
             numerics=stored_numerics(handle),
         )
+
+
+def _import_plugin_class(spec: dict) -> None:
+    """Import a plugin optimizer's module (its ``python_path`` first) so that its
+    pickled optimizer can be read back."""
+    if not is_plugin(spec):
+        return
+    algorithm = spec["algorithm_spec"]
+    target, python_path = algorithm["class"], algorithm.get("python_path")
+    try:
+        import_plugin(target, python_path)
+    except (ImportError, AttributeError) as error:
+        failure = describe_import_failure(target, python_path, error)
+        raise OptimizerError(f"run {run_label(spec)}: optimizer class {failure}") from None
 
 
 def stored_numerics(handle: h5py.File) -> list[dict]:
@@ -350,16 +368,19 @@ def stored_batch(handle: h5py.File, *, lazy: bool = False) -> dict:
 
 
 @contextlib.contextmanager
-def open_batch(path: str | Path):
-    """Open a state file's next batch for a shard: yields ``(spec, generation, batch,
-    seeds, numerics)``, where ``generation`` is the batch's (one after the state's),
-    ``batch`` and ``seeds`` are h5py datasets, read only where indexed, and ``numerics``
-    the run's provenance records so far."""
+def open_batch(path: str | Path, *, resolve: Callable[[dict], Run]):
+    """Open a state file's next batch for a shard: yields ``(run, generation, batch,
+    seeds, numerics)``, where ``run`` is ``resolve`` of its run spec
+    (:func:`evocamp.catalogue.factory.resolve_run`, which the caller passes: this
+    layer calls nothing above it), ``generation`` the batch's (one after the state's),
+    ``batch`` and ``seeds`` are h5py datasets, read only where indexed, and
+    ``numerics`` the run's provenance records so far."""
     with open_for_reading(path, what="checkpoint") as handle:
-        spec = json.loads(handle.attrs["run_spec"])
         generation = int(handle.attrs["generation"]) + 1
-        batch = with_stored_elites(stored_batch(handle, lazy=True), spec=spec, path=path)
-        yield spec, generation, batch, next_seeds(handle), stored_numerics(handle)
+        batch, seeds = stored_batch(handle, lazy=True), next_seeds(handle)
+        run = resolve(json.loads(handle.attrs["run_spec"]))
+        batch = with_stored_elites(batch, run=run, path=path)
+        yield run, generation, batch, seeds, stored_numerics(handle)
 
 
 def kept_for_spec(path: str | Path, spec: dict) -> bool:

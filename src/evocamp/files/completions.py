@@ -124,6 +124,25 @@ class Completion:
         )
 
 
+def read_lines(path: str | Path, *, what: str) -> list[str]:
+    """The complete lines of an append-only log (none when the file does not exist):
+    the part after the last newline (a kill during an append) is left out.
+
+    Raises
+    ------
+    CorruptFileError
+        When the file is not text (the message names ``what`` and the file).
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode()
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as error:
+        raise CorruptFileError(f"{what} {path} is not text ({error})") from None
+    return text.split("\n")[:-1]  # the part after the last newline is partial or empty
+
+
 def read_completions(path: str | Path) -> list[Completion]:
     """The completions logged in ``path``, in the order they were logged (none when
     the file does not exist); a partial last line (a kill during an append) is left
@@ -134,16 +153,8 @@ def read_completions(path: str | Path) -> list[Completion]:
     CorruptFileError
         When a complete line cannot be read (the message names file and line).
     """
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode()
-    except FileNotFoundError:
-        return []
-    except UnicodeDecodeError as error:
-        raise CorruptFileError(f"completion log {path} is not text ({error})") from None
-    lines = text.split("\n")[:-1]  # the part after the last newline is partial or empty
     completions = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(read_lines(path, what="completion log"), start=1):
         try:
             completions.append(Completion.from_json(line))
         except (ValueError, KeyError, TypeError) as error:
@@ -155,8 +166,9 @@ def read_completions(path: str | Path) -> list[Completion]:
     return completions
 
 
-class CompletionLog:
-    """Append completions to a run's log, each flushed before the call returns.
+class LineLog:
+    """An append-only log of text lines, each flushed before the call returns (and
+    fsynced too when appended with ``sync``).
 
     Opening cuts off a partial last line left by a kill. Use as a context manager
     (the file is fsynced and closed at the end).
@@ -180,12 +192,20 @@ class CompletionLog:
             self._file.truncate(complete)
         self._file.seek(0, os.SEEK_END)
 
-    def append(self, completion: Completion) -> None:
-        """Append one completion and flush it to the operating system (it survives a
-        kill of this process from here on)."""
+    def clear(self) -> None:
+        """Remove every line (the log starts again)."""
+        self._file.truncate(0)
+        self._file.seek(0)
+
+    def append_line(self, line: str, *, sync: bool = False) -> None:
+        """Append one line (without its newline) and flush it to the operating system
+        (it survives a kill of this process from here on; with ``sync``, fsynced: a
+        crash of the machine too, and every line before it)."""
         try:
-            self._file.write(completion.to_json().encode() + b"\n")
+            self._file.write(line.encode() + b"\n")
             self._file.flush()
+            if sync:
+                os.fsync(self._file.fileno())
         except OSError as error:
             if error.errno in NO_SPACE:
                 raise disk_full_error(self.path, error) from None
@@ -199,8 +219,21 @@ class CompletionLog:
         os.fsync(self._file.fileno())
         self._file.close()
 
-    def __enter__(self) -> CompletionLog:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class CompletionLog(LineLog):
+    """Append completions to a run's log, each flushed before the call returns.
+
+    Opening cuts off a partial last line left by a kill. Use as a context manager
+    (the file is fsynced and closed at the end).
+    """
+
+    def append(self, completion: Completion) -> None:
+        """Append one completion and flush it to the operating system (it survives a
+        kill of this process from here on)."""
+        self.append_line(completion.to_json())

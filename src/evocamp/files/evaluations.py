@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from evocamp.catalogue.algorithms import algorithm_type
 from evocamp.files.evaluation_index import (
     IndexPlan,
     check_windows,
@@ -46,7 +44,7 @@ from evocamp.files.evaluation_index import (
 )
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.layout import RunFolder
-from evocamp.model.runspec import measure_dim, stored_fields
+from evocamp.model.run import Run
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"
@@ -54,17 +52,13 @@ GROUP = "evaluations"
 FAILURES = "failures"
 #: Columns measured in seconds: they differ between runs of the same campaign.
 TIMING_FIELDS = ("eval_seconds",)
-#: Environment variable through which the workflow hands the campaign's ``storage``
-#: keys to the step commands (JSON). They are not part of the run spec: they change no
-#: result, and kept checkpoints stay valid.
-STORAGE_VARIABLE = "EVOCAMP_STORAGE"
 
 
-def keeps_noise_seeds(spec: dict) -> bool:
+def keeps_noise_seeds(run: Run) -> bool:
     """Whether a run's rows keep each offspring's noise seed instead of the solution:
     types whose batches are a centre and noise seeds (OpenAI-ES, SNES), from which the
     offspring regenerate (their entry's ``noise_seed_rows``)."""
-    return algorithm_type(spec).noise_seed_rows
+    return run.algorithm.noise_seed_rows
 
 
 @dataclass(frozen=True)
@@ -100,7 +94,8 @@ class StorageSettings:
         )
 
     def to_json(self) -> str:
-        """The settings as :data:`STORAGE_VARIABLE` carries them."""
+        """The settings as the ``storage`` keys, in JSON (the step settings carry them:
+        :class:`~evocamp.loop.step_settings.StepSettings`)."""
         return json.dumps(
             {
                 "storage": {
@@ -112,47 +107,40 @@ class StorageSettings:
             sort_keys=True,
         )
 
-    @classmethod
-    def from_environment(cls) -> StorageSettings:
-        """The settings in :data:`STORAGE_VARIABLE` (the defaults when unset)."""
-        text = os.environ.get(STORAGE_VARIABLE, "")
-        return cls.from_config(json.loads(text)) if text else cls()
-
-    def stores_solutions(self, spec: dict) -> bool:
+    def stores_solutions(self, run: Run) -> bool:
         """Whether the rows of this run hold the solutions (else ES's noise seeds, or
         nothing)."""
-        if keeps_noise_seeds(spec):
+        if keeps_noise_seeds(run):
             return False
-        return spec["domain_spec"]["solution_dim"] <= self.max_solution_params
+        return run.spec["domain_spec"]["solution_dim"] <= self.max_solution_params
 
-    def row_bytes(self, spec: dict) -> int:
+    def row_bytes(self, run: Run) -> int:
         """Bytes of one row: generation, index, seed, objective, seconds, measures,
         extra fields and the solution (or noise seed)."""
-        domain = spec["domain_spec"]
-        values = 5 + measure_dim(domain) + len(stored_fields(spec))
-        if keeps_noise_seeds(spec):
+        values = 5 + run.measure_dim + len(run.stored_fields)
+        if keeps_noise_seeds(run):
             values += 1
-        elif self.stores_solutions(spec):
-            values += domain["solution_dim"]
+        elif self.stores_solutions(run):
+            values += run.spec["domain_spec"]["solution_dim"]
         return 8 * values
 
     def for_run(
-        self, spec: dict, *, generation_size: int, total: int | None
+        self, run: Run, *, generation_size: int, total: int | None
     ) -> StorageSettings | None:
         """These settings when the run keeps its evaluations (:meth:`keeps`), else
         ``None``: what :func:`evocamp.loop.engine.tell` takes as ``record``."""
-        return self if self.keeps(spec, generation_size=generation_size, total=total) else None
+        return self if self.keeps(run, generation_size=generation_size, total=total) else None
 
-    def keeps(self, spec: dict, *, generation_size: int, total: int | None) -> bool:
+    def keeps(self, run: Run, *, generation_size: int, total: int | None) -> bool:
         """Whether a run keeps its evaluations (``total``: its generations, ``None``
         when unknown, which ``auto`` treats as too many but for BO)."""
         if self.keep != "auto":
             return bool(self.keep)
-        if algorithm_type(spec).keeps_evaluations:
+        if run.algorithm.keeps_evaluations:
             return True
         if total is None:
             return False
-        return total * generation_size * self.row_bytes(spec) <= self.auto_max_mb * 1e6
+        return total * generation_size * self.row_bytes(run) <= self.auto_max_mb * 1e6
 
 
 @dataclass

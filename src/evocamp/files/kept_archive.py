@@ -41,9 +41,6 @@ from evocamp.model.runspec import run_label
 CELLS = "archive_cells"
 DELTA = "archive_delta"
 LEARNING_CELLS = "optimizer/learning_cells"
-#: Environment variable carrying ``checkpoint_full_every`` to the keep and finalise
-#: steps (the workflow sets it; it changes no result, so it is no part of the run spec).
-FULL_EVERY_VARIABLE = "EVOCAMP_CHECKPOINT_FULL_EVERY"
 #: Datasets of ``/archive`` that are not one row per elite.
 NOT_PER_CELL = ("centroids",)
 

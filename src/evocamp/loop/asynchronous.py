@@ -35,7 +35,7 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, EvocampError
 from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.catalogue.factory import batch_format
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
@@ -44,12 +44,11 @@ from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
+from evocamp.model.run import Run
 from evocamp.model.runspec import (
     evaluation_repeats,
-    measure_dim,
     run_label,
     spec_run_key,
-    stored_fields,
 )
 from evocamp.model.state import RunState
 
@@ -163,7 +162,8 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
     from its batch (a decentralised worker fits and proposes here) and evaluate it.
     Failures name the run, the evaluation id and its slot."""
-    batch_kind = batch_format(spec)
+    run = resolve_run(spec)
+    batch_kind = run.batch_format
     solutions, stats = call_optimizer(
         spec,
         0,
@@ -176,7 +176,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         slot=entry.slot,
     )
     result = evaluate_slice(
-        spec,
+        run,
         generation=0,
         shard=None,
         start=entry.evaluation,
@@ -204,8 +204,9 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     )
 
 
-def _propose(spec: dict, optimizer, standing: Standing, slots: list[int], *, start: float):
+def _propose(run: Run, optimizer, standing: Standing, slots: list[int], *, start: float):
     """Ask the optimizer for one proposal per freed slot and put them in flight."""
+    spec = run.spec
     evaluations = list(range(standing.proposed, standing.proposed + len(slots)))
     generation = standing.told // completions_per_generation(spec) + 1
     asked = call_method(
@@ -216,7 +217,7 @@ def _propose(spec: dict, optimizer, standing: Standing, slots: list[int], *, sta
         slots=np.asarray(slots, dtype=np.int64),
         evaluations=np.asarray(evaluations, dtype=np.int64),
     )
-    batches = checked_proposals(spec, generation, batch_format(spec), asked, count=len(slots))
+    batches = checked_proposals(spec, generation, run.batch_format, asked, count=len(slots))
     seeds = asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations)
     added = []
     for slot, evaluation, seed, batch in zip(slots, evaluations, seeds, batches, strict=True):
@@ -234,7 +235,7 @@ def initialise_asynchronous(spec: dict) -> RunState:
     def fill_slots(optimizer) -> tuple[dict, np.ndarray]:
         standing = Standing(told=0, proposed=0, now=0.0)
         slots = list(range(spec["asynchronous"]["slots"]))
-        _propose(spec, optimizer, standing, slots, start=0.0)
+        _propose(resolve_run(spec), optimizer, standing, slots, start=0.0)
         return encode_in_flight(standing)
 
     return initialise(spec, first_batch=fill_slots)
@@ -338,6 +339,7 @@ class AsynchronousLoop:
     ):
         self.state = state
         self.spec = state.spec
+        self.run_object = resolve_run(state.spec)  # (run() runs the loop)
         self.standing = decode_in_flight(state.next_batch, state.next_seeds)
         self.resume = resume
         self.submit, self.wait, self.record = submit, wait, record
@@ -412,7 +414,7 @@ class AsynchronousLoop:
         self.block.append(completion)
         self.told.append((generation, completion))
         for new in _propose(
-            self.spec, self.state.optimizer, self.standing, [entry.slot], start=finished
+            self.run_object, self.state.optimizer, self.standing, [entry.slot], start=finished
         ):
             self._start(new)
         if self.standing.told % self.per_generation == 0:
@@ -455,7 +457,7 @@ class AsynchronousLoop:
 
 
 def completion_rows(
-    spec: dict, told: list[tuple[int, Completion]], *, storage: StorageSettings
+    run: Run, told: list[tuple[int, Completion]], *, storage: StorageSettings
 ) -> EvaluationRows | None:
     """The kept-evaluation rows (:mod:`evocamp.files.evaluations`) of completions told
     by an asynchronous loop (:attr:`AsynchronousLoop.told`), in (generation, evaluation
@@ -467,22 +469,22 @@ def completion_rows(
     completions = [completion for _, completion in told]
     evaluations = np.asarray([c.evaluation for c in completions], dtype=np.int64)
     count = len(completions)
-    extra_fields = stored_fields(spec)
+    spec = run.spec
     return EvaluationRows(
         generation=np.asarray([generation for generation, _ in told], dtype=np.int64),
         index=evaluations,
         seed=asynchronous_evaluation_seeds(spec["master_seed"], spec_run_key(spec), evaluations),
         objective=np.asarray([c.objective for c in completions], dtype=np.float64),
         measures=np.asarray([c.measures for c in completions], dtype=np.float64).reshape(
-            count, measure_dim(spec["domain_spec"])
+            count, run.measure_dim
         ),
         extra={
             name: np.asarray([c.extra[name] for c in completions], dtype=np.float64)
-            for name in extra_fields
+            for name in run.stored_fields
         },
         eval_seconds=np.asarray([c.eval_seconds for c in completions], dtype=np.float64),
         solution=np.stack([c.solution for c in completions])
-        if storage.stores_solutions(spec)
+        if storage.stores_solutions(run)
         else None,
         status=np.asarray([c.status for c in completions], dtype=np.uint8),
         failures={(generation, c.evaluation): c.message for generation, c in told if c.status},

@@ -14,7 +14,7 @@ import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
 from evocamp.base.sharding import ElitesAt
-from evocamp.catalogue.factory import batch_format, build_optimizer, owns_archive
+from evocamp.catalogue.factory import build_optimizer, owns_archive, resolve_run
 from evocamp.families.passive import build_passive_archive
 from evocamp.families.qd.compact import ArchiveElites
 from evocamp.files.evaluations import EvaluationRows, StorageSettings, keeps_noise_seeds
@@ -30,26 +30,31 @@ from evocamp.loop.fold import (
 from evocamp.loop.generation_results import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import ELITES, call_method, call_optimizer, checked_batch
+from evocamp.model.run import Run
 from evocamp.model.runspec import spec_run_key
 from evocamp.model.state import RunState
 
 
-def _next_batch(spec: dict, optimizer, generation: int) -> tuple[dict, np.ndarray]:
+def _next_batch(run: Run, optimizer, generation: int) -> tuple[dict, np.ndarray]:
     """Ask the batch of ``generation`` and derive its evaluation seeds."""
+    spec = run.spec
     asked = call_method(spec, generation, optimizer, "ask")
-    batch, size = checked_batch(spec, generation, batch_format(spec), asked)
+    batch, size = checked_batch(spec, generation, run.batch_format, asked)
     seeds = evaluation_seeds(spec["master_seed"], spec_run_key(spec), generation, size)
     return batch, seeds
 
 
-def held_batch(state: RunState, *, start: int = 0, stop: int | None = None) -> dict:
+def held_batch(
+    state: RunState, *, run: Run | None = None, start: int = 0, stop: int | None = None
+) -> dict:
     """The state's next batch as its holder gives it to whoever makes solutions
     ``start..stop-1`` (all by default) from it: with the elites of the state's archive
     they are made from (:data:`ELITES`, those cells only; novelty search's: of its
     novelty archive, the optimizer's ``parent_archive``) when the batch names parents
     by their cells and does not hold them already (a state read without its archive
-    holds :class:`~evocamp.files.checkpoint.StoredElites`)."""
-    kind = batch_format(state.spec)
+    holds :class:`~evocamp.files.checkpoint.StoredElites`). ``run``: the state's run
+    (resolved here when not given)."""
+    kind = (run or resolve_run(state.spec)).batch_format
     stop = len(state.next_seeds) if stop is None else stop
     cells = kind.elites_read(state.next_batch, start, stop)
     if not len(cells) or ELITES in state.next_batch:
@@ -72,13 +77,14 @@ def initialise(spec: dict, *, first_batch=None) -> RunState:
     instead (asynchronous mode fills its slots: ``initialise_asynchronous``).
     """
     started = time.time()
+    run = resolve_run(spec)
     optimizer = build_optimizer(spec)
     if owns_archive(spec):
         archive = optimizer.archive
     else:
         archive = build_passive_archive(spec)
     if first_batch is None:
-        batch, seeds = _next_batch(spec, optimizer, 1)
+        batch, seeds = _next_batch(run, optimizer, 1)
     else:
         batch, seeds = first_batch(optimizer)
     finished = time.time()
@@ -113,6 +119,7 @@ def tell(
     *,
     workers: int | None = None,
     storage: StorageSettings | None = None,
+    run: Run | None = None,
 ) -> RunState:
     """Fold a generation's shard results, in index order, into a new state
     (:mod:`evocamp.loop.fold`: archive, best solution, optimizer, metrics row) and ask
@@ -130,14 +137,17 @@ def tell(
     storage : StorageSettings, optional
         Keep the generation's evaluations: the returned state's ``evaluations``
         holds one row per solution (:func:`evaluation_rows`); ``None``: not kept.
+    run : Run, optional
+        The state's run, when the step has resolved it (else resolved here, once).
 
     The metrics window restarts after every kept checkpoint (a generation that is
     a positive multiple of ``checkpoint_every``), whose rows were already saved.
     """
     generation = state.generation + 1
+    run = run or resolve_run(state.spec)
     results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
-    batch_kind = batch_format(state.spec)
-    held = held_batch(state)
+    batch_kind = run.batch_format
+    held = held_batch(state, run=run)
 
     def solution(row: int) -> np.ndarray:
         made, _ = call_optimizer(
@@ -158,7 +168,7 @@ def tell(
 
     rows = None
     if storage is not None:
-        rows = evaluation_rows(state, results, generation=generation, storage=storage)
+        rows = evaluation_rows(state, results, generation=generation, storage=storage, run=run)
     after = replace(state, evaluations=rows)
     evaluated = Evaluated(
         objective=results.objective,
@@ -170,7 +180,7 @@ def tell(
         failed=results.failed(),
     )
     fold_evaluations(after, evaluated)
-    after.next_batch, after.next_seeds = _next_batch(state.spec, after.optimizer, generation + 1)
+    after.next_batch, after.next_seeds = _next_batch(run, after.optimizer, generation + 1)
     close_generation(
         after,
         objective=results.objective,
@@ -190,18 +200,21 @@ def evaluation_rows(
     *,
     generation: int,
     storage: StorageSettings,
+    run: Run | None = None,
 ) -> EvaluationRows:
     """One row per solution of a generation (the batch of ``state``, evaluated as
     ``results``): generation, index, evaluation seed, objective, measures, extra fields,
     seconds, and the solution when small (``storage``); evolution strategies store
     each offspring's noise seed and the generation's centre and sigma instead, from
     which :meth:`~evocamp.model.protocol.BatchFormat.materialise` regenerates it.
-    Another compact batch's solutions are materialised once for the whole batch."""
+    Another compact batch's solutions are materialised once for the whole batch.
+    ``run``: the state's run (resolved here when not given)."""
+    run = run or resolve_run(state.spec)
     count = len(results.objective)
     index = np.arange(count, dtype=np.int64)
     solution = noise_seed = None
     batch = {}
-    if keeps_noise_seeds(state.spec):
+    if keeps_noise_seeds(run):
         noise = np.asarray(state.next_batch["noise"], dtype=np.uint64)
         noise_seed = noise[index // (count // len(noise))]
         batch = {"generation": np.array([generation], dtype=np.int64)}
@@ -212,19 +225,19 @@ def evaluation_rows(
                 if name != "noise"
             }
         )
-    elif storage.stores_solutions(state.spec):
+    elif storage.stores_solutions(run):
         if results.solutions is not None:
             solution = results.solutions
         elif set(state.next_batch) == {"solutions"}:
             solution = np.asarray(state.next_batch["solutions"], dtype=np.float64)
         else:
-            batch_kind = batch_format(state.spec)
+            batch_kind = run.batch_format
             solution, _ = call_optimizer(
                 state.spec,
                 generation,
                 f"{batch_kind.name}.solutions",
                 batch_kind.materialise,
-                held_batch(state),
+                held_batch(state, run=run),
                 0,
                 count,
             )

@@ -14,40 +14,40 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.sharding import shard_bounds
 from evocamp.base.supervised import Ended, supervised
-from evocamp.catalogue.factory import batch_format, load_evaluator, run_packages
+from evocamp.catalogue.factory import load_evaluator
+from evocamp.files.journal import ShardJournal, journal_key
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.repeats import repeated
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.runspec import (
-    COMMAND,
-    PLUGIN,
-    FailurePolicy,
-    evaluation_repeats,
-    failure_policy,
-    measure_dim,
-    run_label,
-    stored_fields,
-    where,
-)
+from evocamp.model.run import Run
+from evocamp.model.runspec import COMMAND, PLUGIN, FailurePolicy, run_label, where
 from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 def evaluate_shard(
-    spec: dict, *, batch, seeds, generation: int, shard: int, shards: int
+    run: Run,
+    *,
+    batch,
+    seeds,
+    generation: int,
+    shard: int,
+    shards: int,
+    journal: str | Path | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
     Parameters
     ----------
-    spec : dict
-        The run spec.
+    run : Run
+        The run (:func:`~evocamp.catalogue.factory.resolve_run`).
     batch : mapping
         The generation's batch as the optimizer described it (values may be h5py
         datasets, read only where the shard needs them, or
@@ -57,6 +57,10 @@ def evaluate_shard(
     generation, shard, shards : int
         Which generation the batch belongs to, and which slice
         (:func:`~evocamp.base.sharding.shard_bounds`) this shard evaluates.
+    journal : str or pathlib.Path, optional
+        The shard's journal (:func:`~evocamp.files.journal.journal_path`): every
+        finished call is journalled there, and the calls a previous attempt of this
+        shard journalled are not evaluated again.
 
     Raises
     ------
@@ -67,9 +71,9 @@ def evaluate_shard(
         When a plugin's batch format fails to make the shard's solutions.
     """
     start, stop = shard_bounds(len(seeds), shards, shard)
-    batch_kind = batch_format(spec)
+    batch_kind = run.batch_format
     solutions, stats = call_optimizer(
-        spec,
+        run.spec,
         generation,
         f"{batch_kind.name}.solutions",
         batch_kind.materialise,
@@ -79,7 +83,7 @@ def evaluate_shard(
         shard=shard,
     )
     return evaluate_slice(
-        spec,
+        run,
         generation=generation,
         shard=shard,
         start=start,
@@ -87,6 +91,7 @@ def evaluate_shard(
         seeds=np.asarray(seeds[start:stop]),
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
+        journal=None if journal is None else (journal, shard, shards),
     )
 
 
@@ -207,7 +212,7 @@ def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
 
 
 def evaluate_slice(
-    spec: dict,
+    run: Run,
     *,
     generation: int,
     shard: int | None,
@@ -219,13 +224,14 @@ def evaluate_slice(
     evaluation: int | None = None,
     slot: int | None = None,
     cells: np.ndarray | None = None,
+    journal: tuple[str | Path, int, int] | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
     Parameters
     ----------
-    spec : dict
-        The run spec (its ``domain_spec`` names the evaluation function).
+    run : Run
+        The run (its spec's ``domain_spec`` names the evaluation function).
     generation, shard, start : int
         Where the slice is: ``solutions[k]`` is solution ``start + k`` of the batch
         (``shard`` ``None`` in an asynchronous run, which has slots, not shards).
@@ -241,6 +247,10 @@ def evaluate_slice(
     cells : numpy.ndarray, optional
         The final re-evaluation: the archive cell of each solution of the slice
         (messages name the elites by their cells instead of shard and index).
+    journal : tuple, optional
+        The shard's journal, the shard and the number of shards (the slice's shard
+        file's journal, :func:`evaluate_shard`'s ``journal``; the final
+        re-evaluation's shard too).
 
     Raises
     ------
@@ -249,7 +259,7 @@ def evaluate_slice(
         message names run, generation, shard and the solution's index in the batch
         (or the call's range of solutions when ``chunk_size`` > 1).
     """
-    domain = spec["domain_spec"]
+    spec, domain = run.spec, run.spec["domain_spec"]
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
@@ -268,17 +278,42 @@ def evaluate_slice(
         for lo in range(0, count, size)
     ]
     evaluator = _ChunkEvaluator(
-        load_evaluator(domain), domain, solutions, seeds, calls, repeats=evaluation_repeats(spec)
+        load_evaluator(domain),
+        domain,
+        solutions,
+        seeds,
+        calls,
+        repeats=run.repeats,
+        measure_dim=run.measure_dim,
     )
-    # An asynchronous evaluation's failure is logged by the segment that tells it
-    # (AsynchronousLoop's `discarded`), not here where it ran.
-    outcomes = (
-        _supervised_outcomes(evaluator, failure_policy(spec), report=evaluation is None)
-        if isolated(spec)
-        else _outcomes_in_process(evaluator)
+    journalled = journal and ShardJournal(
+        journal[0],
+        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
+    finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
+    if finished:
+        log_line(
+            f"{where(spec, generation, shard, None)}: {len(finished)} of {len(calls)} calls "
+            "journalled by an earlier attempt, not evaluated again"
+        )
+    pending = [k for k in range(len(calls)) if k not in finished]
+    note = journalled.append if journalled else lambda k, outcome: None
+    try:
+        # An asynchronous evaluation's failure is logged by the segment that tells it
+        # (AsynchronousLoop's `discarded`), not here where it ran.
+        finished.update(
+            _supervised_outcomes(
+                evaluator, run.failure_policy, pending=pending, note=note, report=evaluation is None
+            )
+            if isolated(run)
+            else _outcomes_in_process(evaluator, pending=pending, note=note)
+        )
+    finally:
+        if journalled:
+            journalled.close()
+    outcomes = [finished[k] for k in range(len(calls))]
     return _shard_result(
-        spec,
+        run,
         outcomes,
         generation=generation,
         shard=shard,
@@ -297,14 +332,14 @@ def _default_chunk(domain: dict, count: int) -> int:
     return 1 if domain["type"] == PLUGIN else count
 
 
-def isolated(spec: dict) -> bool:
+def isolated(run: Run) -> bool:
     """Whether the run's evaluations run in a supervised child process
     (:mod:`evocamp.base.supervised`): always for a user's evaluation function and a
     program (a crash then names its solution), and for built-in domains when a time
     limit or a failure policy other than ``stop`` asks for it."""
-    policy = failure_policy(spec)
+    policy = run.failure_policy
     return (
-        spec["domain_spec"]["type"] in (PLUGIN, COMMAND)
+        run.spec["domain_spec"]["type"] in (PLUGIN, COMMAND)
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )
@@ -334,10 +369,19 @@ class _ChunkEvaluator:
     """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
 
     def __init__(
-        self, evaluator, domain: dict, solutions, seeds, calls: list[_Call], *, repeats: int = 1
+        self,
+        evaluator,
+        domain: dict,
+        solutions,
+        seeds,
+        calls: list[_Call],
+        *,
+        repeats: int = 1,
+        measure_dim: int,
     ) -> None:
         self.evaluator, self.domain, self.calls = evaluator, domain, calls
         self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
+        self.measure_dim = measure_dim
         self.extra_fields = list(domain.get("extra_fields") or [])
 
     def bounds(self, k: int) -> tuple[int, int]:
@@ -373,43 +417,49 @@ class _ChunkEvaluator:
         checked = _check_outputs(
             outputs,
             call=self.calls[k],
-            measure_dim=measure_dim(self.domain),
+            measure_dim=self.measure_dim,
             extra_fields=self.extra_fields,
             failed=failed or (),
         )
         return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
-def _outcomes_in_process(evaluator: _ChunkEvaluator) -> list[_Outcome]:
-    """Every call evaluated in this process: the first failure raises."""
-    outcomes = []
-    for k in range(len(evaluator.calls)):
+def _outcomes_in_process(evaluator: _ChunkEvaluator, *, pending: list[int], note) -> dict:
+    """The ``pending`` calls evaluated in this process, by index, each passed to
+    ``note`` as it finishes: the first failure raises."""
+    outcomes = {}
+    for k in pending:
         outcome = evaluator(k)
         if isinstance(outcome, EvaluationError):
             raise outcome
-        outcomes.append(outcome)
+        outcomes[k] = outcome
+        note(k, outcome)
     return outcomes
 
 
 def _supervised_outcomes(
-    evaluator: _ChunkEvaluator, policy: FailurePolicy, *, report: bool = True
-) -> list[_Outcome]:
-    """Every call evaluated in supervised children, one child until one crashes or
-    overruns; the policy decides what a failed call becomes (stop: it raises; else
-    recorded as failed, with a ``(discarded)`` line in the log when ``report``)."""
+    evaluator: _ChunkEvaluator,
+    policy: FailurePolicy,
+    *,
+    pending: list[int],
+    note,
+    report: bool = True,
+) -> dict:
+    """The ``pending`` calls evaluated in supervised children, by index, one child
+    until one crashes or overruns, each passed to ``note`` as it finishes; the policy
+    decides what a failed call becomes (stop: it raises; else recorded as failed, with
+    a ``(discarded)`` line in the log when ``report``)."""
     calls = evaluator.calls
-    outcomes: list[_Outcome] = []
+    outcomes: dict[int, _Outcome] = {}
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
-    while len(outcomes) < len(calls):
-        first = len(outcomes)
+    while len(outcomes) < len(pending):
+        todo = pending[len(outcomes) :]
         limits = None
         if policy.timeout is not None:
-            limits = [policy.timeout * call.size * evaluator.repeats for call in calls[first:]]
+            limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
         began = time.perf_counter()
-        for result in supervised(
-            lambda k, first=first: evaluator(first + k), len(calls) - first, limits=limits
-        ):
-            k = len(outcomes)
+        for result in supervised(lambda j, todo=todo: evaluator(todo[j]), len(todo), limits=limits):
+            k = pending[len(outcomes)]
             now = time.perf_counter()
             spent, began = now - began, now
             if isinstance(result, Ended):
@@ -434,7 +484,8 @@ def _supervised_outcomes(
                         raise EvaluationError(message)
                     if report:
                         log_discarded(message)
-            outcomes.append(replace(outcome, attempts=attempts, failed_seconds=lost))
+            outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
+            note(k, outcomes[k])
             attempts, lost = 0, 0.0
     return outcomes
 
@@ -477,19 +528,20 @@ def _failed_outcome(
 
 def log_discarded(message: str) -> None:
     """The log line of a failed evaluation the run goes on without (``discard``)."""
-    print(f"evocamp: warning: {message} (discarded)", file=sys.stderr, flush=True)
+    log_line(f"warning: {message} (discarded)")
+
+
+def log_line(message: str) -> None:
+    """A line for the job's log (standard error), prefixed ``evocamp: ``."""
+    print(f"evocamp: {message}", file=sys.stderr, flush=True)
 
 
 def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
-    print(
-        f"evocamp: warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows",
-        file=sys.stderr,
-        flush=True,
-    )
+    log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
 
 
 def _shard_result(
-    spec: dict,
+    run: Run,
     outcomes: list[_Outcome],
     *,
     generation: int,
@@ -500,9 +552,8 @@ def _shard_result(
     stats: dict | None,
 ) -> ShardResult:
     """The slice's results from its calls' outcomes (a failed call's rows NaN)."""
-    domain = spec["domain_spec"]
-    names = {"objective": (), "measures": (measure_dim(domain),)}
-    names.update({name: () for name in stored_fields(spec)})
+    names = {"objective": (), "measures": (run.measure_dim,)}
+    names.update({name: () for name in run.stored_fields})
     merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
     eval_seconds, failed_seconds = np.zeros(count), np.zeros(count)
     status = np.zeros(count, dtype=np.uint8)
@@ -533,10 +584,10 @@ def _shard_result(
         objective=merged["objective"],
         measures=merged["measures"],
         eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in stored_fields(spec)},
+        extra={name: merged[name] for name in run.stored_fields},
         solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
         stats=dict(stats or {}),
-        numerics=environment(run_packages(spec)),
+        numerics=environment(run.packages),
         status=status if status.any() else None,
         messages=messages,
         attempts=attempts if (attempts > 1).any() else None,

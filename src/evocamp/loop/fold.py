@@ -19,7 +19,6 @@ the one after the state's.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -33,17 +32,13 @@ from evocamp.catalogue.factory import owns_archive, run_packages
 from evocamp.families.cqd import cqd_score, cqd_settings
 from evocamp.families.passive import add_to_passive_archive
 from evocamp.files.shard import STATUS
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import environment, noted
 from evocamp.model.protocol import call_method
 from evocamp.model.runspec import evaluation_repeats, where
 from evocamp.model.state import RunState
-
-#: The environment variable holding ``evaluation.max_failed_fraction``.
-MAX_FAILED_FRACTION_VARIABLE = "EVOCAMP_MAX_FAILED_FRACTION"
-#: Its default (the schema's).
-DEFAULT_MAX_FAILED_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -240,21 +235,17 @@ def attempted(spec: dict, row) -> int:
     return int(row["evaluations"]) // evaluation_repeats(spec) + int(row["failed_total"])
 
 
-def max_failed_fraction() -> float:
-    """``evaluation.max_failed_fraction`` (it changes no result, so it is no part of
-    the run spec: the workflow exports it as ``EVOCAMP_MAX_FAILED_FRACTION``)."""
-    return float(os.environ.get(MAX_FAILED_FRACTION_VARIABLE) or DEFAULT_MAX_FAILED_FRACTION)
-
-
 def check_failed_fraction(
     spec: dict, generation: int, failures: dict, *, batch: int, before: int
 ) -> None:
     """Stop with one line when evaluations fail wholesale: more than
-    :func:`max_failed_fraction` of this generation's ``batch``, or of the run's so far
-    (``before`` the generation, :func:`attempted`, and its batch)."""
+    ``evaluation.max_failed_fraction`` (a step setting,
+    :class:`~evocamp.loop.step_settings.StepSettings`) of this generation's ``batch``,
+    or of the run's so far (``before`` the generation, :func:`attempted`, and its
+    batch)."""
     if not failures["failed"]:
         return
-    limit = max_failed_fraction()
+    limit = StepSettings.current().max_failed_fraction
     for what, failed, total in (
         ("this generation's", failures["failed"], batch),
         ("the run's", failures["failed_total"], before + batch),

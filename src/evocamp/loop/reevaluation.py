@@ -20,6 +20,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
 from evocamp.base.sharding import shard_bounds
+from evocamp.catalogue.factory import resolve_run
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import evaluate_slice
@@ -46,10 +47,14 @@ def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
     )
 
 
-def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) -> ShardResult:
+def reevaluate_shard(
+    state: RunState, *, repeats: int, shard: int, shards: int, journal=None
+) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a finished run's elites (a contiguous
     slice in cell-index order, :func:`~evocamp.base.sharding.shard_bounds`; possibly
-    empty when there are fewer elites than shards) ``repeats`` times.
+    empty when there are fewer elites than shards) ``repeats`` times, journalling its
+    finished calls in ``journal`` (a path, optional; as
+    :func:`~evocamp.loop.evaluation.evaluate_shard` does).
 
     Raises
     ------
@@ -62,13 +67,14 @@ def reevaluate_shard(state: RunState, *, repeats: int, shard: int, shards: int) 
     start, stop = shard_bounds(len(solutions), shards, shard)
     if stop > start:
         result = evaluate_slice(
-            _with_repeats(spec, repeats),
+            resolve_run(_with_repeats(spec, repeats)),
             generation=state.generation,
             shard=None,
             start=start,
             solutions=solutions[start:stop],
             seeds=seeds[start:stop],
             cells=cells[start:stop],
+            journal=None if journal is None else (journal, shard, shards),
         )
         result.shard = shard
         return result

@@ -45,7 +45,7 @@ import numpy as np
 
 from evocamp.base.errors import CorruptFileError, DiskFullError
 from evocamp.base.files import atomic_copy, private_folder, replaced_atomically
-from evocamp.catalogue.factory import batch_format, optimizer_class
+from evocamp.catalogue.factory import optimizer_class, resolve_run
 from evocamp.files.checkpoint import (
     holds_elites,
     light_attrs,
@@ -59,6 +59,7 @@ from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
 from evocamp.model.protocol import ASKED
+from evocamp.model.run import Run
 from evocamp.model.runspec import run_label
 from evocamp.model.state import RunState
 
@@ -110,13 +111,13 @@ def _must_be_whole(state: RunState, total: int | None) -> bool:
     return ends_window(state.generation, every=state.spec["checkpoint_every"], total=total)
 
 
-def _elites_readable(state: RunState, told_from: str | Path) -> bool:
+def _elites_readable(state: RunState, told_from: str | Path, *, run: Run) -> bool:
     """Whether a light state after ``told_from`` would give its batch's parents: when
     the batch names them by their cells, ``told_from`` must give every elite (a run
     continued by this version in the middle of a window written by an earlier one has
     light states without ``/inserted``; its next state is written whole)."""
     size = len(state.next_seeds)
-    if not len(batch_format(state.spec).elites_read(state.next_batch, 0, size)):
+    if not len(run.batch_format.elites_read(state.next_batch, 0, size)):
         return True
     return holds_elites(told_from)
 
@@ -125,6 +126,7 @@ def write_told_state(
     output: str | Path,
     state: RunState,
     *,
+    run: Run,
     told_from: str | Path,
     shard_files: list,
     total: int | None,
@@ -139,6 +141,8 @@ def write_told_state(
         The state file (in the run's working folder).
     state : RunState
         The state after the tell.
+    run : Run
+        Its run.
     told_from : str or Path
         The state file the tell read.
     shard_files : list of str or Path
@@ -155,10 +159,10 @@ def write_told_state(
         What was written, for the job's log.
     """
     output = Path(output)
-    whole = _must_be_whole(state, total) or not _elites_readable(state, told_from)
+    whole = _must_be_whole(state, total) or not _elites_readable(state, told_from, run=run)
     cache = run_cache(output.parent)
     if whole or cache is None:
-        write_state(output, state, full_every=full_every)
+        write_state(output, state, run=run, full_every=full_every)
         if cache is not None and total is not None and state.generation < total:
             _cache(cache, output, state)  # replaces every other entry of the run
         else:
@@ -168,6 +172,7 @@ def write_told_state(
     write_state(
         output,
         state,
+        run=run,
         light=True,
         window=None
         if inserted is None
@@ -180,7 +185,7 @@ def write_told_state(
     try:
         _cache(cache, output, state, strict=True)
     except (OSError, DiskFullError) as error:  # a full /dev/shm: the shared filesystem takes it
-        write_state(output, state, full_every=full_every)
+        write_state(output, state, run=run, full_every=full_every)
         forget_run(output.parent)
         return f"full state -> {output} (cache {cache}: {error})"
     return f"light state -> {output}, full state cached in {cache}"
@@ -202,18 +207,19 @@ def read_full_state(path: str | Path) -> RunState:
 @contextlib.contextmanager
 def shard_batch(path: str | Path):
     """Open a state file's next batch for a shard, as
-    :func:`~evocamp.files.checkpoint.open_batch` does (``(spec, generation, batch,
-    seeds, numerics)``): from the node-local cache when the tell that wrote ``path``
-    ran on this node and left the batch's solutions there (the shard reads its own
-    rows, and neither the state file nor the batch's parents), else from the file."""
+    :func:`~evocamp.files.checkpoint.open_batch` does (``(run, generation, batch,
+    seeds, numerics)``, the run resolved once, :func:`resolve_run`): from the
+    node-local cache when the tell that wrote ``path`` ran on this node and left the
+    batch's solutions there (the shard reads its own rows, and neither the state file
+    nor the batch's parents), else from the file."""
     held = _cached_rows(Path(path))
     if held is not None:
         header, rows = held
-        spec = json.loads(header["spec"])
+        run = resolve_run(json.loads(header["spec"]))
         batch = {ASKED: rows}
-        yield spec, header["generation"] + 1, batch, header["seeds"], header["numerics"]
+        yield run, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
-    with open_batch(path) as opened:
+    with open_batch(path, resolve=resolve_run) as opened:
         yield opened
 
 
@@ -221,6 +227,7 @@ def keep_whole(
     source: str | Path,
     destination: str | Path,
     *,
+    run: Run,
     state: RunState | None = None,
     full_every: int = 1,
 ) -> None:
@@ -233,7 +240,7 @@ def keep_whole(
     light = _light_attrs(Path(source), wanted_by=source) is not None
     if light or (full_every > 1 and not holds_cells(source)):
         state = state if state is not None else read_full_state(source)
-        write_state(destination, state, full_every=full_every)
+        write_state(destination, state, run=run, full_every=full_every)
     else:
         atomic_copy(source, destination)
 

@@ -9,6 +9,7 @@ job logs and the campaign's figures and tables::
         checkpoints/gen_<g>.h5           kept checkpoints: generation 0, every K-th, the last
         work/state_<g>.h5                working states between kept checkpoints
         work/gen_<g>/shard_<s>.h5        a generation's shard results (shard mode)
+        work/gen_<g>/shard_<s>.h5.journal  a running shard's finished calls (files/journal.py)
         metrics/segment_<g>.csv          the metrics window of each kept checkpoint
         evaluations/segment_<g>.h5       kept evaluations of each window (indexed by evaluations.h5)
         completions.jsonl                an asynchronous run's completion log
@@ -20,6 +21,7 @@ job logs and the campaign's figures and tables::
       logs/compare.log
       figures/curves.pdf, ...            the campaign's figures (CAMPAIGN_FIGURES)
       tables/final_metrics.csv, ...      the campaign's tables (CAMPAIGN_TABLES)
+      figures/bbob_ecdf.pdf, ...         with BBOB domains (SUITE_FIGURES, SUITE_TABLES)
 
 Generations are written with six digits, shards with three. Every path method takes a
 number or a string, kept as it is: a Snakemake wildcard such as ``"{gen}"``, so that
@@ -51,6 +53,10 @@ CAMPAIGN_TABLES = {
     "aggregate": ("csv", "md"),
     "ert": ("csv", "md"),
 }
+#: The figures and tables added for a campaign with BBOB domains (COCO-style:
+#: ``evocamp.reporting.suite``).
+SUITE_FIGURES = ("bbob_ecdf", "critical_difference")
+SUITE_TABLES = {"bbob_ert": ("csv", "md"), "ranks": ("csv", "md")}
 
 
 # --- the window rules --------------------------------------------------------------
@@ -372,16 +378,14 @@ class CampaignFolder:
         """The folder of the campaign's tables."""
         return self.path / "tables"
 
-    def figure_files(self) -> list[Path]:
-        """Every campaign figure, by figure then format."""
-        return [
-            self.figures / f"{name}.{form}" for name in CAMPAIGN_FIGURES for form in FIGURE_FORMATS
-        ]
+    def figure_files(self, *, suite: bool = False) -> list[Path]:
+        """Every campaign figure, by figure then format (``suite``: the campaign has
+        BBOB domains, and :data:`SUITE_FIGURES` too)."""
+        names = CAMPAIGN_FIGURES + (SUITE_FIGURES if suite else ())
+        return [self.figures / f"{name}.{form}" for name in names for form in FIGURE_FORMATS]
 
-    def table_files(self) -> list[Path]:
-        """Every campaign table, by table then format."""
-        return [
-            self.tables / f"{name}.{form}"
-            for name, forms in CAMPAIGN_TABLES.items()
-            for form in forms
-        ]
+    def table_files(self, *, suite: bool = False) -> list[Path]:
+        """Every campaign table, by table then format (``suite``: with
+        :data:`SUITE_TABLES`)."""
+        tables = {**CAMPAIGN_TABLES, **(SUITE_TABLES if suite else {})}
+        return [self.tables / f"{name}.{form}" for name, forms in tables.items() for form in forms]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import inspect
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -132,33 +132,39 @@ class BatchFormat:
     """How the loop sizes and materialises an optimizer class's batches.
 
     ``compact`` is the class's :class:`CompactBatch` subclass, or ``None`` for plain
-    batches (an array of solutions, stored as ``{"solutions": array}``).
+    batches (an array of solutions, stored as ``{"solutions": array}``); the other
+    attributes follow from it, read once when the format is made.
+
+    Attributes
+    ----------
+    name : str
+        The format's class name, for messages (``plain`` for plain batches).
+    proposes_in_shards : bool
+        Whether shards propose their solutions (:attr:`CompactBatch.proposes_in_shards`).
+    shard_modules : tuple of str
+        Modules Dask workers import up front.
+    reads_elites : bool
+        Whether the format's batches may name parents by their cells
+        (:meth:`CompactBatch.elites_read`).
     """
 
     compact: type | None = None
+    name: str = field(init=False, compare=False)
+    proposes_in_shards: bool = field(init=False, compare=False)
+    shard_modules: tuple[str, ...] = field(init=False, compare=False)
+    reads_elites: bool = field(init=False, compare=False)
 
-    @property
-    def name(self) -> str:
-        """The format's class name, for messages (``plain`` for plain batches)."""
-        return "plain" if self.compact is None else self.compact.__name__
-
-    @property
-    def proposes_in_shards(self) -> bool:
-        """Whether shards propose their solutions (:attr:`CompactBatch.proposes_in_shards`)."""
-        return self.compact is not None and bool(self.compact.proposes_in_shards)
-
-    @property
-    def shard_modules(self) -> tuple[str, ...]:
-        """Modules Dask workers import up front."""
-        return () if self.compact is None else tuple(self.compact.shard_modules)
-
-    @property
-    def reads_elites(self) -> bool:
-        """Whether the format's batches may name parents by their cells
-        (:meth:`CompactBatch.elites_read`)."""
-        return self.compact is not None and (
-            self.compact.elites_read is not CompactBatch.elites_read
-        )
+    def __post_init__(self) -> None:
+        compact = self.compact
+        facts = {
+            "name": "plain" if compact is None else compact.__name__,
+            "proposes_in_shards": compact is not None and bool(compact.proposes_in_shards),
+            "shard_modules": () if compact is None else tuple(compact.shard_modules),
+            "reads_elites": compact is not None
+            and compact.elites_read is not CompactBatch.elites_read,
+        }
+        for name, value in facts.items():
+            object.__setattr__(self, name, value)
 
     def elites_read(self, batch, start: int, stop: int) -> np.ndarray:
         """The cells whose elites solutions ``start..stop-1`` are made from (none when

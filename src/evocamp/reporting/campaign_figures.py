@@ -12,7 +12,7 @@ import numpy as np
 
 from evocamp.base.files import atomic_write_text
 from evocamp.files.archive import read_archive
-from evocamp.model.layout import CAMPAIGN_FIGURES
+from evocamp.model.layout import CAMPAIGN_FIGURES, SUITE_FIGURES
 from evocamp.reporting.aggregates import normalisation_statement
 from evocamp.reporting.comparison import (
     TABLE_METRICS,
@@ -39,6 +39,7 @@ from evocamp.reporting.plotting import (
 )
 from evocamp.reporting.runtime_to_target import ecdf
 from evocamp.reporting.statistics import campaign_statistics
+from evocamp.reporting.suite import is_suite_run, plot_ranks, plot_suite_ecdf, suite_tables
 
 #: Campaign curves with more algorithms than this have their legend beside the figure.
 LEGEND_INSIDE = 5
@@ -378,7 +379,11 @@ def compare_campaign(
     (``ecdf``) and the final values of every seed (``seeds``). Tables: final metrics
     with significance marks (``final_metrics``: CSV, Markdown, LaTeX, HTML), the tests
     (``tests``: CSV, Markdown), the aggregates (``aggregate``) and the expected running
-    times (``ert``), CSV and Markdown (:mod:`evocamp.reporting.statistics`).
+    times (``ert``), CSV and Markdown (:mod:`evocamp.reporting.statistics`). With BBOB
+    domains, COCO's figures and tables too (:mod:`evocamp.reporting.suite`): runtime
+    ECDFs per dimension and function group (``bbob_ecdf``), the critical-difference
+    diagram (``critical_difference``), ERT per function (``bbob_ert``) and the ranks
+    (``ranks``).
 
     Parameters
     ----------
@@ -416,3 +421,13 @@ def compare_campaign(
     }
     for name in CAMPAIGN_FIGURES:
         draw[name](figures / name)
+    if any(is_suite_run(run) for run in runs):
+        alpha = StatisticsSettings.from_figures(settings or {}).alpha
+        for name, text in suite_tables(runs, alpha=alpha).items():
+            atomic_write_text(tables / name, text)
+        suite_draw = {  # one per name of evocamp.model.layout.SUITE_FIGURES
+            "bbob_ecdf": lambda stem: plot_suite_ecdf(runs, stem=stem),
+            "critical_difference": lambda stem: plot_ranks(runs, alpha=alpha, stem=stem),
+        }
+        for name in SUITE_FIGURES:
+            suite_draw[name](figures / name)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evocamp.catalogue.domains import minimised_value
+from evocamp.catalogue.domains import minimised_value, objective_max
 from evocamp.files.reevaluation import CORRECTED_METRICS
 from evocamp.model.layout import RunFolder
 from evocamp.model.metrics import read_metrics_csv
@@ -102,7 +102,10 @@ class RunMetrics:
     """The metrics history of one run.
 
     ``minimised`` names what a minimisation benchmark's objective is minus (e.g.
-    ``ackley``; ``evocamp.catalogue.domains.DomainType.minimised``), else ``None``.
+    ``ackley``; ``evocamp.catalogue.domains.DomainType.minimised``), else ``None``;
+    ``objective_max`` is that benchmark's best objective where the catalogue knows it
+    (a BBOB instance's ``-f_opt``: its minimised value, ``precision``, is ``f - f_opt``),
+    else 0. ``domain_spec`` is the run's resolved domain (empty without a summary).
     """
 
     algorithm: str
@@ -110,13 +113,15 @@ class RunMetrics:
     seed: int
     rows: np.ndarray
     minimised: str | None = None
+    objective_max: float = 0.0
+    domain_spec: dict = dataclasses.field(default_factory=dict)
     #: The corrected final metrics of the run's re-evaluation (``CORRECTED_METRICS``;
     #: empty: none).
     corrected: dict = dataclasses.field(default_factory=dict)
 
     def values(self, field: str) -> np.ndarray:
         """A metrics column, or a derived one: ``best_value`` (the minimised value's best
-        so far: minus ``best_objective``; NaN for other domains),
+        so far: ``objective_max`` minus ``best_objective``; NaN for other domains),
         ``elapsed_seconds`` (wall seconds since the run started) and the corrected
         metrics (NaN but at the last generation, where the run's re-evaluation gives
         them; NaN throughout without one)."""
@@ -126,7 +131,7 @@ class RunMetrics:
             return values
         if field == "best_value":
             return (
-                -self.rows["best_objective"]
+                self.objective_max - self.rows["best_objective"]
                 if self.minimised
                 else self.rows["best_objective"] * np.nan
             )
@@ -161,8 +166,13 @@ def _from_summary(run: RunFolder) -> dict:
         return {}
     summary = json.loads(summaries[-1].read_text())
     final = summary.get("final") or {}
+    domain_spec = summary["run_spec"]["domain_spec"]
+    minimised = minimised_value(domain_spec)
+    best = objective_max(domain_spec) if minimised else None
     return {
-        "minimised": minimised_value(summary["run_spec"]["domain_spec"]),
+        "minimised": minimised,
+        "objective_max": 0.0 if best is None else best,
+        "domain_spec": domain_spec,
         "corrected": {name: final[name] for name in CORRECTED_METRICS if name in final},
     }
 

@@ -88,7 +88,10 @@ def domains_table() -> str:
         extra = ", ".join(f"`{name}`" for name in entry.extra_fields)
         if entry.minimised:
             extra += " (the minimised value)"
-        best = "-" if entry.objective_max is None else f"{entry.objective_max:.6g}"
+        if callable(entry.objective_max):
+            best = "per instance"
+        else:
+            best = "-" if entry.objective_max is None else f"{entry.objective_max:.6g}"
         offset = entry.score_offset(dict(entry.params))
         lines.append(
             f"| `{entry.name}` | {entry.summary} | {dim} | {measures} | {bounds} | "

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError
-from evocamp.catalogue.domains import minimised_value
+from evocamp.catalogue.domains import minimised_value, objective_max
 from evocamp.executors.housekeeping import generation_folders, window_logs
 from evocamp.files.checkpoint import read_state
 from evocamp.loop.progress import format_duration
@@ -38,6 +38,10 @@ class RunProgress:
     #: How the run mixed numeric environments (:func:`~evocamp.model.numerics.mixed_summary`),
     #: or ``None`` when all its steps so far ran under one.
     mixed: str | None = None
+    #: The run's spec (``None`` before its first checkpoint can be read).
+    spec: dict | None = None
+    #: A minimisation benchmark's best objective (a BBOB instance's ``-f_opt``), else 0.
+    objective_max: float = 0.0
 
     def failed(self) -> int:
         """Evaluations of the run that failed so far (``evaluation.on_failure``)."""
@@ -47,7 +51,8 @@ class RunProgress:
         """Best so far per generation and its name: a minimisation benchmark's value
         itself (e.g. the best Ackley value), else the best objective."""
         if self.minimised:
-            return -self.rows["best_objective"], f"best {self.minimised} value (min.)"
+            best = self.objective_max - self.rows["best_objective"]
+            return best, f"best {self.minimised} value (min.)"
         return self.rows["best_objective"], "best objective"
 
 
@@ -94,6 +99,7 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
         finished_at = SUMMARY.number_of(finished_files[-1].name) if finished_files else -1
         finished = finished_at == int(rows["generation"][-1]) and (total in (None, finished_at))
     minimised = minimised_value(state.spec["domain_spec"]) if state else None
+    best = objective_max(state.spec["domain_spec"]) if minimised else None
     mixed = mixed_summary(state.numerics) if state and is_mixed(state.numerics) else None
     return RunProgress(
         label=str(relative),
@@ -102,6 +108,8 @@ def run_progress(folder: Path, campaign_folder: Path) -> RunProgress:
         finished=finished,
         minimised=minimised,
         mixed=mixed,
+        spec=state.spec if state else None,
+        objective_max=0.0 if best is None else best,
     )
 
 

@@ -13,8 +13,12 @@ import json
 import math
 from dataclasses import dataclass
 
-#: Width of Dakota's right-aligned fields (``{:>43.15e}``, ``{:>43d}``).
+#: Width of Dakota's right-aligned integer fields (``{:>43d}``).
 DAKOTA_WIDTH = 43
+#: Dakota's real values: 21 spaces, then the value right-aligned in 22 characters (a
+#: longer value, such as ``-1.000000000000000e-100``, widens the line instead of losing
+#: the spaces: what Dakota 6.24 writes, tests/data/dakota/).
+DAKOTA_REAL_INDENT, DAKOTA_REAL_WIDTH = 21, 22
 #: The objective's response descriptor in Dakota's parameters files (``ASV_1:obj_fn_1``).
 DAKOTA_OBJECTIVE = "obj_fn_1"
 
@@ -43,7 +47,8 @@ def dakota_parameters(evaluation: Evaluation, *, variables: list[str], responses
     labels = [DAKOTA_OBJECTIVE, *responses[1:]]
     lines = [f"{len(variables):>{width}d} variables"]
     pairs = zip(evaluation.values, variables, strict=True)
-    lines += [f"{value:>{width}.15e} {name}" for value, name in pairs]
+    indent = " " * DAKOTA_REAL_INDENT
+    lines += [f"{indent}{value:>{DAKOTA_REAL_WIDTH}.15e} {name}" for value, name in pairs]
     lines.append(f"{len(labels):>{width}d} functions")
     lines += [f"{1:>{width}d} ASV_{i}:{label}" for i, label in enumerate(labels, 1)]
     lines.append(f"{len(variables):>{width}d} derivative_variables")
@@ -107,7 +112,7 @@ def read_results(
     """
     if results_format == "json":
         if text.lstrip().lower().startswith("fail"):  # Dakota's word, not JSON
-            return ["the file says fail"] * count
+            return [f"the file says {_short(text.strip().splitlines()[0])}"] * count
         return _json_results(
             text, responses=responses, measure_dim=measure_dim, count=count, batch=batch
         )
@@ -134,7 +139,7 @@ def _dakota_values(block: list[tuple[int, str]], responses: list[str]) -> tuple 
     """One evaluation's values: one per line, ``<value> [label]``."""
     lines = [(number, line.strip()) for number, line in block if line.strip()]
     if lines and lines[0][1].lower().startswith("fail"):
-        return f"line {lines[0][0]} says fail"
+        return f"line {lines[0][0]} says {_short(lines[0][1])}"
     values = []
     for position, (number, line) in enumerate(lines):
         if position >= len(responses):
@@ -182,8 +187,10 @@ def _json_results(text: str, *, responses: list[str], measure_dim: int, count: i
 
 def _json_values(entry, responses: list[str], measure_dim: int, position: int) -> tuple | str:
     where = f"evaluation {position} of the file" if position else "the file"
-    if entry is None or (isinstance(entry, str) and entry.lower().startswith("fail")):
+    if entry is None:
         return f"{where} says fail"
+    if isinstance(entry, str) and entry.lower().startswith("fail"):
+        return f"{where} says {_short(entry)}"
     if not isinstance(entry, dict):
         return f"{where}: {_short(json.dumps(entry))} is not an object"
     measures = entry.get("measures", [])

@@ -20,6 +20,7 @@ the evaluation that starts it, which the supervisor ends as a whole.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -89,6 +90,14 @@ def work_root(setting: str | None) -> Path:
     return Path.cwd()
 
 
+def campaign_folder(directory: Path) -> str:
+    """The folder of one campaign directory's work directories under ``evocamp-work``:
+    the directory's name and a digest of its path, so that two campaigns of the same
+    name run from two folders on one node never share work directories."""
+    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:8]
+    return f"{directory.name}-{digest}"
+
+
 class Program:
     """The evaluation function of a resolved ``type: command`` domain spec.
 
@@ -117,7 +126,7 @@ class Program:
         self.link = domain.get("template_files", "copy") == "link"
         self.keep = domain.get("keep_work", "failed")
         self.keep_max = int(domain.get("keep_work_max", DEFAULT_KEEP_WORK_MAX))
-        self.root = work_root(domain.get("work_root")) / WORK_FOLDER
+        self.root = work_root(domain.get("work_root")) / WORK_FOLDER / campaign_folder(here)
         self.generation_folders: set[Path] = set()  # those this process made work in
         self.environment = dict(os.environ)
         self.environment["PATH"] = os.pathsep.join(

@@ -1,0 +1,205 @@
+"""Every evaluation supervised as a whole process tree (docs/failures.md, "What is
+killed"): the processes an evaluation starts (through ``subprocess``, and forked
+helpers), which start processes of their own and ignore SIGTERM, are all ended after a
+timeout, a retry, a discard, a crash, a SIGTERM or SIGKILL of the step, and the step's
+end; a crash is reported by the evaluation's own exit status, whoever holds its pipes.
+
+Each test counts the processes left: every process of a test tree notes its pid
+(``evocamp_test_plugin.process_tree``)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import PLUGINS, running, shard_results
+
+from evocamp.base.errors import EvaluationError
+from evocamp.base.supervised import KILL_GRACE_SECONDS
+from evocamp.files.shard import STATUS
+
+sys.path.insert(0, str(PLUGINS))
+from evocamp_test_plugin import tree_pids  # noqa: E402
+from test_failures import plugin_state, seed_at  # noqa: E402
+from test_programs import command_spec  # noqa: E402
+
+
+def tree_state(tmp_path, rules: str, evaluation: dict):
+    """The initial state of a MAP-Elites run (batch 8) of the misbehaving test plugin,
+    whose solution 1 follows ``rules`` (``{seed}`` its evaluation seed)."""
+    state = plugin_state(tmp_path, evaluation=evaluation)
+    (tmp_path / "control").write_text(rules.format(seed=seed_at(state, 1)))
+    return state
+
+
+def test_a_timeout_and_its_retry_end_every_process_of_each_attempt(tmp_path):
+    """A hang past evaluation.timeout, retried once, then discarded: both attempts'
+    trees (the evaluation, a forked helper, a program and its child, all ignoring
+    SIGTERM) are gone when the shard step returns."""
+    state = tree_state(
+        tmp_path,
+        "tree {seed}\nhang {seed}",
+        {"on_failure": "retry", "retries": 1, "after_retries": "discard", "timeout": 1.0},
+    )
+    (result,) = shard_results(state, 1)
+    assert result.status.tolist() == [0, STATUS["timed_out"]] + [0] * 6
+    assert result.attempts.tolist() == [1, 2] + [1] * 6
+    pids = tree_pids(tmp_path / "tree")
+    assert len(pids) == 8
+    assert running(pids) == []
+
+
+def test_a_crash_is_its_exit_status_whoever_holds_its_pipes(tmp_path):
+    """An evaluation that calls os._exit(3) after forking a helper that keeps its
+    result pipe open (for 20 s) is reported at once as exited with status 3, never as
+    a timeout; the discarded evaluation's whole tree is gone when the shard step
+    returns."""
+    state = tree_state(
+        tmp_path, "tree {seed}\nexit {seed}", {"on_failure": "discard", "timeout": 30.0}
+    )
+    began = time.monotonic()
+    (result,) = shard_results(state, 1)
+    assert time.monotonic() - began < 10
+    assert result.status.tolist() == [0, STATUS["crashed"]] + [0] * 6
+    assert result.messages == {
+        1: "run me/d/seed0, generation 1, shard 0, solution 1: the evaluation ended its "
+        "process with exit status 3"
+    }
+    pids = tree_pids(tmp_path / "tree")
+    assert len(pids) == 4
+    assert running(pids) == []
+
+
+def test_a_crash_under_stop_without_a_time_limit_is_seen_at_once_and_ends_the_tree(
+    tmp_path,
+):
+    """The same crash under the defaults (stop, no time limit): the step stops at once
+    (not when the helper lets go of the pipe), and the tree is gone."""
+    state = tree_state(tmp_path, "tree {seed}\nexit {seed}", {})
+    began = time.monotonic()
+    with pytest.raises(
+        EvaluationError, match="solution 1: the evaluation ended its process with exit status 3$"
+    ):
+        shard_results(state, 1)
+    assert time.monotonic() - began < 10
+    assert running(tree_pids(tmp_path / "tree")) == []
+
+
+def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
+    """A ``command`` domain's program (started with subprocess, in the evaluation's
+    group) that starts a child of its own, both ignoring SIGTERM and never writing
+    results: past evaluation.timeout both are gone when the shard step returns."""
+    import numpy as np
+
+    from evocamp.catalogue.factory import resolve_run
+    from evocamp.loop.evaluation import evaluate_slice
+
+    pidfile = tmp_path / "tree"
+    spec = command_spec(
+        tmp_path,
+        command=[sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"],
+        evaluation={"on_failure": "discard", "timeout": 1.0},
+    )
+    result = evaluate_slice(
+        resolve_run(spec),
+        generation=1,
+        shard=0,
+        start=0,
+        solutions=np.zeros((1, 4)),
+        seeds=np.array([5]),
+    )
+    assert result.status.tolist() == [STATUS["timed_out"]]
+    pids = tree_pids(pidfile)
+    assert len(pids) == 2
+    assert running(pids) == []
+
+
+#: A step that calls the supervised child directly: its task starts a process tree,
+#: then ``{then}``; ``{before}`` runs first.
+STEP = """
+import os, signal, sys, time
+sys.path.insert(0, {plugins!r})
+from evocamp.base import supervised as module
+from evocamp.base.supervised import supervised
+from evocamp_test_plugin import process_tree
+{before}
+def task(k):
+    process_tree({pidfile!r})
+    {then}
+for item in supervised(task, 1):
+    print(item, flush=True)
+"""
+
+
+#: Before the step's evaluation: one supervised call, then its guardian killed (a new
+#: one must take over).
+GUARDIAN_KILLED = (
+    "list(supervised(lambda k: k, 1)); os.kill(module._GUARDIAN.pid, signal.SIGKILL); "
+    "time.sleep(0.2)"
+)
+
+
+def start_step(tmp_path, then: str, before: str = "") -> tuple[subprocess.Popen, list[int]]:
+    """A step process whose evaluation has started its tree, and the tree's pids."""
+    pidfile = tmp_path / "tree"
+    script = STEP.format(plugins=str(PLUGINS), pidfile=str(pidfile), then=then, before=before)
+    step = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(tree_pids(pidfile)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = tree_pids(pidfile)
+    assert len(pids) == 4
+    return step, pids
+
+
+@pytest.mark.parametrize(
+    ("how", "before"),
+    [(signal.SIGTERM, ""), (signal.SIGKILL, ""), (signal.SIGKILL, GUARDIAN_KILLED)],
+    ids=["SIGTERM", "SIGKILL", "SIGKILL-guardian-replaced"],
+)
+def test_a_step_killed_takes_every_process_of_its_evaluation_with_it(tmp_path, how, before):
+    """SIGTERM of the step (as scancel sends it) and SIGKILL (a killed Snakemake's job,
+    a lost Dask worker): nothing runs in the step then; its evaluation's whole tree is
+    gone within the grace (SIGTERM, then SIGKILL for those that ignore it), also when
+    the step's first guardian was killed before."""
+    step, pids = start_step(tmp_path, "time.sleep(600)", before)
+    step.send_signal(how)
+    assert step.wait(timeout=30) == -how
+    assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
+
+
+def test_what_a_finished_evaluation_left_running_ends_with_the_step(tmp_path):
+    """An evaluation that returns its result and leaves its helpers running: they are
+    ended once the step ends (or the next evaluation starts)."""
+    step, pids = start_step(tmp_path, "return k")
+    assert step.communicate(timeout=60)[0] == "0\n"
+    assert step.returncode == 0
+    assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
+
+
+def test_without_a_pidfd_a_crash_is_still_seen_at_once(tmp_path):
+    """Where the kernel has no pidfd (Linux before 5.3), the child's end is polled: an
+    os._exit(3) while a forked helper holds the result pipe for 20 s is still its exit
+    status, seen at once, and the helper is ended."""
+    script = (
+        "import os, time\n"
+        "del os.pidfd_open\n"
+        "from evocamp.base.supervised import supervised\n"
+        "def task(k):\n"
+        "    if os.fork() == 0:\n"
+        "        print(os.getpid(), flush=True)\n"
+        "        time.sleep(20)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.2)\n"
+        "    os._exit(3)\n"
+        "began = time.monotonic()\n"
+        "print(list(supervised(task, 1)), time.monotonic() - began < 5)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout == "[Ended(index=0, signal=None, status=3, timed_out=None)] True\n"
+    assert running([int(done.stderr.split()[0])]) == []
