@@ -3,7 +3,7 @@ workflow, in one small campaign: Nevergrad's CMA (which draws from numpy's globa
 state: the optimizer carries its own across tell steps) and Optuna's TPE past its
 start-up trials; the evaluations are those of Nevergrad's own loop with the run's
 seed, and the same in shard mode (2 shards) and in Dask mode (3 shards) killed and
-rerun."""
+rerun; in asynchronous mode, a run killed and rerun ends as an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -100,3 +100,22 @@ def test_dask_mode_with_3_shards_killed_and_rerun_gives_the_same_results(librari
     run_snakemake(tmp_path, "runs")
     assert archive_digests(tmp_path) == archive_digests(libraries_done)
     assert evaluation_digests(tmp_path) == evaluation_digests(libraries_done)
+
+
+def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_path):
+    """Asynchronous mode (one ask and one tell per completion: Nevergrad with its
+    num_workers, Optuna): a run SIGKILLed once its generation-2 checkpoint is kept and
+    rerun ends with the archives and evaluations of an uninterrupted one."""
+    config = merged(CONFIG, {"mode": "async", "generations": 3})
+    digests = []
+    for kill in (False, True):
+        workdir = tmp_path / ("killed" if kill else "whole")
+        workdir.mkdir()
+        write_config(workdir, config)
+        if kill:
+            kept = workdir / "results"
+            assert kill_tree_when(workdir, lambda k=kept: any(k.rglob("checkpoints/gen_000002.h5")))
+        run_snakemake(workdir, "runs")
+        digests.append((archive_digests(workdir), evaluation_digests(workdir)))
+    assert digests[0] == digests[1]
+    assert len(digests[0][0]) == 2
