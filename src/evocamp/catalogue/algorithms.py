@@ -4,9 +4,9 @@ and the families they belong to.
 Adding a type is one class (or one :class:`~evocamp.families.qd.components.QDRecipe` of
 pyribs components) and one entry in :data:`ALGORITHMS`; ``python -m
 evocamp.reporting.reference docs/configuration.md`` then regenerates the documentation's
-tables. A family from another library is declared here beside its entries: its
-:class:`Family`, its :class:`Extra` and its types (``pycma`` below is the example of
-docs/architecture.md); :data:`FAMILIES` is built from the entries.
+tables. The families from other libraries (pycma, Nevergrad, Optuna) are declared in
+:mod:`~evocamp.catalogue.libraries` and taken here as a whole (:data:`LIBRARY_TYPES`);
+:data:`FAMILIES` is built from the entries.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Callable
 import numpy as np
 
 from evocamp.catalogue.entries import AlgorithmType, Derived, Extra, Family, SpecName
-from evocamp.families import bo, es, pycma
+from evocamp.catalogue.libraries import LIBRARY_TYPES
+from evocamp.families import bo, es
 from evocamp.families.baselines import RandomSearch
 from evocamp.families.qd import components
 from evocamp.families.qd.components import QDRecipe
@@ -184,61 +185,6 @@ _ES_WHOLE_BATCHES = (
     "has nothing to be ranked against)"
 )
 
-
-# --- a family from another library: pycma's IPOP- and BIPOP-CMA-ES ----------------
-
-PYCMA = Family("pycma", "CMA-ES with restarts (pycma)")
-#: pycma, pinned exactly (its numbers are the runs' numbers).
-PYCMA_EXTRA = Extra("cma", requires=(("cma", (4, 5, 0), (4, 5, 1)),), numeric=("cma",))
-#: The family's own key (the schema file names it nowhere).
-_INCPOPSIZE = {
-    "type": "integer",
-    "minimum": 2,
-    "description": "Factor of the population from one large restart to the next "
-    "(ipop_cma_es, bipop_cma_es; cma.fmin2's incpopsize).",
-}
-
-
-def _pycma(name: str, summary: str, reference: str, *, cls: type) -> AlgorithmType:
-    """A restart regime of :class:`~evocamp.families.pycma.RestartCMAES`: a generation is
-    the current restart's population, ``popsize`` the first (and smallest) one."""
-    return AlgorithmType(
-        name=name,
-        family=PYCMA,
-        summary=summary,
-        reference=reference,
-        defaults={
-            "sigma": 0.5,
-            "popsize": Derived(_snes_popsize, "4 + floor(3 ln d), pycma's"),
-            "incpopsize": 2,
-        },
-        params=("popsize", "sigma", "incpopsize"),
-        cls=cls,
-        generation_size=_population,
-        async_refusal=_ES_WHOLE_BATCHES,
-        extra=PYCMA_EXTRA,
-        key_shapes={"incpopsize": _INCPOPSIZE},
-    )
-
-
-_PYCMA_TYPES = (
-    _pycma(
-        "ipop_cma_es",
-        "IPOP-CMA-ES: pycma's CMA-ES through its ask/tell, restarted from x0 with a "
-        "doubled population whenever pycma's stopping tests fire, as cma.fmin2 restarts "
-        "(needs pycma: pip install 'evocamp[cma]')",
-        "Auger & Hansen 2005; pycma 4.5",
-        cls=pycma.IPOPCMAES,
-    ),
-    _pycma(
-        "bipop_cma_es",
-        "BIPOP-CMA-ES: ipop_cma_es's restarts interleaved with local ones (a small "
-        "population and step size) under one budget rule, as cma.fmin2(bipop=True) "
-        "(needs pycma: pip install 'evocamp[cma]')",
-        "Hansen 2009; pycma 4.5",
-        cls=pycma.BIPOPCMAES,
-    ),
-)
 
 ALGORITHMS: dict[str, AlgorithmType] = {
     entry.name: entry
@@ -489,7 +435,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             needs_bounds=True,
             async_refusal=None,
         ),
-        *_PYCMA_TYPES,
+        *LIBRARY_TYPES,
         AlgorithmType(
             name=PLUGIN,
             family=OWN,
@@ -523,5 +469,5 @@ def algorithm_type(spec_or_entry: dict) -> AlgorithmType:
 
 def family_of(algorithm: dict) -> str:
     """The name of an algorithm entry's family (``qd``, ``es``, ``bo``, ``baseline``,
-    ``plugin``, ``pycma``)."""
+    ``plugin`` or a library's: ``pycma``, ``nevergrad``, ``optuna``)."""
     return ALGORITHMS[algorithm["type"]].family.name

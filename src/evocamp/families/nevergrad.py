@@ -1,0 +1,198 @@
+"""Nevergrad's optimizers by registry name (``NGOpt``, ``CMA``, ``TwoPointsDE``, ``PSO``,
+...), through Nevergrad's own ask/tell.
+
+One generation is one batch of ``batch_size`` candidates asked one after the other
+(Nevergrad's ``ask`` with ``num_workers`` candidates allowed in flight) and told in
+batch order; in asynchronous mode each freed slot gets one candidate and each result is
+told as it arrives (Nevergrad's ask/tell takes one result at a time).
+
+Randomness: Nevergrad draws from the parametrization's ``random_state`` (seeded here
+from the run's optimizer seed) and, inside some optimizers, from numpy's global random
+state: its ``CMA`` seeds pycma, which reseeds and draws from the global state, and
+``NGOpt``'s meta-models build inner optimizers whose generators are drawn from it.
+Numpy's global state is shared with everything else in a process and held by no
+checkpoint, so every call into Nevergrad runs with the optimizer's own global state
+swapped in (:class:`GlobalDraws`) and swapped out after it: the state is pickled with
+the optimizer, and a tell step in another process continues bit for bit. With the same
+seed, Nevergrad's own loop in one process (``np.random.seed`` of the same number, then
+ask and tell) evaluates the same solutions (``tests/unit/test_libraries.py``).
+
+``nevergrad`` is imported inside the class (an optional extra:
+``pip install 'evocamp[nevergrad]'``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from evocamp.base.errors import OptimizerError
+
+
+def nevergrad_seeds(seed: int) -> tuple[int, int]:
+    """The seeds of a run's optimizer seed: the parametrization's ``random_state`` and
+    numpy's global state during Nevergrad's calls (each below ``2**32``)."""
+    first = int(seed) % 2**32
+    return first, (first + 1) % 2**32
+
+
+class GlobalDraws:
+    """Numpy's global random state of one optimizer: swapped in around each call into
+    the library (``with draws:``) and kept, so the library's global draws come from a
+    stream the optimizer owns and pickles, and nobody else's draws are changed."""
+
+    def __init__(self, seed: int):
+        self.state = np.random.RandomState(seed).get_state()
+        self.saved = None
+
+    def __enter__(self):
+        self.saved = np.random.get_state()
+        np.random.set_state(self.state)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.state = np.random.get_state()
+        np.random.set_state(self.saved)
+        self.saved = None
+
+
+def registry_names() -> list[str]:
+    """Every optimizer name of Nevergrad's registry (what ``optimizer:`` accepts)."""
+    import nevergrad as ng
+
+    return sorted(ng.optimizers.registry)
+
+
+def parametrization(*, solution_dim: int, x0, bounds, seed: int):
+    """Nevergrad's parametrization of a run: an array of ``solution_dim`` floats from
+    ``x0`` (within ``bounds``, when given), its ``random_state`` seeded."""
+    import nevergrad as ng
+
+    x0 = np.array(x0, dtype=np.float64).reshape(int(solution_dim))
+    if bounds is None:
+        array = ng.p.Array(init=x0)
+    else:
+        low, high = float(bounds[0]), float(bounds[1])
+        array = ng.p.Array(init=np.clip(x0, low, high), lower=low, upper=high)
+    array.random_state = np.random.RandomState(seed)
+    return array
+
+
+class NevergradOptimizer:
+    """One of Nevergrad's optimizers, named by its registry name, on the objective alone
+    (maximised: Nevergrad minimises the negated objective).
+
+    Parameters
+    ----------
+    solution_dim : int
+        Parameters of a solution.
+    x0 : numpy.ndarray
+        The parametrization's initial value (Nevergrad's ``init``).
+    bounds : tuple or None
+        ``(low, high)`` of every parameter (Nevergrad's ``lower``/``upper``).
+    seed : int
+        The run's optimizer seed (:func:`nevergrad_seeds`).
+    optimizer : str
+        A name of ``nevergrad.optimizers.registry``.
+    batch_size : int
+        Candidates per generation.
+    budget : int or None
+        Nevergrad's ``budget`` (evaluations the optimizer plans for; ``NGOpt`` chooses
+        its algorithm by it); ``None``: Nevergrad's unknown budget.
+    num_workers : int or None
+        Nevergrad's ``num_workers`` (candidates in flight); ``None``: ``batch_size``.
+    """
+
+    def __init__(
+        self,
+        *,
+        solution_dim: int,
+        x0,
+        bounds,
+        seed: int,
+        optimizer: str,
+        batch_size: int,
+        budget: int | None = None,
+        num_workers: int | None = None,
+    ):
+        import nevergrad as ng
+
+        own, global_seed = nevergrad_seeds(seed)
+        self.name = str(optimizer)
+        self.batch_size = int(batch_size)
+        self.draws = GlobalDraws(global_seed)
+        workers = self.batch_size if num_workers is None else int(num_workers)
+        with self.draws, _quiet():
+            self.optimizer = ng.optimizers.registry[self.name](
+                parametrization=parametrization(
+                    solution_dim=solution_dim, x0=x0, bounds=bounds, seed=own
+                ),
+                budget=None if budget is None else int(budget),
+                num_workers=workers,
+            )
+        self.asked: list = []
+
+    def _ask(self, count: int) -> np.ndarray:
+        try:
+            with self.draws, _quiet():
+                candidates = [self.optimizer.ask() for _ in range(count)]
+        except Exception as error:  # noqa: BLE001 - the library's own failure, named
+            raise OptimizerError(
+                f"nevergrad's {self.name} failed to ask: {type(error).__name__}: {error}"
+            ) from error
+        self.asked += candidates
+        return np.array([c.value for c in candidates], dtype=np.float64).reshape(count, -1)
+
+    def _tell(self, candidate, value: float) -> None:
+        with self.draws, _quiet():
+            self.optimizer.tell(candidate, value)
+
+    def ask(self) -> np.ndarray:
+        """``batch_size`` candidates, asked one after the other."""
+        self.asked = []
+        return self._ask(self.batch_size)
+
+    def tell(self, objective, measures=None, *, failed=None, **extra) -> None:
+        """Every candidate of the batch told in batch order with its negated objective;
+        a failed one (``failed``) with ``+inf`` (Nevergrad's worst loss)."""
+        failed = np.zeros(len(self.asked), bool) if failed is None else np.asarray(failed)
+        for candidate, value, lost in zip(self.asked, objective, failed, strict=True):
+            self._tell(candidate, np.inf if lost else -float(value))
+        self.asked = []
+
+    def ask_async(self, *, slots, evaluations) -> np.ndarray:
+        """Asynchronous mode: one candidate per freed slot (Nevergrad keeps up to
+        ``num_workers`` in flight)."""
+        return self._ask(len(slots))
+
+    def tell_async(self, objective, measures, *, solutions, failed=None, **extra) -> None:
+        """The finished candidates, found by their solutions among those in flight,
+        each told as Nevergrad's ``tell`` of one result."""
+        failed = np.zeros(len(solutions), bool) if failed is None else np.asarray(failed)
+        for row, value, lost in zip(np.asarray(solutions), objective, failed, strict=True):
+            index = next(i for i, c in enumerate(self.asked) if np.array_equal(c.value, row))
+            candidate = self.asked.pop(index)
+            self._tell(candidate, np.inf if lost or not np.isfinite(value) else -float(value))
+
+    def stats(self) -> dict[str, float]:
+        """Candidates told so far."""
+        return {"told": float(self.optimizer.num_tell)}
+
+    def result(self) -> dict[str, np.ndarray]:
+        """The best solution Nevergrad has seen (its ``current_bests['minimum']``, no
+        random draw) and the evaluations told."""
+        best = self.optimizer.current_bests["minimum"]
+        return {
+            "recommendation": np.array(best.x, dtype=np.float64),
+            "told": np.array(self.optimizer.num_tell, dtype=np.int64),
+        }
+
+
+class _quiet(warnings.catch_warnings):
+    """Nevergrad's and pycma's warnings (budget, injected solutions) off the job logs."""
+
+    def __enter__(self):
+        super().__enter__()
+        warnings.simplefilter("ignore")
+        return self
