@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.files.journal import SYNC_SECONDS, ShardJournal
-from evocamp.loop.evaluation import _Outcome as Outcome  # what the shard step journals
+from evocamp.loop.outcomes import Outcome  # what the shard step journals
 
 KEY = {"run": "0" * 64, "generation": 12, "shard": 3, "shards": 8, "batch": "f" * 64}
 

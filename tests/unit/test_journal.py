@@ -22,7 +22,8 @@ from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import ShardJournal, journal_path
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import held_batch, initialise
-from evocamp.loop.evaluation import _Outcome, evaluate_shard, isolated
+from evocamp.loop.evaluation import evaluate_shard, isolated
+from evocamp.loop.outcomes import Outcome
 
 sys.path.insert(0, str(PLUGINS))
 from test_failures import plugin_state, seed_at  # noqa: E402
@@ -129,8 +130,8 @@ KEY = {"run": "r", "generation": 3, "shard": 1, "shards": 4, "batch": "b"}
 
 def _journal_of_two(path) -> None:
     with ShardJournal(path, key=KEY) as journal:
-        journal.append(0, _Outcome({"objective": np.array([np.pi])}, 0.1, 1))
-        journal.append(2, _Outcome(None, 0.0, 1, 3, "timed out", 2, 7.5))
+        journal.append(0, Outcome({"objective": np.array([np.pi])}, 0.1, 1))
+        journal.append(2, Outcome(None, 0.0, 1, 3, "timed out", 2, 7.5))
 
 
 def test_a_torn_last_record_is_ignored_and_cut_off(tmp_path):
@@ -151,7 +152,7 @@ def test_a_torn_last_record_is_ignored_and_cut_off(tmp_path):
             "failed_seconds": 7.5,
             "failed_rows": None,
         }
-        journal.append(5, _Outcome({"objective": np.array([np.nan])}, 0.2, 1, failed_rows={0: "m"}))
+        journal.append(5, Outcome({"objective": np.array([np.nan])}, 0.2, 1, failed_rows={0: "m"}))
     finished = ShardJournal(path, key=KEY).finished
     assert sorted(finished) == [0, 2, 5]
     assert np.isnan(finished[5]["outputs"]["objective"][0])

@@ -40,7 +40,7 @@ from evocamp.loop.asynchronous import (
     decode_in_flight,
     evaluate_in_flight,
 )
-from evocamp.loop.evaluation import log_discarded
+from evocamp.loop.outcomes import log_discarded
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.model.layout import RunFolder

@@ -10,28 +10,30 @@ names any failure by run, generation, shard and solution index.
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from evocamp.base.errors import EvaluationError, ProgramCrashed
-from evocamp.base.lanes import in_lanes, lane_environment
+from evocamp.base.errors import EvaluationError
 from evocamp.base.sharding import shard_bounds
-from evocamp.base.supervised import Ended, supervised
 from evocamp.catalogue.factory import load_evaluator
 from evocamp.files.journal import ShardJournal, journal_key
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
+from evocamp.loop.outcomes import (
+    Outcome,
+    log_line,
+    outcomes_in_process,
+    supervised_outcomes,
+)
 from evocamp.loop.repeats import repeated
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.run import Run
-from evocamp.model.runspec import COMMAND, PLUGIN, FailurePolicy, run_label, where
+from evocamp.model.runspec import COMMAND, PLUGIN, run_label, where
 from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
@@ -293,7 +295,7 @@ def evaluate_slice(
         journal[0],
         key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
-    finished = {k: _Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
+    finished = {k: Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
     if finished:
         log_line(
             f"{where(spec, generation, shard, None)}: {len(finished)} of {len(calls)} calls "
@@ -306,7 +308,7 @@ def evaluate_slice(
         # An asynchronous evaluation's failure is logged by the segment that tells it
         # (AsynchronousLoop's `discarded`), not here where it ran.
         finished.update(
-            _supervised_outcomes(
+            supervised_outcomes(
                 evaluator,
                 run.failure_policy,
                 pending=pending,
@@ -316,7 +318,7 @@ def evaluate_slice(
                 gpus=settings.gpus_per_evaluation,
             )
             if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
-            else _outcomes_in_process(evaluator, pending=pending, note=note)
+            else outcomes_in_process(evaluator, pending=pending, note=note)
         )
     finally:
         if journalled:
@@ -355,26 +357,6 @@ def isolated(run: Run) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    """One call's checked outputs and seconds, or why it failed (``status`` a
-    :data:`~evocamp.files.shard.STATUS` code, ``message`` naming the solution)."""
-
-    outputs: dict | None
-    seconds: float
-    #: Solutions of the call.
-    size: int
-    status: int = 0
-    message: str = ""
-    #: Times the call was made (``on_failure: retry``: 1 + its retries).
-    attempts: int = 1
-    #: Seconds its failed attempts took (a retried crash, a timeout, a raise).
-    failed_seconds: float = 0.0
-    #: A program's batch: the solutions (offsets in the call) its results file says
-    #: failed, with their messages; the others are evaluated.
-    failed_rows: dict | None = None
-
-
 class _ChunkEvaluator:
     """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
 
@@ -399,7 +381,7 @@ class _ChunkEvaluator:
         first = self.calls[0].first
         return self.calls[k].first - first, self.calls[k].last - first + 1
 
-    def __call__(self, k: int) -> _Outcome | EvaluationError:
+    def __call__(self, k: int) -> Outcome | EvaluationError:
         lo, hi = self.bounds(k)
         began = time.perf_counter()
         try:
@@ -411,7 +393,7 @@ class _ChunkEvaluator:
         except EvaluationError as error:
             return error
         failed = checked.pop(FAILED_ROWS, None)
-        return _Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
+        return Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
 
     def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
         """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
@@ -434,172 +416,9 @@ class _ChunkEvaluator:
         return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
-def _outcomes_in_process(evaluator: _ChunkEvaluator, *, pending: list[int], note) -> dict:
-    """The ``pending`` calls evaluated in this process, by index, each passed to
-    ``note`` as it finishes: the first failure raises."""
-    outcomes = {}
-    for k in pending:
-        outcome = evaluator(k)
-        if isinstance(outcome, EvaluationError):
-            raise outcome
-        outcomes[k] = outcome
-        note(k, outcome)
-    return outcomes
-
-
-def _supervised_outcomes(
-    evaluator: _ChunkEvaluator,
-    policy: FailurePolicy,
-    *,
-    pending: list[int],
-    note,
-    report: bool = True,
-    concurrency: int = 1,
-    gpus: int = 0,
-) -> dict:
-    """The ``pending`` calls evaluated in supervised children, by index, each passed to
-    ``note`` as it finishes, ``concurrency`` lanes at once
-    (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each); the policy decides what a
-    failed call becomes (stop: it raises; else recorded as failed, with a
-    ``(discarded)`` line in the log when ``report``). The outcomes, and a failure
-    raised, are those of one lane whatever ``concurrency`` is."""
-    lock = threading.Lock()  # the lanes' notes, one at a time
-
-    def noted(k: int, outcome: _Outcome) -> None:
-        with lock:
-            note(k, outcome)
-
-    def lane(j: int, indices: list[int], outcomes: dict, until) -> None:
-        environment = lane_environment(j, gpus) if concurrency > 1 or gpus else None
-        _lane_outcomes(
-            evaluator,
-            policy,
-            indices,
-            outcomes,
-            note=noted,
-            report=report,
-            until=until,
-            environment=environment,
-        )
-
-    return in_lanes(lane, pending, concurrency)
-
-
-def _lane_outcomes(
-    evaluator: _ChunkEvaluator,
-    policy: FailurePolicy,
-    indices: list[int],
-    outcomes: dict[int, _Outcome],
-    *,
-    note,
-    report: bool,
-    until,
-    environment: dict | None,
-) -> None:
-    """Calls ``indices`` (in order) evaluated in supervised children (``environment``
-    set in them), one child until one crashes or overruns; each call's outcome put in
-    ``outcomes`` and passed to ``note`` as it comes. Stops before a call past
-    ``until()`` (another lane's call failed under ``stop``)."""
-    calls = evaluator.calls
-    done = 0  # calls of `indices` with an outcome
-    attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
-    while done < len(indices):
-        todo = indices[done:]
-        limits = None
-        if policy.timeout is not None:
-            limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
-        began = time.perf_counter()
-        for result in supervised(
-            lambda k, todo=todo: evaluator(todo[k]),
-            len(todo),
-            limits=limits,
-            environment=environment,
-        ):
-            k = indices[done]
-            now = time.perf_counter()
-            spent, began = now - began, now
-            if isinstance(result, Ended):
-                attempts, lost = attempts + 1, lost + spent
-                if attempts < policy.attempts():
-                    what = f"{calls[k].whole()}: {_what_ended(result, policy)[0]}"
-                    _log_retry(what, attempts, policy)
-                    break
-                outcome = _ended_outcome(calls[k], result, attempts, policy, report=report)
-            elif isinstance(result, EvaluationError):
-                attempts, lost = attempts + 1, lost + spent
-                crashed = isinstance(result, ProgramCrashed)  # retried as a crash is
-                if crashed and attempts < policy.attempts():
-                    _log_retry(str(result), attempts, policy)
-                    break
-                status = STATUS["crashed" if crashed else "failed"]
-                outcome = _failed_outcome(result, status, calls[k].size, policy, report=report)
-            else:
-                attempts, outcome = attempts + 1, result
-                for message in (outcome.failed_rows or {}).values():
-                    if policy.final_action() == "stop":
-                        raise EvaluationError(message)
-                    if report:
-                        log_discarded(message)
-            outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
-            note(k, outcomes[k])
-            attempts, lost, done = 0, 0.0, done + 1
-            if done < len(indices) and indices[done] > until():
-                return
-
-
-def _ended_outcome(
-    call: _Call, ended: Ended, attempts: int, policy: FailurePolicy, *, report: bool
-) -> _Outcome:
-    """The outcome of a call whose child crashed or overran (``attempts`` times)."""
-    what, status = _what_ended(ended, policy)
-    hint = "" if call.size == 1 else " (chunk_size 1 names the exact solution)"
-    after = f" ({attempts} attempts)" if attempts > 1 else ""
-    error = EvaluationError(f"{call.whole()}: {what}{after}{hint}")
-    return _failed_outcome(error, status, call.size, policy, report=report)
-
-
-def _what_ended(ended: Ended, policy: FailurePolicy) -> tuple[str, int]:
-    """What happened to a call whose child ended early, and its status."""
-    if ended.timed_out is not None:
-        return (
-            f"the evaluation ran past evaluation.timeout ({policy.timeout:g} s per solution) "
-            "and was killed",
-            STATUS["timed_out"],
-        )
-    if ended.signal is not None:
-        return f"the evaluation's process was {ended.reason()}", STATUS["crashed"]
-    return f"the evaluation {ended.reason()}", STATUS["crashed"]
-
-
-def _failed_outcome(
-    error: EvaluationError, status: int, size: int, policy: FailurePolicy, *, report: bool
-) -> _Outcome:
-    """A failed call: raised under the ``stop`` action, else recorded as failed (and
-    logged, when ``report``)."""
-    if policy.final_action() == "stop":
-        raise error
-    if report:
-        log_discarded(str(error))
-    return _Outcome(None, 0.0, size, status, str(error))
-
-
-def log_discarded(message: str) -> None:
-    """The log line of a failed evaluation the run goes on without (``discard``)."""
-    log_line(f"warning: {message} (discarded)")
-
-
-def log_line(message: str) -> None:
-    """A line for the job's log (standard error), prefixed ``evocamp: ``."""
-    print(f"evocamp: {message}", file=sys.stderr, flush=True)
-
-
-def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
-    log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
-
-
 def _shard_result(
     run: Run,
-    outcomes: list[_Outcome],
+    outcomes: list[Outcome],
     *,
     generation: int,
     shard: int | None,
