@@ -414,7 +414,11 @@ def test_requeued_and_timed_out_shard_jobs_give_the_undisturbed_archive(slurm_cl
         ("TIMEOUT", "1:00"),
     ], jobs
     assert jobs[requeued]["state"] == "COMPLETED"
-    assert "DUE TO TIME LIMIT" in text and "Trying to restart" in text
+    # The plugin names the time limit (its status, as squeue reports it); the Slurm
+    # log it names holds slurmstepd's "CANCELLED ... DUE TO TIME LIMIT".
+    assert "SLURM status is: 'TIMEOUT'" in text and "Trying to restart" in text
+    slurm_log = re.search(r"log: \S+, (\S+/slurm_logs/\S+\.log)", text).group(1)
+    assert "DUE TO TIME LIMIT" in Path(slurm_log).read_text()
     assert archive_digests(workdir) == archive_digests(reference)
     assert evaluation_digests(workdir) == evaluation_digests(reference)
     assert_each_evaluation_counted_once(workdir, config, batch=16)
