@@ -9,6 +9,7 @@ Each test counts the processes left: every process of a test tree notes its pid
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +116,40 @@ def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
     pids = tree_pids(pidfile)
     assert len(pids) == 2
     assert running(pids) == []
+
+
+@pytest.mark.skipif(
+    shutil.which("mpirun") is None, reason="mpirun is not installed (apt-get install openmpi-bin)"
+)
+def test_a_timed_out_mpirun_evaluation_ends_every_task_and_its_children(tmp_path):
+    """Open MPI's ``mpirun -n 2`` puts each task in a process group of its own, outside
+    the evaluation's: past evaluation.timeout the tasks (trees that ignore SIGTERM)
+    are ended too, found as descendants of the evaluation's process."""
+    import numpy as np
+
+    from evocamp.catalogue.factory import resolve_run
+    from evocamp.loop.evaluation import evaluate_slice
+
+    pidfile = tmp_path / "tree"
+    node = [sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"]
+    launcher = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2"]
+    spec = command_spec(
+        tmp_path,
+        command=[*launcher, *node],
+        evaluation={"on_failure": "discard", "timeout": 3.0},
+    )
+    result = evaluate_slice(
+        resolve_run(spec),
+        generation=1,
+        shard=0,
+        start=0,
+        solutions=np.zeros((1, 4)),
+        seeds=np.array([5]),
+    )
+    assert result.status.tolist() == [STATUS["timed_out"]]
+    pids = tree_pids(pidfile)
+    assert len(pids) == 4, "2 tasks, each with a child"
+    assert running(pids, within=5.0) == []
 
 
 #: A step that calls the supervised child directly: its task starts a process tree,

@@ -250,19 +250,56 @@ class _Group:
         return Ended(index, status=os.WEXITSTATUS(self.status))
 
     def end(self, *, grace: float = KILL_GRACE_SECONDS) -> None:
-        """End every process of the group: ``SIGTERM``, up to ``grace`` seconds for
-        them to end, ``SIGKILL`` to those left; reap the child; unwatch the group."""
+        """End every process of the group, and of the groups its running child's
+        descendants lead (an MPI launcher puts each task in a group of its own):
+        ``SIGTERM``, up to ``grace`` seconds for them to end, ``SIGKILL`` to those
+        left; reap the child; unwatch the group."""
         if not (self.reaped and not _signal_group(self.pid, 0)):
-            _signal_group(self.pid, signal.SIGTERM)
+            others = descendant_groups(self.pid) if not self.exited() else set()
+            for group in (self.pid, *others):
+                _signal_group(group, signal.SIGTERM)
             deadline = time.monotonic() + grace
-            while not (self.reap(block=False) and not _signal_group(self.pid, 0)):
+            while not (
+                self.reap(block=False)
+                and not any(_signal_group(group, 0) for group in (self.pid, *others))
+            ):
                 if time.monotonic() >= deadline:
-                    _signal_group(self.pid, signal.SIGKILL)
+                    for group in (self.pid, *others):
+                        _signal_group(group, signal.SIGKILL)
                     self.reap()
                     break
                 time.sleep(POLL_SECONDS)
         if _GUARDIAN is not None:
             _GUARDIAN.unwatch(self.pid)
+
+
+def descendant_groups(pid: int) -> set[int]:
+    """The process groups led by descendants of ``pid`` (read from ``/proc``): those
+    its group does not hold, such as the tasks Open MPI's ``mpirun`` starts, each in a
+    group of its own; empty where ``/proc`` cannot be read."""
+    parents, leaders = {}, set()
+    try:
+        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return set()
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                text = stat.read()
+        except OSError:  # ended meanwhile
+            continue
+        state = text[text.rindex(b")") + 2 :].split()  # state ppid pgrp ...
+        parents.setdefault(int(state[1]), []).append(int(name))
+        if int(state[2]) == int(name):
+            leaders.add(int(name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), ()):
+            todo.append(child)
+            if child in leaders:
+                found.add(child)
+    found.discard(pid)
+    return found
 
 
 #: The guardian's program: reads ``+<group>`` and ``-<group>`` lines from the
