@@ -89,20 +89,21 @@ def test_a_crash_under_stop_without_a_time_limit_is_seen_at_once_and_ends_the_tr
     assert running(tree_pids(tmp_path / "tree")) == []
 
 
-def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
-    """A ``command`` domain's program (started with subprocess, in the evaluation's
-    group) that starts a child of its own, both ignoring SIGTERM and never writing
-    results: past evaluation.timeout both are gone when the shard step returns."""
+def timed_out_program(tmp_path, *, launcher: list[str], timeout: float) -> list[int]:
+    """Evaluate one solution with a ``command`` domain whose program (behind
+    ``launcher``) is a tree of two processes that ignore SIGTERM and never write
+    results, under ``timeout``: the pids of every process of the trees started."""
     import numpy as np
 
     from evocamp.catalogue.factory import resolve_run
     from evocamp.loop.evaluation import evaluate_slice
 
     pidfile = tmp_path / "tree"
+    node = [sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"]
     spec = command_spec(
         tmp_path,
-        command=[sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"],
-        evaluation={"on_failure": "discard", "timeout": 1.0},
+        command=[*launcher, *node],
+        evaluation={"on_failure": "discard", "timeout": timeout},
     )
     result = evaluate_slice(
         resolve_run(spec),
@@ -113,7 +114,14 @@ def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
         seeds=np.array([5]),
     )
     assert result.status.tolist() == [STATUS["timed_out"]]
-    pids = tree_pids(pidfile)
+    return tree_pids(pidfile)
+
+
+def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
+    """A ``command`` domain's program (started with subprocess, in the evaluation's
+    group) that starts a child of its own, both ignoring SIGTERM and never writing
+    results: past evaluation.timeout both are gone when the shard step returns."""
+    pids = timed_out_program(tmp_path, launcher=[], timeout=1.0)
     assert len(pids) == 2
     assert running(pids) == []
 
@@ -125,29 +133,8 @@ def test_a_timed_out_mpirun_evaluation_ends_every_task_and_its_children(tmp_path
     """Open MPI's ``mpirun -n 2`` puts each task in a process group of its own, outside
     the evaluation's: past evaluation.timeout the tasks (trees that ignore SIGTERM)
     are ended too, found as descendants of the evaluation's process."""
-    import numpy as np
-
-    from evocamp.catalogue.factory import resolve_run
-    from evocamp.loop.evaluation import evaluate_slice
-
-    pidfile = tmp_path / "tree"
-    node = [sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"]
     launcher = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2"]
-    spec = command_spec(
-        tmp_path,
-        command=[*launcher, *node],
-        evaluation={"on_failure": "discard", "timeout": 3.0},
-    )
-    result = evaluate_slice(
-        resolve_run(spec),
-        generation=1,
-        shard=0,
-        start=0,
-        solutions=np.zeros((1, 4)),
-        seeds=np.array([5]),
-    )
-    assert result.status.tolist() == [STATUS["timed_out"]]
-    pids = tree_pids(pidfile)
+    pids = timed_out_program(tmp_path, launcher=launcher, timeout=3.0)
     assert len(pids) == 4, "2 tasks, each with a child"
     assert running(pids, within=5.0) == []
 
