@@ -419,3 +419,44 @@ def small_filesystem(folder: Path, *, size: str):
 def resize_filesystem(folder: Path, *, size: str) -> None:
     """Change the size of a tmpfs mounted by :func:`small_filesystem`."""
     subprocess.run(["mount", "-o", f"remount,size={size}", str(folder)], check=True)
+
+
+#: One tell step in a fresh process: the optimizer and the batch it asked come in on
+#: standard input (pickled), it tells the batch's values and sends back itself and its
+#: next batch.
+_NEXT_STEP = """
+import pickle, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+optimizer, batch = pickle.loads(sys.stdin.buffer.read())
+optimizer.tell(-np.sum((batch - 1.0) ** 2, axis=1))
+sys.stdout.buffer.write(pickle.dumps((optimizer, optimizer.ask())))
+"""
+
+
+def batches_in_one_and_in_new_processes(make, *, tells: int = 2) -> tuple[list, list]:
+    """The batches of an optimizer from ``make()`` told ``tells`` times in this process,
+    and told each time in a new process with another ``PYTHONHASHSEED`` (as shard-mode
+    tell steps run); the objective is ``-|x - 1|^2``."""
+    import pickle
+
+    import numpy as np
+
+    optimizer = make()
+    in_process = [optimizer.ask()]
+    for _ in range(tells):
+        optimizer.tell(-np.sum((in_process[-1] - 1.0) ** 2, axis=1))
+        in_process.append(optimizer.ask())
+    optimizer = make()
+    across = [optimizer.ask()]
+    for salt in range(tells):
+        completed = subprocess.run(
+            [sys.executable, "-c", _NEXT_STEP],
+            input=pickle.dumps((optimizer, across[-1])),
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(100 + salt)},
+        )
+        optimizer, batch = pickle.loads(completed.stdout)
+        across.append(batch)
+    return in_process, across

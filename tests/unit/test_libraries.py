@@ -7,15 +7,12 @@ process with another ``PYTHONHASHSEED`` continues bitwise."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import pickle
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import batches_in_one_and_in_new_processes
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.config import run_spec, validate_config
@@ -113,16 +110,6 @@ def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
 
 
 #: One generation in a new process: unpickle, tell, ask, pickle (a shard-mode tell step).
-NEXT_STEP = """
-import pickle, sys, warnings
-import numpy as np
-warnings.simplefilter("ignore")
-optimizer, batch = pickle.loads(sys.stdin.buffer.read())
-optimizer.tell(-np.sum((batch - 1.0) ** 2, axis=1))
-sys.stdout.buffer.write(pickle.dumps((optimizer, optimizer.ask())))
-"""
-
-
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 @pytest.mark.parametrize(
     "make",
@@ -143,23 +130,7 @@ def test_a_tell_in_another_process_continues_bitwise(make):
     """Each tell in a new process with another PYTHONHASHSEED, as shard-mode tell steps
     run, gives the batches of the loop in one process (Nevergrad's CMA reseeds and
     draws from numpy's global state: the optimizer carries its own)."""
-    optimizer = make()
-    in_process = [optimizer.ask()]
-    for _ in range(2):
-        optimizer.tell(-np.sum((in_process[-1] - 1.0) ** 2, axis=1))
-        in_process.append(optimizer.ask())
-    optimizer = make()
-    across = [optimizer.ask()]
-    for salt in range(2):
-        completed = subprocess.run(
-            [sys.executable, "-c", NEXT_STEP],
-            input=pickle.dumps((optimizer, across[-1])),
-            capture_output=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": str(100 + salt)},
-        )
-        optimizer, batch = pickle.loads(completed.stdout)
-        across.append(batch)
+    in_process, across = batches_in_one_and_in_new_processes(make)
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
 
 

@@ -11,7 +11,7 @@ from importlib import metadata
 import cma
 import numpy as np
 import pytest
-from conftest import shard_results
+from conftest import batches_in_one_and_in_new_processes, shard_results
 
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import resolve_run
@@ -142,44 +142,16 @@ def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_pat
 
 
 #: One generation in a new process: unpickle, tell, ask, pickle (a shard-mode tell step).
-NEXT_STEP = """
-import pickle, sys
-import numpy as np
-optimizer, batch = pickle.loads(sys.stdin.buffer.read())
-optimizer.tell(-np.sum((batch - 1.0) ** 2, axis=1))
-sys.stdout.buffer.write(pickle.dumps((optimizer, optimizer.ask())))
-"""
-
-
 def test_a_tell_in_another_process_continues_bitwise_under_bounds():
     """pycma finds a told solution's genotype by a hash Python salts per process: each
     tell here runs in a new process with another PYTHONHASHSEED, as shard-mode tell steps
     do, and gives the batches of the loop in one process (bounds: the genotype is not
     the solution)."""
-    import os
-    import subprocess
-    import sys
 
     def start():
         return BIPOPCMAES(
             solution_dim=4, x0=np.zeros(4), bounds=(-2, 2), seed=9, popsize=8, sigma=1
         )
 
-    optimizer = start()
-    in_process = [optimizer.ask()]
-    for _ in range(2):
-        optimizer.tell(-np.sum((in_process[-1] - 1.0) ** 2, axis=1))
-        in_process.append(optimizer.ask())
-    optimizer = start()
-    across = [optimizer.ask()]
-    for salt in range(2):
-        completed = subprocess.run(
-            [sys.executable, "-c", NEXT_STEP],
-            input=pickle.dumps((optimizer, across[-1])),
-            capture_output=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": str(100 + salt)},
-        )
-        optimizer, batch = pickle.loads(completed.stdout)
-        across.append(batch)
+    in_process, across = batches_in_one_and_in_new_processes(start)
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
