@@ -1,12 +1,14 @@
 """Lanes: a shard's evaluations run ``n`` at once (``evaluation.concurrency``).
 
-:func:`in_lanes` splits indexed items among ``lanes`` threads (lane ``j`` takes
-the ``j``-th, ``(j + n)``-th, ``(j + 2n)``-th, ... of them, in order), each of which
-drives its own supervised children (:mod:`evocamp.base.supervised`), and gathers
-their results by index: whatever the number of lanes, the caller sees the results of one lane, and a
-failure raised is that of the first failed item, every item before it done, as in
-one lane. :func:`lane_devices` gives each lane its own GPUs from the job's visible
-ones (``evaluation.gpus_per_evaluation``), which its children see in
+:func:`in_lanes` runs ``lanes`` threads that take indexed items from one shared
+queue, in index order, each as soon as it is free (a lane held up by a long
+item does not hold up the items after it), each thread driving its own supervised
+children (:mod:`evocamp.base.supervised`), and gathers their results by index:
+whatever the number of lanes and whichever lane took an item, the caller sees the
+results of one lane, and a failure raised is that of the first failed item, every
+item before it done, as in one lane. :func:`lane_devices` gives each lane its own
+GPUs from the job's (or Dask worker's) visible ones
+(``evaluation.gpus_per_evaluation``), which its children see in
 ``CUDA_VISIBLE_DEVICES``.
 """
 
@@ -23,18 +25,18 @@ LANE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "EVOCAMP_LANE")
 
 
 def in_lanes(
-    lane: Callable[[int, list[int], dict, Callable[[], int]], None], items: list[int], lanes: int
+    lane: Callable[[int, Callable[[], int | None], dict], None], items: list[int], lanes: int
 ) -> dict[int, object]:
-    """``items`` (increasing indices) done by ``lanes`` lanes at once; their results
-    by index.
+    """``items`` (increasing indices) done by ``lanes`` lanes at once, each taking the
+    next item of one shared queue when it is free; their results by index.
 
     Parameters
     ----------
     lane : callable
-        ``lane(j, indices, results, until)`` does ``indices`` in order, putting each
-        result in ``results[index]`` as it comes, and returns before an index past
-        ``until()`` (another lane's item failed); an exception it raises is the
-        failure of its first index without a result.
+        ``lane(j, take, results)`` calls ``take()`` for its next item (``None``: no
+        item left, or the next is past another lane's failed item) and puts each
+        result in ``results[index]`` as it comes; an exception it raises is the
+        failure of the first item it took without a result.
     items : list of int
         The items' indices, increasing.
     lanes : int
@@ -52,30 +54,34 @@ def in_lanes(
     """
     lanes = max(1, min(lanes, len(items)))
     results: dict[int, object] = {}
-    beyond = items[-1] + 1 if items else 0  # past every item: no failure yet
-    if lanes == 1:
-        lane(0, list(items), results, lambda: beyond)
-        return results
     failures: dict[int, BaseException] = {}
+    taken: dict[int, list[int]] = {j: [] for j in range(lanes)}  # each lane's items
+    queue = iter(items)
     lock = threading.Lock()
 
-    def first_failure() -> int:
+    def take(j: int) -> int | None:
         with lock:
-            return min(failures, default=beyond)
+            k = next(queue, None)
+            if k is None or (failures and k > min(failures)):
+                return None
+            taken[j].append(k)
+            return k
 
     def run(j: int) -> None:
-        indices = items[j::lanes]
         try:
-            lane(j, indices, results, first_failure)
+            lane(j, lambda: take(j), results)
         except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
             with lock:
-                failures[next(k for k in indices if k not in results)] = error
+                failures[min((k for k in taken[j] if k not in results), default=-1)] = error
 
-    threads = [threading.Thread(target=run, args=(j,), daemon=True) for j in range(lanes)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    if lanes == 1:
+        run(0)
+    else:
+        threads = [threading.Thread(target=run, args=(j,), daemon=True) for j in range(lanes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     if failures:
         raise failures[min(failures)]
     return results
