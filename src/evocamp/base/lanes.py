@@ -10,13 +10,19 @@ item before it done, as in one lane. :func:`lane_devices` gives each lane its ow
 GPUs from the job's (or Dask worker's) visible ones
 (``evaluation.gpus_per_evaluation``), which its children see in
 ``CUDA_VISIBLE_DEVICES``.
+
+In Dask and asynchronous modes a Dask worker runs ``evaluation.concurrency`` tasks at
+once, each in a lane of the worker's own (:func:`worker_lane`: the lowest free one
+of its process), whose GPUs are its own of the worker's visible ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from evocamp.base.errors import ConfigError
 
@@ -97,11 +103,7 @@ def lane_devices(lane: int, per_lane: int, visible: str | None) -> str:
     ConfigError
         When the job sees too few devices for this lane (one line).
     """
-    devices = (
-        [str(k) for k in range((lane + 1) * per_lane)]
-        if visible is None
-        else [device.strip() for device in visible.split(",") if device.strip()]
-    )
+    devices = _devices(visible, (lane + 1) * per_lane)
     mine = devices[lane * per_lane : (lane + 1) * per_lane]
     if len(mine) < per_lane:
         raise ConfigError(
@@ -121,3 +123,64 @@ def lane_environment(lane: int, gpus_per_evaluation: int) -> dict[str, str]:
             lane, gpus_per_evaluation, os.environ.get("CUDA_VISIBLE_DEVICES")
         )
     return environment
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A Dask worker's lane that one task's evaluations run in (one at a time, in
+    supervised children): its number in the worker and the GPUs it gets
+    (``evaluation.gpus_per_evaluation``)."""
+
+    number: int
+    gpus: int = 0
+
+
+_WORKER_LANES: set[int] = set()  # the lanes of this process that tasks hold
+_WORKER_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def worker_lane(gpus: int) -> Iterator[Lane]:
+    """The lowest lane of this process (a Dask worker) that no other task holds, held
+    while the context lasts; ``gpus`` GPUs each (:func:`lane_environment`). A worker
+    runs at most its threads' number of tasks at once, so its lanes are numbered
+    below that, and below what its resources allow (``GPU``: its visible devices over
+    ``gpus``)."""
+    with _WORKER_LOCK:
+        number = min(set(range(len(_WORKER_LANES) + 1)) - _WORKER_LANES)
+        _WORKER_LANES.add(number)
+    try:
+        yield Lane(number, gpus)
+    finally:
+        with _WORKER_LOCK:
+            _WORKER_LANES.discard(number)
+
+
+def worker_devices(worker: int, per_worker: int, visible: str | None) -> str:
+    """The GPUs Dask worker ``worker`` of a LocalCluster sees (its
+    ``CUDA_VISIBLE_DEVICES``): its own ``per_worker`` of the segment job's ``visible``
+    ones (``evaluation.concurrency`` x ``evaluation.gpus_per_evaluation``).
+
+    Raises
+    ------
+    ConfigError
+        When the job sees too few devices for this worker (one line).
+    """
+    devices = _devices(visible, (worker + 1) * per_worker)
+    mine = devices[worker * per_worker : (worker + 1) * per_worker]
+    if len(mine) < per_worker:
+        raise ConfigError(
+            f"Dask worker {worker} needs GPUs {worker * per_worker}.."
+            f"{(worker + 1) * per_worker - 1} (evaluation.concurrency x "
+            f"evaluation.gpus_per_evaluation: {per_worker} per worker) but the job sees "
+            f"{len(devices)} (CUDA_VISIBLE_DEVICES={visible or ''})"
+        )
+    return ",".join(mine)
+
+
+def _devices(visible: str | None, count: int) -> list[str]:
+    """The devices of ``CUDA_VISIBLE_DEVICES`` ``visible`` (``None``: the node's,
+    numbered from 0: ``count`` of them)."""
+    if visible is None:
+        return [str(k) for k in range(count)]
+    return [device.strip() for device in visible.split(",") if device.strip()]
