@@ -9,19 +9,18 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, shard_results
+from conftest import shard_results
 from test_failures import plugin_state, seed_at
 from test_journal import _lines, _step, _wait_for
 from test_programs import command_spec, evaluate, work
 
 from evocamp.base.errors import ConfigError, EvaluationError
-from evocamp.base.lanes import in_lanes, lane_devices
+from evocamp.base.lanes import in_lanes, lane_devices, worker_devices
 from evocamp.catalogue.factory import resolve_run
-from evocamp.config import run_spec, validate_config
+from evocamp.config import validate_config
 from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import journal_path
 from evocamp.files.shard import read_shard
-from evocamp.loop.engine import tell
 from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 
 CONFIG = {
@@ -186,114 +185,38 @@ def test_concurrency_and_gpus_are_step_settings_not_part_of_the_run_spec(tmp_pat
     assert (settings.concurrency, settings.gpus_per_evaluation) == (4, 2)
 
 
-def plugin_domain(tmp_path, rules: str) -> dict:
-    """The misbehaving test plugin's domain (3-d), ``rules`` in its control file."""
-    (tmp_path / "control").write_text(rules)
-    return {
-        "type": "plugin",
-        "function": "evocamp_test_plugin:misbehaving_sphere",
-        "python_path": str(PLUGINS),
-        "solution_dim": 3,
-        "measure_ranges": [[-3, 3], [-3, 3]],
-        "params": {"control_file": str(tmp_path / "control"), "marker_dir": str(tmp_path)},
-    }
+@pytest.mark.parametrize("mode", ["dask", "async"])
+def test_dask_tasks_ask_their_workers_for_their_lanes_resources(tmp_path, mode):
+    """Dask and asynchronous modes take the keys (the tasks ask for worker resources;
+    the tests with real LocalClusters are in tests/workflow/test_concurrency_campaigns.py)."""
+    from evocamp.executors.dask_mode import DaskResources
 
-
-def lanes_seen(tmp_path) -> dict[int, tuple[str, str]]:
-    """Each evaluated seed's lane and GPUs (the test plugin's ``where`` rule)."""
-    seen = {}
-    for line in (tmp_path / "where").read_text().splitlines():
-        seed, lane, gpus = line.split()
-        seen[int(seed)] = (lane, gpus)
-    return seen
-
-
-#: Fake GPU ids (no GPU needed): 2 workers x 2 lanes x 2 GPUs.
-FAKE_GPUS = "a,b,c,d,e,f,g,h"
-
-
-def test_dask_workers_run_their_lanes_at_once_each_with_its_gpus(tmp_path, monkeypatch):
-    """Dask mode, a LocalCluster of 2 workers at concurrency 2 with 2 GPUs per
-    evaluation: worker w sees GPUs 4w..4w+3, each task's evaluations run in a lane of
-    its worker with 2 of them, and the archive is bitwise shard mode's at concurrency 1."""
-    from evocamp.executors.dask_mode import DaskResources, dask_client, run_generations
-
-    monkeypatch.delenv(STEP_VARIABLE, raising=False)
-    state = plugin_state(tmp_path, rules="where %1\nslow %1")
-    expected = tell(state, shard_results(state, 4)).archive.data()
-    (tmp_path / "where").unlink()
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", FAKE_GPUS)
-    resources = DaskResources(concurrency=2, gpus=2)
-    with dask_client(scheduler_file=None, workers=2, where="run a", resources=resources) as client:
-        workers = client.scheduler_info()["workers"].values()
-        assert sorted(w["resources"]["GPU"] * 10 + w["nthreads"] for w in workers) == [42, 42]
-        told = run_generations(
-            state, until=1, shards=4, client=client, workers=4, total=1, resources=resources
-        )
-    archive = told.archive.data()
-    for name, values in expected.items():
-        np.testing.assert_array_equal(archive[name], values, err_msg=name)
-    seen = lanes_seen(tmp_path)
-    assert sorted(seen) == sorted(int(seed) for seed in state.next_seeds)
-    lane_gpus = {("0", "a,b"), ("1", "c,d"), ("0", "e,f"), ("1", "g,h")}
-    assert set(seen.values()) <= lane_gpus
-    assert {lane for lane, _ in seen.values()} == {"0", "1"}  # two at once on a worker
-
-
-def test_asynchronous_slots_run_in_the_lanes_of_their_workers(tmp_path, monkeypatch):
-    """Asynchronous mode, a LocalCluster of 2 workers at concurrency 2 with a GPU per
-    evaluation: the state a segment writes is bitwise that of evaluating in process."""
-    from evocamp.executors.async_mode import run_async_segment
-    from evocamp.files.checkpoint import read_state
-    from evocamp.loop.asynchronous import (
-        AsynchronousLoop,
-        Resume,
-        evaluate_in_process,
-        initialise_asynchronous,
+    evaluation = {"concurrency": 2, "gpus_per_evaluation": 1}
+    validate_config({**CONFIG, "mode": mode, "evaluation": evaluation})
+    launcher = f"{tmp_path / 'fakerun'} -n {{ranks}}"
+    run = resolve_run(command_spec(tmp_path, ranks=3, launcher=launcher))
+    settings = StepSettings(concurrency=2, gpus_per_evaluation=1)
+    resources = DaskResources.of(run, settings)
+    assert (resources.task(), resources.worker()) == (
+        {"cores": 3, "GPU": 1},
+        {"cores": 6, "GPU": 2},
     )
+    assert resources.lane_gpus() == 1
+    plain = DaskResources.of(run, StepSettings())
+    assert (plain.task(), plain.worker(), plain.lane_gpus()) == ({"cores": 3}, {"cores": 3}, None)
+    assert DaskResources(concurrency=2).lane_gpus() == 0  # lanes, no GPUs
+    assert DaskResources().task() is None  # asks nothing of a cluster's workers
 
-    monkeypatch.delenv(STEP_VARIABLE, raising=False)
-    config = validate_config(
-        {
-            "mode": "async",
-            "async": {"slots": 4},
-            "algorithms": {"rs": {"type": "random_search", "batch_size": 4}},
-            "domains": {
-                "d": {**plugin_domain(tmp_path, rules="where %1\nslow %1"), "bounds": [-3, 3]}
-            },
-        }
+
+def test_each_local_dask_worker_gets_its_own_gpus():
+    assert [worker_devices(w, 2, "a,b,c,d") for w in range(2)] == ["a,b", "c,d"]
+    assert worker_devices(1, 3, None) == "3,4,5"
+    with pytest.raises(ConfigError) as raised:
+        worker_devices(1, 4, "0,1,2,3,4")
+    assert str(raised.value) == (
+        "Dask worker 1 needs GPUs 4..7 (evaluation.concurrency x evaluation.gpus_per_evaluation: "
+        "4 per worker) but the job sees 5 (CUDA_VISIBLE_DEVICES=0,1,2,3,4)"
     )
-    spec = run_spec(config, algorithm="rs", domain="d", seed=0)
-    submit, wait = evaluate_in_process(spec)
-    expected = AsynchronousLoop(
-        initialise_asynchronous(spec),
-        resume=Resume.from_log([], told=0, spec=spec),
-        submit=submit,
-        wait=wait,
-        record=lambda completion: None,
-        workers=1,
-    ).run(until=2)
-    (tmp_path / "where").unlink()
-    state_file = tmp_path / "state.h5"
-    write_state(state_file, initialise_asynchronous(spec), run=resolve_run(spec))
-    monkeypatch.setenv(STEP_VARIABLE, StepSettings(concurrency=2, gpus_per_evaluation=1).to_json())
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "a,b,c,d")
-    run_async_segment(
-        state_path=state_file,
-        until=2,
-        output=tmp_path / "out.h5",
-        completions=tmp_path / "completions.jsonl",
-        scheduler_file=None,
-        workers=2,
-        total=2,
-        log=lambda line: None,
-    )
-    told = read_state(tmp_path / "out.h5")
-    archive, wanted = told.archive.data(), expected.archive.data()
-    for name, values in wanted.items():
-        np.testing.assert_array_equal(archive[name], values, err_msg=name)
-    assert told.next_seeds.tobytes() == expected.next_seeds.tobytes()
-    assert set(lanes_seen(tmp_path).values()) <= {("0", "a"), ("1", "b"), ("0", "c"), ("1", "d")}
 
 
 def test_a_killed_shard_step_at_concurrency_3_reruns_only_its_unjournalled_call(
