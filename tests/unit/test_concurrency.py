@@ -15,12 +15,14 @@ from test_journal import _lines, _step, _wait_for
 from test_programs import command_spec, evaluate, work
 
 from evocamp.base.errors import ConfigError, EvaluationError
-from evocamp.base.lanes import in_lanes, lane_devices, worker_devices
+from evocamp.base.lanes import Lane, in_lanes, lane_devices, worker_devices
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import validate_config
 from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import journal_path
 from evocamp.files.shard import read_shard
+from evocamp.loop.engine import held_batch
+from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 
 CONFIG = {
@@ -206,6 +208,28 @@ def test_dask_tasks_ask_their_workers_for_their_lanes_resources(tmp_path, mode):
     assert (plain.task(), plain.worker(), plain.lane_gpus()) == ({"cores": 3}, {"cores": 3}, None)
     assert DaskResources(concurrency=2).lane_gpus() == 0  # lanes, no GPUs
     assert DaskResources().task() is None  # asks nothing of a cluster's workers
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_a_dask_task_runs_its_calls_in_its_lane_one_at_a_time(tmp_path, monkeypatch, number):
+    """A task in lane ``number`` of its worker (no GPUs): every call's child has the
+    lane's number, and the shard's results are those of no lane."""
+    monkeypatch.delenv(STEP_VARIABLE, raising=False)
+    state = plugin_state(tmp_path, rules="where %1")
+    (plain,) = shard_results(state, 1)
+    (tmp_path / "where").unlink()
+    laned = evaluate_shard(
+        resolve_run(state.spec),
+        batch=held_batch(state),
+        seeds=state.next_seeds,
+        generation=1,
+        shard=0,
+        shards=1,
+        lane=Lane(number),
+    )
+    assert laned.objective.tobytes() == plain.objective.tobytes()
+    lines = (tmp_path / "where").read_text().splitlines()
+    assert [line.split()[1:] for line in lines] == [[str(number), "None"]] * 8
 
 
 def test_each_local_dask_worker_gets_its_own_gpus():

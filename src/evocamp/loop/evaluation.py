@@ -315,9 +315,9 @@ def evaluate_slice(
     pending = [k for k in range(len(calls)) if k not in finished]
     note = journalled.append if journalled else lambda k, outcome: None
     settings = StepSettings.current()
-    concurrency, gpus, first_lane = settings.concurrency, settings.gpus_per_evaluation, 0
+    concurrency, gpus, number = settings.concurrency, settings.gpus_per_evaluation, None
     if lane is not None:  # a Dask worker's evaluations at once are its tasks
-        concurrency, gpus, first_lane = 1, lane.gpus, lane.number
+        concurrency, gpus, number = 1, lane.gpus, lane.number
     try:
         # An asynchronous evaluation's failure is logged by the segment that tells it
         # (AsynchronousLoop's `discarded`), not here where it ran.
@@ -330,7 +330,7 @@ def evaluate_slice(
                 report=evaluation is None,
                 concurrency=concurrency,
                 gpus=gpus,
-                first_lane=first_lane,
+                lane=number,
             )
             if isolated(run) or concurrency > 1 or gpus or lane is not None
             else outcomes_in_process(evaluator, pending=pending, note=note)

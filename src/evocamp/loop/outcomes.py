@@ -72,15 +72,16 @@ def supervised_outcomes(
     report: bool = True,
     concurrency: int = 1,
     gpus: int = 0,
-    first_lane: int = 0,
+    lane: int | None = None,
 ) -> dict:
     """The ``pending`` calls evaluated in supervised children, by index, each passed to
     ``note`` as it finishes, ``concurrency`` lanes at once, each free lane taking the
-    next call (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each, lanes numbered from
-    ``first_lane``); the policy decides what a failed call becomes (stop: it raises;
-    else recorded as failed, with a ``(discarded)`` line in the log when ``report``).
-    The outcomes, and a failure raised, are those of one lane whatever ``concurrency``
-    is."""
+    next call (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each; ``lane``: the calls
+    run in this lane of a Dask worker's, its number and GPUs set in the children
+    whatever ``concurrency`` and ``gpus`` are); the policy decides what a failed call
+    becomes (stop: it raises; else recorded as failed, with a ``(discarded)`` line in
+    the log when ``report``). The outcomes, and a failure raised, are those of one
+    lane whatever ``concurrency`` is."""
     lock = threading.Lock()  # the lanes' notes, one at a time
     ahead = min(concurrency, len(pending)) <= 1  # one lane: its child is given every call
 
@@ -88,9 +89,9 @@ def supervised_outcomes(
         with lock:
             note(k, outcome)
 
-    def lane(j: int, take, outcomes: dict) -> None:
-        laned = concurrency > 1 or gpus or first_lane
-        environment = lane_environment(first_lane + j, gpus) if laned else None
+    def run_lane(j: int, take, outcomes: dict) -> None:
+        laned = concurrency > 1 or gpus or lane is not None
+        environment = lane_environment((lane or 0) + j, gpus) if laned else None
         _lane_outcomes(
             evaluator,
             policy,
@@ -102,7 +103,7 @@ def supervised_outcomes(
             ahead=ahead,
         )
 
-    return in_lanes(lane, pending, concurrency)
+    return in_lanes(run_lane, pending, concurrency)
 
 
 #: What a lane gives its child instead of a call when it has none left.
