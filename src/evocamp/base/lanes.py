@@ -103,15 +103,8 @@ def lane_devices(lane: int, per_lane: int, visible: str | None) -> str:
     ConfigError
         When the job sees too few devices for this lane (one line).
     """
-    devices = _devices(visible, (lane + 1) * per_lane)
-    mine = devices[lane * per_lane : (lane + 1) * per_lane]
-    if len(mine) < per_lane:
-        raise ConfigError(
-            f"evaluation lane {lane} needs GPUs {lane * per_lane}..{(lane + 1) * per_lane - 1} "
-            f"(evaluation.gpus_per_evaluation {per_lane}) but the job sees {len(devices)} "
-            f"(CUDA_VISIBLE_DEVICES={visible or ''})"
-        )
-    return ",".join(mine)
+    asked = f"evaluation.gpus_per_evaluation {per_lane}"
+    return _own_devices(lane, per_lane, visible, who=f"evaluation lane {lane}", asked=asked)
 
 
 def lane_environment(lane: int, gpus_per_evaluation: int) -> dict[str, str]:
@@ -166,13 +159,18 @@ def worker_devices(worker: int, per_worker: int, visible: str | None) -> str:
     ConfigError
         When the job sees too few devices for this worker (one line).
     """
-    devices = _devices(visible, (worker + 1) * per_worker)
-    mine = devices[worker * per_worker : (worker + 1) * per_worker]
-    if len(mine) < per_worker:
+    asked = f"evaluation.concurrency x evaluation.gpus_per_evaluation: {per_worker} per worker"
+    return _own_devices(worker, per_worker, visible, who=f"Dask worker {worker}", asked=asked)
+
+
+def _own_devices(k: int, per: int, visible: str | None, *, who: str, asked: str) -> str:
+    """The ``k``-th ``per`` devices of ``visible`` (``CUDA_VISIBLE_DEVICES``), those of
+    ``who``; too few raise one line saying what ``asked`` for them."""
+    devices = _devices(visible, (k + 1) * per)
+    mine = devices[k * per : (k + 1) * per]
+    if len(mine) < per:
         raise ConfigError(
-            f"Dask worker {worker} needs GPUs {worker * per_worker}.."
-            f"{(worker + 1) * per_worker - 1} (evaluation.concurrency x "
-            f"evaluation.gpus_per_evaluation: {per_worker} per worker) but the job sees "
+            f"{who} needs GPUs {k * per}..{(k + 1) * per - 1} ({asked}) but the job sees "
             f"{len(devices)} (CUDA_VISIBLE_DEVICES={visible or ''})"
         )
     return ",".join(mine)
