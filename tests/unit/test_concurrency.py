@@ -96,8 +96,9 @@ def test_lanes_run_at_once_and_results_come_by_index():
 def test_a_free_lane_takes_the_next_call(tmp_path, monkeypatch):
     """Calls 0 and 2 take 1 s, the others none: lanes taking calls by turn would give
     both to one lane (2 s); a free lane takes the next, so 2 lanes take about 1 s, and
-    the shard's results are those of one lane."""
-    state = plugin_state(tmp_path)
+    the shard's results are those of one lane (a time limit given each call as it is
+    taken)."""
+    state = plugin_state(tmp_path, evaluation={"timeout": 60})
     slow = [f"slow {seed_at(state, k)}" for k in (0, 2) for _ in range(5)]  # 0.2 s each
     (tmp_path / "control").write_text("\n".join(slow))
     (one,) = at_concurrency(monkeypatch, 1, state, shards=1)

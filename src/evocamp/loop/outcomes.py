@@ -191,8 +191,12 @@ def _lane_outcomes(
                     todo.pop(0)
                     if not ahead:
                         fill()
-                        if todo and limits is not None:
-                            limits.append(policy.timeout * calls[todo[0]].size * evaluator.repeats)
+                        if limits is not None:  # supervised reads the next call's limit
+                            limits.append(
+                                policy.timeout * calls[todo[0]].size * evaluator.repeats
+                                if todo
+                                else None
+                            )
                         os.write(write_end, _INDEX.pack(todo[0] if todo else _NO_MORE_CALLS))
         finally:
             os.close(read_end)
