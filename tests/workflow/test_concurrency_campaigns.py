@@ -80,7 +80,7 @@ def test_dask_workers_run_their_lanes_at_once_each_with_its_gpus(tmp_path, monke
     monkeypatch.delenv(STEP_VARIABLE, raising=False)
     config = {
         "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
-        "domains": {"d": plugin_domain(tmp_path, rules="where %1\nslow %1")},
+        "domains": {"d": plugin_domain(tmp_path, rules="where %1\nslow %1\nslow %1")},
     }
     state = initialise(run_spec(validate_config(config), algorithm="me", domain="d", seed=0))
     expected = tell(state, shard_results(state, 4)).archive.data()
