@@ -21,23 +21,30 @@ FAILURES = "raise %13\nsegfault %17"
 
 @pytest.mark.slow
 def test_concurrency_changes_no_archive_and_asks_its_cores(tmp_path, small_config):
+    """Shard mode at concurrency 1 and 3, and Dask mode with one LocalCluster worker
+    running 3 tasks at once, each in a lane of its own: one archive."""
     evaluation = {"on_failure": "discard"}
-    for concurrency in (1, 3):
-        workdir = tmp_path / f"c{concurrency}"
+    for name, mode, concurrency in [("c1", "shards", 1), ("c3", "shards", 3), ("d3", "dask", 3)]:
+        workdir = tmp_path / name
         workdir.mkdir()
-        (workdir / "control").write_text(FAILURES)
+        (workdir / "control").write_text(FAILURES + "\nwhere %1")
         config = misbehaving_config(
             small_config,
             workdir,
             evaluation={**evaluation, "concurrency": concurrency},
             generations=2,
             shards=2,
+            mode=mode,
+            dask={"workers": 1},
         )
         write_config(workdir, config)
         run_snakemake(workdir, "runs", cores=8)
         log = next((workdir / ".snakemake" / "log").iterdir()).read_text()
-        assert ("threads: 3" in log) == (concurrency == 3)  # the evaluate jobs' cores
+        assert ("threads: 3" in log) == (concurrency == 3)  # the evaluate or segment jobs'
+        lanes = {lane for lane, _ in lanes_seen(workdir).values()}
+        assert lanes <= ({"None"} if concurrency == 1 else {"0", "1", "2"}), lanes
     assert archive_digests(tmp_path / "c1") == archive_digests(tmp_path / "c3")
+    assert archive_digests(tmp_path / "c1") == archive_digests(tmp_path / "d3")
     logs = [
         "".join(path.read_text() for path in (tmp_path / name / "results").rglob("*.log"))
         for name in ("c1", "c3")
