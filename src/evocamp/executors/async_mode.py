@@ -51,7 +51,7 @@ from evocamp.model.runspec import run_label, where
 from evocamp.model.state import RunState
 
 
-def evaluate_on_slot(spec: dict, entry: InFlight, gpus: int | None = None) -> Completion:
+def evaluate_on_slot(spec: dict, entry: InFlight, *, gpus: int | None = None) -> Completion:
     """Dask task: evaluate one evaluation in flight
     (:func:`~evocamp.loop.asynchronous.evaluate_in_flight`) in a worker whose logging
     is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`);
@@ -67,7 +67,7 @@ def evaluate_on_slot(spec: dict, entry: InFlight, gpus: int | None = None) -> Co
 class DaskSlots:
     """Evaluations in flight as Dask tasks, collected as they finish."""
 
-    def __init__(self, client, spec: dict, resources: DaskResources | None = None) -> None:
+    def __init__(self, client, spec: dict, *, resources: DaskResources | None = None) -> None:
         from distributed import as_completed
 
         self.client = client
@@ -84,9 +84,9 @@ class DaskSlots:
             evaluate_on_slot,
             self.spec,
             entry,
-            self.resources.lane_gpus(),
             pure=False,
             resources=self.resources.task(),
+            gpus=self.resources.lane_gpus(),
         )
         self.running[future.key] = future
         self.places[future.key] = where(self.spec, 0, evaluation=entry.evaluation, slot=entry.slot)
@@ -191,7 +191,7 @@ def run_async_segment(
         ) as client,
         CompletionLog(completions) as completion_log,
     ):
-        slots = DaskSlots(client, state.spec, resources)
+        slots = DaskSlots(client, state.spec, resources=resources)
         loop = AsynchronousLoop(
             state,
             resume=resume,
