@@ -232,10 +232,20 @@ def completion_log_option(wildcards):
 
 
 def dask_threads(wildcards):
-    """Cores of a Dask-mode segment job: its LocalCluster, or 1 with an external cluster."""
+    """Cores of a Dask-mode segment job: its LocalCluster's workers, each running
+    evaluation.concurrency evaluations of the domain's ranks at once, or 1 with an
+    external cluster."""
     if config["dask"]["scheduler_file"]:
         return 1
-    return config["dask"]["workers"]
+    return config["dask"]["workers"] * shard_threads(wildcards)
+
+
+def dask_gpus(wildcards):
+    """GPUs of a Dask-mode segment job: its LocalCluster's workers', 0 with an
+    external cluster."""
+    if config["dask"]["scheduler_file"]:
+        return 0
+    return config["dask"]["workers"] * shard_gpus(wildcards)
 
 
 def final_state(wildcards):

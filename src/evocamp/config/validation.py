@@ -197,26 +197,8 @@ def _semantic_problems(config: dict, *, check_results_dir: bool) -> list[str]:
     if config["mode"] == "async":
         problems += _asynchronous_problems(config)
     return (
-        problems
-        + _spread_problems(config)
-        + _figures_problems(config)
-        + _discard_problems(config)
-        + _lane_problems(config)
+        problems + _spread_problems(config) + _figures_problems(config) + _discard_problems(config)
     )
-
-
-def _lane_problems(config: dict) -> list[str]:
-    """Evaluations several at once and GPUs per evaluation outside shard mode, where a
-    Dask worker or an asynchronous slot evaluates one at a time (issue 42)."""
-    if config["mode"] == "shards":
-        return []
-    asked = {"concurrency": 1, "gpus_per_evaluation": 0}
-    return [
-        f"key 'evaluation.{name}': shard mode only (mode {config['mode']} evaluates one "
-        "solution at a time per worker or slot: give it more workers or slots)"
-        for name, default in asked.items()
-        if config["evaluation"].get(name, default) != default
-    ]
 
 
 def _spread_problems(config: dict) -> list[str]:

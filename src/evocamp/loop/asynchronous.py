@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError, EvocampError
+from evocamp.base.lanes import Lane
 from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import resolve_run
@@ -158,9 +159,10 @@ def decode_in_flight(batch: dict, seeds: np.ndarray) -> Standing:
     return standing
 
 
-def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
+def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None) -> Completion:
     """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
-    from its batch (a decentralised worker fits and proposes here) and evaluate it.
+    from its batch (a decentralised worker fits and proposes here) and evaluate it (in
+    ``lane``, a Dask worker's, when given: :func:`~evocamp.loop.evaluation.evaluate_slice`).
     Failures name the run, the evaluation id and its slot."""
     run = resolve_run(spec)
     batch_kind = run.batch_format
@@ -186,6 +188,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         keep_solutions=True,
         evaluation=entry.evaluation,
         slot=entry.slot,
+        lane=lane,
     )
     return Completion(
         evaluation=entry.evaluation,

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from evocamp.base.errors import EvaluationError
+from evocamp.base.lanes import Lane
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import load_evaluator
 from evocamp.files.journal import ShardJournal, journal_key
@@ -46,6 +47,7 @@ def evaluate_shard(
     shard: int,
     shards: int,
     journal: str | Path | None = None,
+    lane: Lane | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -66,6 +68,9 @@ def evaluate_shard(
         The shard's journal (:func:`~evocamp.files.journal.journal_path`): every
         finished call is journalled there, and the calls a previous attempt of this
         shard journalled are not evaluated again.
+    lane : Lane, optional
+        A Dask task's lane of its worker (:func:`~evocamp.base.lanes.worker_lane`):
+        the shard's calls run there, one at a time (:func:`evaluate_slice`).
 
     Raises
     ------
@@ -97,6 +102,7 @@ def evaluate_shard(
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
         journal=None if journal is None else (journal, shard, shards),
+        lane=lane,
     )
 
 
@@ -230,6 +236,7 @@ def evaluate_slice(
     slot: int | None = None,
     cells: np.ndarray | None = None,
     journal: tuple[str | Path, int, int] | None = None,
+    lane: Lane | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -256,6 +263,10 @@ def evaluate_slice(
         The shard's journal, the shard and the number of shards (the slice's shard
         file's journal, :func:`evaluate_shard`'s ``journal``; the final
         re-evaluation's shard too).
+    lane : Lane, optional
+        A Dask task's lane of its worker: the calls run in supervised children with
+        the lane's number and GPUs, one at a time (the worker's other lanes are its
+        other tasks); ``None``: ``evaluation.concurrency`` lanes at once (shard mode).
 
     Raises
     ------
@@ -304,6 +315,9 @@ def evaluate_slice(
     pending = [k for k in range(len(calls)) if k not in finished]
     note = journalled.append if journalled else lambda k, outcome: None
     settings = StepSettings.current()
+    concurrency, gpus, number = settings.concurrency, settings.gpus_per_evaluation, None
+    if lane is not None:  # a Dask worker's evaluations at once are its tasks
+        concurrency, gpus, number = 1, lane.gpus, lane.number
     try:
         # An asynchronous evaluation's failure is logged by the segment that tells it
         # (AsynchronousLoop's `discarded`), not here where it ran.
@@ -314,10 +328,11 @@ def evaluate_slice(
                 pending=pending,
                 note=note,
                 report=evaluation is None,
-                concurrency=settings.concurrency,
-                gpus=settings.gpus_per_evaluation,
+                concurrency=concurrency,
+                gpus=gpus,
+                lane=number,
             )
-            if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
+            if isolated(run) or concurrency > 1 or gpus or lane is not None
             else outcomes_in_process(evaluator, pending=pending, note=note)
         )
     finally:

@@ -4,15 +4,20 @@ them.
 
 :func:`outcomes_in_process` evaluates calls in the shard's own process (the first
 failure raises); :func:`supervised_outcomes` in supervised children, ``concurrency``
-lanes at once (:mod:`evocamp.base.lanes`), retrying, discarding or stopping as the
-policy says, with the same outcomes whatever the concurrency. Both pass each outcome
-to ``note`` as it finishes (the shard's journal). The calls and the evaluator are the
+lanes at once, each free lane taking the next call (:mod:`evocamp.base.lanes`),
+retrying, discarding or stopping as the policy says, with the same outcomes whatever
+the concurrency. Both pass each outcome to ``note`` as it finishes (the shard's
+journal). The calls and the evaluator are the
 shard step's (:mod:`evocamp.loop.evaluation`); what is used of them here is a call's
 ``whole()`` and ``size`` and the evaluator's ``calls``, ``repeats`` and ``evaluator(k)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import struct
 import sys
 import threading
 import time
@@ -67,95 +72,152 @@ def supervised_outcomes(
     report: bool = True,
     concurrency: int = 1,
     gpus: int = 0,
+    lane: int | None = None,
 ) -> dict:
     """The ``pending`` calls evaluated in supervised children, by index, each passed to
-    ``note`` as it finishes, ``concurrency`` lanes at once
-    (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each); the policy decides what a
-    failed call becomes (stop: it raises; else recorded as failed, with a
-    ``(discarded)`` line in the log when ``report``). The outcomes, and a failure
-    raised, are those of one lane whatever ``concurrency`` is."""
+    ``note`` as it finishes, ``concurrency`` lanes at once, each free lane taking the
+    next call (:func:`~evocamp.base.lanes.in_lanes`; ``gpus`` each; ``lane``: the calls
+    run in this lane of a Dask worker's, its number and GPUs set in the children
+    whatever ``concurrency`` and ``gpus`` are); the policy decides what a failed call
+    becomes (stop: it raises; else recorded as failed, with a ``(discarded)`` line in
+    the log when ``report``). The outcomes, and a failure raised, are those of one
+    lane whatever ``concurrency`` is."""
     lock = threading.Lock()  # the lanes' notes, one at a time
+    ahead = min(concurrency, len(pending)) <= 1  # one lane: its child is given every call
 
     def noted(k: int, outcome: Outcome) -> None:
         with lock:
             note(k, outcome)
 
-    def lane(j: int, indices: list[int], outcomes: dict, until) -> None:
-        environment = lane_environment(j, gpus) if concurrency > 1 or gpus else None
+    def run_lane(j: int, take, outcomes: dict) -> None:
+        laned = concurrency > 1 or gpus or lane is not None
+        environment = lane_environment((lane or 0) + j, gpus) if laned else None
         _lane_outcomes(
             evaluator,
             policy,
-            indices,
+            take,
             outcomes,
             note=noted,
             report=report,
-            until=until,
             environment=environment,
+            ahead=ahead,
         )
 
-    return in_lanes(lane, pending, concurrency)
+    return in_lanes(run_lane, pending, concurrency)
+
+
+#: What a lane gives its child instead of a call when it has none left.
+_NO_MORE_CALLS = -1
+_INDEX = struct.Struct("<q")
 
 
 def _lane_outcomes(
     evaluator,
     policy: FailurePolicy,
-    indices: list[int],
+    take,
     outcomes: dict[int, Outcome],
     *,
     note,
     report: bool,
-    until,
     environment: dict | None,
+    ahead: bool,
 ) -> None:
-    """Calls ``indices`` (in order) evaluated in supervised children (``environment``
-    set in them), one child until one crashes or overruns; each call's outcome put in
-    ``outcomes`` and passed to ``note`` as it comes. Stops before a call past
-    ``until()`` (another lane's call failed under ``stop``)."""
+    """The calls ``take()`` gives (in order) evaluated in supervised children
+    (``environment`` set in them), one child until one crashes or overruns; each
+    call's outcome put in ``outcomes`` and passed to ``note`` as it comes. A child is
+    given its calls through a pipe: the next one as the last comes back, or (``ahead``:
+    the only lane) all of them at once."""
     calls = evaluator.calls
-    done = 0  # calls of `indices` with an outcome
+    todo = []  # calls taken without an outcome, in order; the first in flight
+
+    def fill() -> None:
+        while (ahead or not todo) and (k := take()) is not None:
+            todo.append(k)
+
+    fill()
     attempts, lost = 0, 0.0  # the call in flight's failed attempts and their seconds
-    while done < len(indices):
-        todo = indices[done:]
+    while todo:
+        read_end, write_end = os.pipe()
         limits = None
         if policy.timeout is not None:
             limits = [policy.timeout * calls[k].size * evaluator.repeats for k in todo]
-        began = time.perf_counter()
-        for result in supervised(
-            lambda k, todo=todo: evaluator(todo[k]),
-            len(todo),
-            limits=limits,
-            environment=environment,
-        ):
-            k = indices[done]
-            now = time.perf_counter()
-            spent, began = now - began, now
-            if isinstance(result, Ended):
-                attempts, lost = attempts + 1, lost + spent
-                if attempts < policy.attempts():
-                    what = f"{calls[k].whole()}: {_what_ended(result, policy)[0]}"
-                    _log_retry(what, attempts, policy)
-                    break
-                outcome = _ended_outcome(calls[k], result, attempts, policy, report=report)
-            elif isinstance(result, EvaluationError):
-                attempts, lost = attempts + 1, lost + spent
-                crashed = isinstance(result, ProgramCrashed)  # retried as a crash is
-                if crashed and attempts < policy.attempts():
-                    _log_retry(str(result), attempts, policy)
-                    break
-                status = STATUS["crashed" if crashed else "failed"]
-                outcome = _failed_outcome(result, status, calls[k].size, policy, report=report)
-            else:
-                attempts, outcome = attempts + 1, result
-                for message in (outcome.failed_rows or {}).values():
-                    if policy.final_action() == "stop":
-                        raise EvaluationError(message)
-                    if report:
-                        log_discarded(message)
-            outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
-            note(k, outcomes[k])
-            attempts, lost, done = 0, 0.0, done + 1
-            if done < len(indices) and indices[done] > until():
-                return
+        try:
+            if ahead:  # the child knows its calls as it starts
+                task = functools.partial(_call_of, evaluator, tuple(todo))
+            else:  # the child is given its first call, and each next one through a pipe
+                task = functools.partial(_given_call, evaluator, read_end)
+                os.write(write_end, _INDEX.pack(todo[0]))
+            children = supervised(
+                task,
+                len(todo) if ahead else len(calls),
+                limits=limits,
+                environment=environment,
+            )
+            with contextlib.closing(children):
+                began = time.perf_counter()
+                for result in children:
+                    if not todo:  # the child was told there are no more calls
+                        break
+                    k = todo[0]
+                    now = time.perf_counter()
+                    spent, began = now - began, now
+                    if isinstance(result, Ended):
+                        attempts, lost = attempts + 1, lost + spent
+                        if attempts < policy.attempts():
+                            what = f"{calls[k].whole()}: {_what_ended(result, policy)[0]}"
+                            _log_retry(what, attempts, policy)
+                            break
+                        outcome = _ended_outcome(calls[k], result, attempts, policy, report=report)
+                    elif isinstance(result, EvaluationError):
+                        attempts, lost = attempts + 1, lost + spent
+                        crashed = isinstance(result, ProgramCrashed)  # retried as a crash is
+                        if crashed and attempts < policy.attempts():
+                            _log_retry(str(result), attempts, policy)
+                            break
+                        status = STATUS["crashed" if crashed else "failed"]
+                        outcome = _failed_outcome(
+                            result, status, calls[k].size, policy, report=report
+                        )
+                    else:
+                        attempts, outcome = attempts + 1, result
+                        for message in (outcome.failed_rows or {}).values():
+                            if policy.final_action() == "stop":
+                                raise EvaluationError(message)
+                            if report:
+                                log_discarded(message)
+                    outcomes[k] = replace(outcome, attempts=attempts, failed_seconds=lost)
+                    note(k, outcomes[k])
+                    attempts, lost = 0, 0.0
+                    todo.pop(0)
+                    if not ahead:
+                        fill()
+                        if limits is not None:  # supervised reads the next call's limit
+                            limits.append(
+                                policy.timeout * calls[todo[0]].size * evaluator.repeats
+                                if todo
+                                else None
+                            )
+                        os.write(write_end, _INDEX.pack(todo[0] if todo else _NO_MORE_CALLS))
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+
+
+def _call_of(evaluator, calls: tuple[int, ...], k: int):  # pragma: no cover - in the child
+    """The outcome of the ``k``-th of ``calls``."""
+    return evaluator(calls[k])
+
+
+def _given_call(evaluator, read_end: int, _: int):  # pragma: no cover - runs in the child
+    """The outcome of the call the lane gives through ``read_end`` (the child ends when
+    it is told there is none left)."""
+    data = b""
+    while len(data) < _INDEX.size:
+        data += os.read(read_end, _INDEX.size - len(data))
+    (k,) = _INDEX.unpack(data)
+    if k == _NO_MORE_CALLS:
+        os._exit(0)
+    return evaluator(k)
 
 
 def _ended_outcome(
