@@ -330,6 +330,11 @@ def count(value: float) -> str:
     return "inf" if not np.isfinite(value) else f"{value:,.0f}"
 
 
+def spread(runtimes: np.ndarray) -> str:
+    """The median, least and greatest runtime of the runs (``inf``: not reached)."""
+    return f"{count(np.median(runtimes))} ({count(runtimes.min())}-{count(runtimes.max())})"
+
+
 def ert_table(ours: dict, functions: list[int], *, budget: int, setting: str) -> None:
     """The ERT to 1e-8 side by side."""
     print(
@@ -337,10 +342,10 @@ def ert_table(ours: dict, functions: list[int], *, budget: int, setting: str) ->
         f"evocamp: {SETTINGS[setting]}):\n"
     )
     print(
-        "| function | published ERT (10-90 %) | solved | evocamp ERT (10-90 %) | solved "
-        "| ratio | rank-sum p |"
+        "| function | published ERT (10-90 %) | solved | median (min-max) | evocamp ERT (10-90 %) "
+        "| solved | median (min-max) | ratio | rank-sum p |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for function in functions:
         theirs, their_totals = published(function, np.inf)
         runtimes, totals = ours[function]
@@ -351,9 +356,9 @@ def ert_table(ours: dict, functions: list[int], *, budget: int, setting: str) ->
         print(
             f"| f{function} {bbob.function_name(function)} "
             f"| {count(a[0])} ({count(a[1])}-{count(a[2])}) "
-            f"| {np.isfinite(theirs).sum()}/{len(theirs)} "
+            f"| {np.isfinite(theirs).sum()}/{len(theirs)} | {spread(theirs)} "
             f"| {count(b[0])} ({count(b[1])}-{count(b[2])}) "
-            f"| {np.isfinite(mine).sum()}/{len(mine)} | {ratio:.2f} | {p:.2f} |"
+            f"| {np.isfinite(mine).sum()}/{len(mine)} | {spread(mine)} | {ratio:.2f} | {p:.2f} |"
         )
     print()
 
