@@ -251,11 +251,12 @@ SETTINGS = {
 
 def run(
     spec: dict, *, budget: int, targets: np.ndarray, setting: str = "evocamp"
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, int, int]:
     """One run of the campaign's optimizer until the last target or ``budget``
     evaluations: the evaluation at which the best precision first reaches each target
-    (``inf``: never) and the evaluations spent. ``setting``: a key of :data:`SETTINGS`
-    (the others change the optimizer's pycma options and x0 before its first ask)."""
+    (``inf``: never), the evaluations spent and the restarts made. ``setting``: a key
+    of :data:`SETTINGS` (the others change the optimizer's pycma options and x0 before
+    its first ask)."""
     optimizer = build_optimizer(spec)
     if setting != "evocamp":
         optimizer.options["CMA_active"] = False
@@ -280,7 +281,7 @@ def run(
         evaluations = min(evaluations + len(batch), budget)
         optimizer.tell(outputs["objective"])
     spent = int(runtimes[-1]) if np.isfinite(runtimes[-1]) else evaluations
-    return runtimes, spent
+    return runtimes, spent, optimizer.irun
 
 
 def evocamp_runs(
@@ -291,23 +292,25 @@ def evocamp_runs(
     budget: int,
     targets: np.ndarray,
     setting: str = "evocamp",
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per function, the ``(runs, targets)`` runtimes and the evaluations of each run."""
+) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
+    """Per function, the ``(runs, targets)`` runtimes, the evaluations of each run and
+    the runs that restarted before reaching the last target."""
     config = campaign(functions, instances)
     found = {}
     for function in functions:
-        runtimes, spent = [], []
+        runtimes, spent, restarted = [], [], 0
         began = time.perf_counter()
         for instance in instances:
             domain = f"bbob_f{function}_d{DIMENSION}_i{instance}"
             for seed in range(seeds):
                 spec = run_spec(config, algorithm="bipop", domain=domain, seed=seed)
-                found_runtimes, found_spent = run(
+                found_runtimes, found_spent, restarts = run(
                     spec, budget=budget, targets=targets, setting=setting
                 )
                 runtimes.append(found_runtimes)
                 spent.append(found_spent)
-        found[function] = (np.array(runtimes), np.array(spent, dtype=np.float64))
+                restarted += int(restarts > 0)
+        found[function] = (np.array(runtimes), np.array(spent, dtype=np.float64), restarted)
         print(
             f"f{function}: {len(spent)} runs, {int(sum(spent))} evaluations, "
             f"{time.perf_counter() - began:.0f} s",
@@ -343,12 +346,12 @@ def ert_table(ours: dict, functions: list[int], *, budget: int, setting: str) ->
     )
     print(
         "| function | published ERT (10-90 %) | solved | median (min-max) | evocamp ERT (10-90 %) "
-        "| solved | median (min-max) | ratio | rank-sum p |"
+        "| solved | median (min-max) | restarted | ratio | rank-sum p |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for function in functions:
         theirs, their_totals = published(function, np.inf)
-        runtimes, totals = ours[function]
+        runtimes, totals, restarted = ours[function]
         mine = runtimes[:, -1]
         a, b = ert_range(theirs, their_totals), ert_range(mine, totals)
         p = mannwhitneyu(theirs, mine, alternative="two-sided").pvalue
@@ -358,7 +361,8 @@ def ert_table(ours: dict, functions: list[int], *, budget: int, setting: str) ->
             f"| {count(a[0])} ({count(a[1])}-{count(a[2])}) "
             f"| {np.isfinite(theirs).sum()}/{len(theirs)} | {spread(theirs)} "
             f"| {count(b[0])} ({count(b[1])}-{count(b[2])}) "
-            f"| {np.isfinite(mine).sum()}/{len(mine)} | {spread(mine)} | {ratio:.2f} | {p:.2f} |"
+            f"| {np.isfinite(mine).sum()}/{len(mine)} | {spread(mine)} | {restarted} "
+            f"| {ratio:.2f} | {p:.2f} |"
         )
     print()
 
@@ -376,7 +380,7 @@ def proportion_table(ours: dict, functions: list[int], *, budget: int) -> None:
     theirs_all, mine_all, pairs = [], [], []
     for function in functions:
         theirs, _ = published(function, budget)
-        runtimes, _ = ours[function]
+        runtimes, _, _ = ours[function]
         theirs_all.append(np.isfinite(theirs))
         mine_all.append(np.isfinite(runtimes[:, -1]))
         pairs.append(np.isfinite(runtimes))

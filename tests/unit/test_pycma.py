@@ -180,7 +180,7 @@ def test_the_fidelity_benchmark_counts_the_campaigns_own_runs():
     config = benchmark.campaign([1], [2])
     spec = run_spec(config, algorithm="bipop", domain="bbob_f1_d10_i2", seed=1)
     budget = 700
-    runtimes, spent = benchmark.run(spec, budget=budget, targets=BBOB_TARGETS)
+    runtimes, spent, restarts = benchmark.run(spec, budget=budget, targets=BBOB_TARGETS)
     state, rows = initialise(spec), []
     while not rows or rows[-1]["evaluations"] < budget:
         state = tell(state, shard_results(state, 2))
@@ -188,7 +188,7 @@ def test_the_fidelity_benchmark_counts_the_campaigns_own_runs():
     rows = np.array(rows)
     precision = -bbob.optimum(1, 2, 10) - rows["best_objective"]
     per_generation = first_hits(precision, rows["evaluations"], BBOB_TARGETS, lower_is_better=True)
-    assert spent == budget and rows["evaluations"][-1] == budget  # popsize 10, no restart
+    assert spent == budget and rows["evaluations"][-1] == budget and restarts == 0
     reached = np.isfinite(runtimes)
     assert 10 <= reached.sum() < len(BBOB_TARGETS)
     assert np.array_equal(reached, np.isfinite(per_generation))
