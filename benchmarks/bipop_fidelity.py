@@ -4,7 +4,8 @@ BIPOP-CMA-ES (Hansen 2009) in 10-D: ERT to precision 1e-8 on f1 (sphere) and f8
 within a budget, side by side.
 
     python benchmarks/bipop_fidelity.py [--budget 1000] [--instances 1-5] [--seeds 3]
-        [--functions 1-24] [--ert-budget 100000] [--cocopp-pickle PATH]
+        [--functions 1-24] [--ert-functions 1,8] [--ert-budget 100000]
+        [--setting evocamp|no-active|2009] [--cocopp-pickle PATH]
 
 The published numbers are BBOB-2009's data of BIPOP-CMA-ES (coco's data archive
 ``bbob/2009/BIPOP-CMA-ES_hansen_noiseless.tgz``: 15 trials per function and dimension,
@@ -24,7 +25,9 @@ batch that hits it is counted to the evaluation that does, as COCO counts). What
 differs from the published setting: x0 = 0 (the domain's ``x0``) where Hansen 2009
 drew x0 uniformly in [-4, 4]^D; the domain's bounds [-5, 5] (pycma's boundary
 transformation) where the published runs had none; pycma 4.5's defaults, not those of
-cmaes.m 3.30 of 2009.
+cmaes.m 3.30 of 2009 (among them the active covariance update, ``CMA_active``).
+``--setting no-active`` and ``--setting 2009`` undo these in the f1, f8 part (an
+investigation of the differences, not a campaign's runs: :data:`SETTINGS`).
 
 ERT (:func:`~evocamp.reporting.runtime_to_target.expected_running_time`): the
 evaluations of every run (until the target, or all of them) over the runs that reach
