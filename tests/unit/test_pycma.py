@@ -5,15 +5,13 @@ same solutions bit for bit (the peer check of issue 43)."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 from importlib import metadata
-from pathlib import Path
 
 import cma
 import numpy as np
 import pytest
-from conftest import batches_in_one_and_in_new_processes, shard_results
+from conftest import batches_in_one_and_in_new_processes, benchmark_module, shard_results
 
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import resolve_run
@@ -162,21 +160,12 @@ def test_a_tell_in_another_process_continues_bitwise_under_bounds():
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
 
 
-def _fidelity_benchmark():
-    """benchmarks/bipop_fidelity.py, loaded as a module."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bipop_fidelity.py"
-    spec = importlib.util.spec_from_file_location("bipop_fidelity", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_fidelity_benchmark_counts_the_campaigns_own_runs():
     """benchmarks/bipop_fidelity.py drives a run's optimizer in one process: on f1 in
     10-D, its runtime to each of COCO's targets (counted per evaluation) falls within
     the generation in which the campaign's loop (initialise, shard steps, tell) first
     reaches the target, and the targets neither reaches are the same."""
-    benchmark = _fidelity_benchmark()
+    benchmark = benchmark_module("bipop_fidelity")
     config = benchmark.campaign([1], [2])
     spec = run_spec(config, algorithm="bipop", domain="bbob_f1_d10_i2", seed=1)
     budget = 700
