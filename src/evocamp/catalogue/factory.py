@@ -28,6 +28,7 @@ from evocamp.model.runspec import (
     PLUGIN,
     evaluation_repeats,
     failure_policy,
+    is_plugin,
     measure_dim,
     run_label,
     spec_run_key,
@@ -154,6 +155,7 @@ def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
             recipe is not None and recipe.result_archive and not recipe.emitters_on_result
         ),
         packages=packages,
+        plugin=is_plugin(spec),
         evaluator=load_evaluator(spec["domain_spec"]) if evaluates else None,
     )
 

@@ -73,16 +73,19 @@ def evaluate_shard(
     """
     start, stop = shard_bounds(len(seeds), shards, shard)
     batch_kind = run.batch_format
-    solutions, stats = call_optimizer(
-        run.spec,
-        generation,
-        f"{batch_kind.name}.solutions",
-        batch_kind.materialise,
-        batch,
-        start,
-        stop,
-        shard=shard,
-    )
+    if run.plugin:  # a user's batch format: call_optimizer names its failure
+        solutions, stats = call_optimizer(
+            run.spec,
+            generation,
+            f"{batch_kind.name}.solutions",
+            batch_kind.materialise,
+            batch,
+            start,
+            stop,
+            shard=shard,
+        )
+    else:  # evocamp's own, called directly (as call_optimizer calls built-ins)
+        solutions, stats = batch_kind.materialise(batch, start, stop)
     return evaluate_slice(
         run,
         generation=generation,

@@ -50,6 +50,10 @@ class Run:
     packages : tuple of str
         The distributions of its optional extras that decide its numbers, which its
         numeric provenance records (:func:`evocamp.model.numerics.environment`).
+    plugin : bool
+        Its optimizer class is a user's (``type: plugin``): calls into it and into its
+        batch format go through :func:`evocamp.model.protocol.call_optimizer`, which
+        names their failures.
     evaluator : callable or None
         Its domain's evaluation function, when the step evaluates
         (``resolve_run(spec, evaluates=True)``: the shard step); ``None`` in the other
@@ -68,4 +72,5 @@ class Run:
     stored_fields: tuple[str, ...]
     parents_in_own_archive: bool
     packages: tuple[str, ...]
+    plugin: bool
     evaluator: Callable | None = None
