@@ -4,8 +4,10 @@
 of shard mode (on the batch stored in a checkpoint), Dask mode's tasks (on the batch
 they were sent) and the tests call it. It materialises the shard's solutions from the
 batch (a compact batch through the optimizer class's batch format, without building
-the optimizer), calls the evaluation function in chunks, checks every output and
-names any failure by run, generation, shard and solution index.
+the optimizer), cuts the slice into calls of the evaluation function (chunks),
+journals every finished call and makes the shard's result; the calls themselves, their
+checked outputs and failures named by run, generation, shard and solution index are
+:mod:`evocamp.loop.outcomes`'s.
 """
 
 from __future__ import annotations
