@@ -28,6 +28,7 @@ from evocamp.model.runspec import (
     PLUGIN,
     evaluation_repeats,
     failure_policy,
+    is_plugin,
     measure_dim,
     run_label,
     spec_run_key,
@@ -118,10 +119,12 @@ def _batch_format(spec: dict, cls: type) -> BatchFormat:
     return batch_format_of(cls, name=algorithm.get("class", algorithm["type"]))
 
 
-def resolve_run(spec: dict) -> Run:
+def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
     """The run object of a run spec, resolved once per step: its catalogue entries,
     optimizer class (a plugin's imported and checked), batch format, failure policy
-    and evaluation settings.
+    and evaluation settings; with ``evaluates`` (the shard step) its domain's
+    evaluation function too (:func:`load_evaluator`: a user's module is imported only
+    by the steps that call it).
 
     Raises
     ------
@@ -152,6 +155,8 @@ def resolve_run(spec: dict) -> Run:
             recipe is not None and recipe.result_archive and not recipe.emitters_on_result
         ),
         packages=packages,
+        plugin=is_plugin(spec),
+        evaluator=load_evaluator(spec["domain_spec"]) if evaluates else None,
     )
 
 

@@ -41,8 +41,9 @@ from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
 from evocamp.loop.engine import initialise
-from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
+from evocamp.loop.evaluation import evaluate_slice
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
+from evocamp.loop.outcomes import simulated_seconds
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.run import Run

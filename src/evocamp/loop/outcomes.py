@@ -1,15 +1,16 @@
-"""The outcomes of a shard's calls of the evaluation function: each call's checked
-outputs and seconds, or why it failed, as the failure policy (``evaluation.*``) makes
-them.
+"""The calls of a shard's slice of the evaluation function and their outcomes: where
+each call is (:class:`Call`, what messages name), the call made and its outputs
+checked (:class:`ChunkEvaluator`: repeats averaged, a domain's simulated seconds
+slept), and each call's checked outputs and seconds, or why it failed, as the
+failure policy (``evaluation.*``) makes them.
 
 :func:`outcomes_in_process` evaluates calls in the shard's own process (the first
 failure raises); :func:`supervised_outcomes` in supervised children, ``concurrency``
 lanes at once, each free lane taking the next call (:mod:`evocamp.base.lanes`),
 retrying, discarding or stopping as the policy says, with the same outcomes whatever
 the concurrency. Both pass each outcome to ``note`` as it finishes (the shard's
-journal). The calls and the evaluator are the
-shard step's (:mod:`evocamp.loop.evaluation`); what is used of them here is a call's
-``whole()`` and ``size`` and the evaluator's ``calls``, ``repeats`` and ``evaluator(k)``.
+journal). The shard step (:mod:`evocamp.loop.evaluation`) cuts the slice into calls,
+loads the evaluation function with the run and reads and writes the journal.
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ import struct
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.lanes import in_lanes, lane_environment
+from evocamp.base.seeding import repeat_seeds
 from evocamp.base.supervised import Ended, supervised
 from evocamp.files.shard import STATUS
-from evocamp.model.runspec import FailurePolicy
+from evocamp.loop.repeats import averaged
+from evocamp.model.runspec import COMMAND, FailurePolicy, run_label, where
+from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
 
 
 @dataclass(frozen=True)
@@ -268,3 +275,206 @@ def log_line(message: str) -> None:
 
 def _log_retry(what: str, attempts: int, policy: FailurePolicy) -> None:
     log_line(f"warning: {what}; attempt {attempts + 1} of {policy.attempts()} follows")
+
+
+@dataclass(frozen=True)
+class Call:
+    """Where one call of the evaluation function is: solutions ``first..last`` of
+    ``generation`` (indices in the generation's batch), evaluated by ``shard`` (in an
+    asynchronous run: evaluation ``evaluation``, in ``slot``)."""
+
+    spec: dict
+    generation: int
+    shard: int | None
+    first: int
+    last: int
+    #: Asynchronous runs: the evaluation id of the call's one solution, and its slot.
+    evaluation: int | None = None
+    slot: int | None = None
+    #: The final re-evaluation: the archive cell of each of the call's solutions.
+    cells: tuple[int, ...] | None = None
+
+    def solution(self, offset: int) -> str:
+        """Location of solution ``first + offset``."""
+        if self.cells is not None:
+            return where(self.spec, self.generation, cells=[self.cells[offset]])
+        if self.evaluation is not None:
+            return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
+        return where(self.spec, self.generation, self.shard, self.first + offset)
+
+    @property
+    def size(self) -> int:
+        """Solutions of the call."""
+        return self.last - self.first + 1
+
+    def program_call(self, *, whole_shard: bool) -> ProgramCall:
+        """What a ``type: command`` domain's program needs to know of the call."""
+        spec = self.spec
+        return program_call(
+            run=f"{spec['campaign']}/{run_label(spec)}",
+            label=run_label(spec),
+            generation=self.generation,
+            indices=list(range(self.first, self.last + 1)),
+            places=[self.solution(k) for k in range(self.size)],
+            whole=self.whole(),
+            shard=self.shard,
+            evaluation=self.evaluation,
+            reevaluation=self.cells is not None,
+            whole_shard=whole_shard,
+        )
+
+    def whole(self) -> str:
+        """Location of the whole call: its solution, or its range of solutions."""
+        if self.first == self.last:
+            return self.solution(0)
+        if self.cells is not None:
+            return where(self.spec, self.generation, cells=list(self.cells))
+        whole = where(self.spec, self.generation, self.shard, None)
+        return f"{whole}, solutions {self.first}..{self.last}"
+
+
+class ChunkEvaluator:
+    """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
+
+    def __init__(
+        self,
+        evaluator,
+        domain: dict,
+        solutions,
+        seeds,
+        calls: list[Call],
+        *,
+        repeats: int = 1,
+        measure_dim: int,
+    ) -> None:
+        self.evaluator, self.domain, self.calls = evaluator, domain, calls
+        self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
+        self.measure_dim = measure_dim
+        self.extra_fields = list(domain.get("extra_fields") or [])
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        """Rows of call ``k`` in the slice."""
+        first = self.calls[0].first
+        return self.calls[k].first - first, self.calls[k].last - first + 1
+
+    def __call__(self, k: int) -> Outcome | EvaluationError:
+        lo, hi = self.bounds(k)
+        began = time.perf_counter()
+        seeds = self.seeds[lo:hi]
+        try:
+            if self.repeats == 1:
+                checked = self._evaluate_once(k, seeds)
+            else:  # repeat r with word r of each solution's repeat seeds, averaged
+                words = repeat_seeds(seeds, self.repeats)
+                checked = averaged([self._evaluate_once(k, column) for column in words.T])
+        except EvaluationError as error:
+            return error
+        failed = checked.pop(FAILED_ROWS, None)
+        return Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
+
+    def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
+        """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
+        lo, hi = self.bounds(k)
+        outputs = _call(
+            self.evaluator, self.domain, self.solutions[lo:hi], seeds, call=self.calls[k]
+        )
+        failed = outputs.pop(FAILED_ROWS, None)
+        if failed and self.repeats > 1:  # the means of a repeated batch need every row
+            raise EvaluationError(next(iter(failed.values())))
+        if self.domain.get("simulated_seconds"):
+            time.sleep(simulated_seconds(self.domain["simulated_seconds"], seeds).sum())
+        checked = _check_outputs(
+            outputs,
+            call=self.calls[k],
+            measure_dim=self.measure_dim,
+            extra_fields=self.extra_fields,
+            failed=failed or (),
+        )
+        return {**checked, FAILED_ROWS: failed} if failed else checked
+
+
+def _call(evaluator, domain: dict, solutions, seeds, *, call: Call) -> dict:
+    """Call the evaluation function once.
+
+    It is never called again after a failure (it may be expensive or have side
+    effects): the message names the call's solution, or its range of solutions.
+    ``sys.exit`` in it is such a failure too (not a crash of its process).
+    """
+    hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
+    keywords = dict(domain.get("params") or {})
+    if domain["type"] == COMMAND:
+        keywords["call"] = call.program_call(whole_shard=not domain.get("chunk_size"))
+    try:
+        return _as_outputs(evaluator(solutions, seeds, **keywords))
+    except SystemExit as error:
+        raise EvaluationError(
+            f"{call.whole()}: the evaluation function exited ({error!r}) instead of "
+            f"returning its results{hint}"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - user code may raise anything
+        if domain["type"] == COMMAND and isinstance(error, EvaluationError):
+            raise  # a program's failure, which names its solution
+        raise EvaluationError(
+            f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
+            details="".join(traceback.format_exception(error)),
+        ) from None
+
+
+def _as_outputs(returned) -> dict:
+    if isinstance(returned, tuple) and len(returned) == 2:
+        return {"objective": returned[0], "measures": returned[1]}
+    if isinstance(returned, dict):
+        return dict(returned)
+    raise TypeError(
+        "the evaluation function must return a dict with 'objective' and 'measures' "
+        f"(or a tuple (objective, measures)), not {type(returned).__name__}"
+    )
+
+
+def _check_outputs(
+    outputs: dict, *, call: Call, measure_dim: int, extra_fields: list, failed=()
+) -> dict:
+    """Check keys, shapes and finiteness of one call's outputs (but the ``failed``
+    rows' finiteness: a program's batch names them, NaN)."""
+    count = call.last - call.first + 1
+    expected = {"objective": (count,), "measures": (count, measure_dim)}
+    expected.update({name: (count,) for name in extra_fields})
+    checked = {}
+    for name, shape in expected.items():
+        if name not in outputs:
+            raise EvaluationError(f"{call.whole()}: the result has no '{name}'")
+        try:
+            values = np.asarray(outputs[name], dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise EvaluationError(f"{call.whole()}: '{name}' is not numeric ({error})") from None
+        if values.shape != shape:
+            raise EvaluationError(
+                f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
+            )
+        bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
+        bad[list(failed)] = False
+        if bad.any():
+            offset = int(np.flatnonzero(bad)[0])
+            raise EvaluationError(
+                f"{call.solution(offset)}: '{name}' is not finite ({values[offset]})"
+            )
+        checked[name] = values
+    return checked
+
+
+def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
+    """Simulated evaluation time of each solution (domain key ``simulated_seconds``):
+    ``mean`` seconds each (``constant``) or drawn from an exponential distribution with
+    that mean from each solution's evaluation seed (``exponential``), so the same
+    solution waits the same time on any shard."""
+    mean = float(simulated["mean"])
+    if simulated["distribution"] == "constant":
+        return np.full(len(seeds), mean)
+    return np.array(
+        [
+            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,))).exponential(
+                mean
+            )
+            for seed in seeds
+        ]
+    )

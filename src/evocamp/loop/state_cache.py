@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -208,18 +209,19 @@ def read_full_state(path: str | Path) -> RunState:
 def shard_batch(path: str | Path):
     """Open a state file's next batch for a shard, as
     :func:`~evocamp.files.checkpoint.open_batch` does (``(run, generation, batch,
-    seeds, numerics)``, the run resolved once, :func:`resolve_run`): from the
+    seeds, numerics)``, the run resolved once with its evaluation function,
+    :func:`resolve_run`): from the
     node-local cache when the tell that wrote ``path`` ran on this node and left the
     batch's solutions there (the shard reads its own rows, and neither the state file
     nor the batch's parents), else from the file."""
     held = _cached_rows(Path(path))
     if held is not None:
         header, rows = held
-        run = resolve_run(json.loads(header["spec"]))
+        run = resolve_run(json.loads(header["spec"]), evaluates=True)
         batch = {ASKED: rows}
         yield run, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
-    with open_batch(path, resolve=resolve_run) as opened:
+    with open_batch(path, resolve=functools.partial(resolve_run, evaluates=True)) as opened:
         yield opened
 
 
