@@ -1,6 +1,7 @@
 """A domain over a mixed search space (a log-scale real, an integer, a categorical, a
 real active only for one category, an ordinal) through the real workflow, with
-random search and qUCB (centralised and decentralised): the evaluation function gets
+random search, qUCB (centralised and decentralised), Optuna's TPE and Nevergrad's
+TwoPointsDE: the evaluation function gets
 ints and strings as declared (the test plugin asserts them, a failed assertion fails
 the campaign), and the promises hold: the same archives and evaluations at 1 and 3
 shards (decentralised qUCB: its shard count is part of it, so across modes), in Dask
@@ -30,7 +31,7 @@ BO = {"batch_size": 4, "initial_points": 4, "candidates": 50, "trees": 5, "refin
 CONFIG = {
     "campaign": "space",
     "master_seed": 5,
-    "generations": 4,
+    "generations": 3,
     "shards": 3,
     "checkpoint_every": 2,
     "seeds": 1,
@@ -39,6 +40,8 @@ CONFIG = {
         "rs": {"type": "random_search", "batch_size": 6},
         "cbo": {"type": "qucb_centralised", **BO},
         "dbo": {"type": "qucb_decentralised", **BO},
+        "tpe": {"type": "optuna", "sampler": "tpe", "batch_size": 4},
+        "de": {"type": "nevergrad", "optimizer": "TwoPointsDE", "batch_size": 4},
     },
     "domains": {
         "net": {
@@ -81,7 +84,13 @@ def space_done(tmp_path_factory):
 
 def test_every_evaluation_is_a_configuration_of_the_space(space_done):
     rows = load_evaluations(space_done / "results" / "space", solutions=True)
-    assert rows.groupby("algorithm").size().to_dict() == {"cbo": 16, "dbo": 16, "rs": 24}
+    assert rows.groupby("algorithm").size().to_dict() == {
+        "cbo": 12,
+        "dbo": 12,
+        "de": 12,
+        "rs": 18,
+        "tpe": 12,
+    }
     solutions = rows[[f"solution_{j}" for j in range(5)]].to_numpy()
     space = Space(read_space(CONFIG["domains"]["net"]["space"]))
     configurations = space.configurations(solutions)
@@ -109,7 +118,7 @@ def test_dask_mode_killed_and_rerun_gives_the_same_results(space_done, tmp_path)
 
 
 def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_path):
-    config = merged(CONFIG, {"mode": "async", "generations": 3})
+    config = merged(CONFIG, {"mode": "async"})
     found = []
     for kill in (False, True):
         workdir = tmp_path / ("killed" if kill else "whole")
@@ -120,4 +129,4 @@ def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_
         run_snakemake(workdir, "runs")
         found.append(digests(workdir))
     assert found[0] == found[1]
-    assert len(found[0][0]) == 3
+    assert len(found[0][0]) == 5

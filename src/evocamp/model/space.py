@@ -452,6 +452,41 @@ class Space:
             configurations.append(configuration)
         return configurations
 
+    @property
+    def order(self) -> list[int]:
+        """The parameters' indices with every parameter after those its condition names
+        (declaration order otherwise): the order a define-by-run library asks them in."""
+        placed: list[int] = []
+        while len(placed) < self.dim:
+            for j, entry in enumerate(self.entries):
+                parents = [self.index[other] for other in entry["condition"]]
+                if j not in placed and all(k in placed for k in parents):
+                    placed.append(j)
+                    break
+        return placed
+
+    def active_in(self, j: int, configuration: dict) -> bool:
+        """Whether parameter ``j`` is active given the parameters already in
+        ``configuration`` (its condition's parameters must be in it to count)."""
+        return all(
+            other in configuration and any(_same(configuration[other], v) for v in values)
+            for other, values in self.entries[j]["condition"].items()
+        )
+
+    def solution(self, configuration: dict) -> np.ndarray:
+        """The solution of a configuration (a dict of typed values; parameters missing
+        from it or inactive NaN)."""
+        values = np.array(
+            [
+                [
+                    self._code(j, configuration[name]) if name in configuration else np.nan
+                    for j, name in enumerate(self.names)
+                ]
+            ]
+        )
+        values[~self._active(values)] = np.nan
+        return values[0]
+
     def defaults(self) -> np.ndarray:
         """The solution of every parameter's default (inactive ones NaN)."""
         values = np.array([[self._code(j, e["default"]) for j, e in enumerate(self.entries)]])
