@@ -44,6 +44,13 @@ from evocamp.base.errors import ConfigError
 #: Parameter types.
 NUMERIC = ("real", "integer")
 CHOICES = ("categorical", "ordinal")
+#: Column names of evocamp's tables (:mod:`evocamp.results`), which a parameter's
+#: name may not take (its column is named as it is); nor may it start with
+#: ``measure_`` or ``solution_``.
+RESERVED_NAMES = (
+    "campaign", "algorithm", "domain", "seed", "generation", "index", "eval_seed",
+    "objective", "eval_seconds", "status", "message", "attempts", "noise_seed", "threshold",
+)  # fmt: skip
 #: Where :meth:`Space.to_unit` puts an inactive parameter (outside the cube: the
 #: surrogate's trees tell it from every active value).
 INACTIVE_UNIT = -0.5
@@ -56,6 +63,10 @@ class SpaceError(ConfigError):
 
 def _entry(name: str, spec: dict) -> dict:
     """One parameter of a YAML space with its defaults filled in."""
+    if not isinstance(name, str) or not name:
+        raise SpaceError(f"parameter {name!r}: a name must be a non-empty string")
+    if name in RESERVED_NAMES or name.startswith(("measure_", "solution_")):
+        raise SpaceError(f"parameter '{name}': the name of a column of evocamp's tables; rename it")
     if not isinstance(spec, dict):
         raise SpaceError(f"parameter '{name}': a mapping with type, not {spec!r}")
     kind = spec.get("type")
