@@ -9,7 +9,10 @@ mode killed and rerun, and in asynchronous mode killed and rerun."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import (
     PLUGINS,
@@ -23,7 +26,8 @@ from conftest import (
 
 from evocamp.config.run_specs import read_space
 from evocamp.model.space import Space
-from evocamp.results import load_evaluations
+from evocamp.reporting.campaign_figures import compare_campaign
+from evocamp.results import export, load_evaluations
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +103,38 @@ def test_every_evaluation_is_a_configuration_of_the_space(space_done):
     for algorithm in ("cbo", "dbo"):  # no configuration proposed twice
         run = solutions[(rows.algorithm == algorithm).to_numpy()]
         assert len({row.tobytes() for row in run}) == len(run)
+
+
+def test_tables_and_figures_name_and_type_every_parameter(space_done, tmp_path):
+    """The DataFrames and the export give a named, typed column per parameter; the
+    campaign comparison adds the history, the parallel coordinates and the best
+    configuration of every run (that of its best kept evaluation)."""
+    campaign = space_done / "results" / "space"
+    rows = load_evaluations(campaign)
+    assert str(rows["layers"].dtype) == "Int64"
+    assert list(rows["optimizer"].cat.categories) == ["adam", "sgd"]
+    assert rows["width"].cat.ordered and list(rows["width"].cat.categories) == [16, 32, 64]
+    assert rows["momentum"].isna().tolist() == (rows["optimizer"] == "adam").tolist()
+    assert export(campaign, tmp_path / "evaluations.csv", what="evaluations") == len(rows)
+    header = (tmp_path / "evaluations.csv").read_text().splitlines()[0].split(",")
+    assert header[-5:] == ["lr", "layers", "optimizer", "momentum", "width"]
+    metrics = sorted(str(path) for path in campaign.rglob("seed0/metrics.csv"))
+    compare_campaign(
+        metrics=metrics,
+        archives=[str(Path(path).parent / "archive.h5") for path in metrics],
+        figures=tmp_path / "figures",
+        tables=tmp_path / "tables",
+        samples=20,
+        seed=0,
+    )
+    for name in ("optimisation_history", "parallel_coordinates"):
+        assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000
+    best = pd.read_csv(tmp_path / "tables" / "best_configurations.csv")
+    for _, row in best.iterrows():
+        run = rows[rows.algorithm == row.algorithm]
+        top = run.loc[run.objective.idxmax()]
+        assert row.best_objective == top.objective
+        assert (row.layers, row.optimizer, row.width) == (top.layers, top.optimizer, top.width)
 
 
 def test_one_shard_gives_the_results_of_three(space_done, tmp_path):

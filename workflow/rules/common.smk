@@ -115,6 +115,7 @@ FIGURE_CODE = [
         "aggregates",
         "runtime_to_target",
         "suite",
+        "spaces",
         "tables",
     )
 ]
