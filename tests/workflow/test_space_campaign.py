@@ -154,7 +154,8 @@ def test_dask_mode_killed_and_rerun_gives_the_same_results(space_done, tmp_path)
 
 
 def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_path):
-    config = merged(CONFIG, {"mode": "async"})
+    config = merged(CONFIG, {"mode": "async"})  # qUCB: the proposals of asynchronous BO
+    config["algorithms"] = {name: CONFIG["algorithms"][name] for name in ("cbo", "dbo")}
     found = []
     for kill in (False, True):
         workdir = tmp_path / ("killed" if kill else "whole")
@@ -165,4 +166,4 @@ def test_asynchronous_mode_killed_and_rerun_gives_the_uninterrupted_results(tmp_
         run_snakemake(workdir, "runs")
         found.append(digests(workdir))
     assert found[0] == found[1]
-    assert len(found[0][0]) == 5
+    assert len(found[0][0]) == 2
