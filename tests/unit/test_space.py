@@ -341,3 +341,16 @@ def test_ngopt_without_budget_on_a_space_says_to_give_one():
     )  # fmt: skip
     with pytest.raises(OptimizerError, match="NGOpt and its kin choose by budget: give budget"):
         optimizer.ask()
+
+
+def test_results_name_and_type_each_parameter():
+    from evocamp.results import parameter_columns
+
+    entries = space_entries(SPACE)
+    solutions = [[0.001, 3.0, 0.0, np.nan, 2.0], [0.01, 1.0, 1.0, 0.9, 0.0]]
+    columns = parameter_columns(entries, np.array(solutions))
+    assert list(columns) == ["lr", "layers", "optimizer", "momentum", "width"]
+    assert columns["layers"].tolist() == [3, 1] and str(columns["layers"].dtype) == "Int64"
+    assert list(columns["optimizer"]) == ["adam", "sgd"]
+    assert list(columns["width"]) == [64, 16] and columns["width"].ordered
+    assert np.isnan(columns["momentum"][0]) and columns["momentum"][1] == 0.9
