@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, error_of, merged
+from conftest import MIXED_SPACE, PLUGINS, error_of, merged
 
 from evocamp.catalogue.factory import build_optimizer, load_evaluator
 from evocamp.config import run_spec, validate_config
@@ -27,19 +27,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 #: The space of tests/data/deephyper_space.json (a DeepHyper HpProblem's to_json), in
 #: the declaration order of the YAML form.
-SPACE = {
-    "lr": {"type": "real", "low": 1.0e-5, "high": 0.1, "log": True, "default": 0.001},
-    "layers": {"type": "integer", "low": 1, "high": 6, "default": 2},
-    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
-    "momentum": {
-        "type": "real",
-        "low": 0.0,
-        "high": 0.99,
-        "default": 0.5,
-        "condition": {"optimizer": ["sgd"]},
-    },
-    "width": {"type": "ordinal", "choices": [16, 32, 64]},
-}
+SPACE = MIXED_SPACE
 
 CONFIG = {
     "campaign": "space",

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import (
+    MIXED_SPACE,
     PLUGINS,
     archive_digests,
     evaluation_digests,
@@ -53,18 +54,7 @@ CONFIG = {
             "function": "evocamp_test_plugin:typed_configurations",
             "python_path": str(PLUGINS),
             "measure_ranges": [],
-            "space": {
-                "lr": {"type": "real", "low": 1.0e-5, "high": 0.1, "log": True},
-                "layers": {"type": "integer", "low": 1, "high": 6},
-                "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
-                "momentum": {
-                    "type": "real",
-                    "low": 0.0,
-                    "high": 0.99,
-                    "condition": {"optimizer": ["sgd"]},
-                },
-                "width": {"type": "ordinal", "choices": [16, 32, 64]},
-            },
+            "space": MIXED_SPACE,
         }
     },
 }
