@@ -144,6 +144,28 @@ def refine_by_ucb(
     return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
 
 
+#: Most history points a surrogate is fitted to (:func:`training_subset`): the fit's
+#: cost stops growing with the history beyond it.
+FIT_POINTS = 1000
+
+
+def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
+    """Indices (ascending) of the history points a surrogate is fitted to: all of them
+    up to ``limit``, else the ``limit // 2`` best objectives (first index on ties) and
+    the most recent of the others up to ``limit`` in all.
+
+    A deterministic function of the history alone, so a proposal stays one of the
+    completion log; the best points keep the surrogate sharp where the incumbent is,
+    the most recent ones where the workers are searching now.
+    """
+    count = len(y)
+    if count <= limit:
+        return np.arange(count)
+    best = np.argsort(-y, kind="stable")[: limit // 2]
+    others = np.setdiff1d(np.arange(count), best, assume_unique=True)
+    return np.sort(np.concatenate([best, others[len(others) - (limit - len(best)) :]]))
+
+
 def propose(
     x: np.ndarray,
     y: np.ndarray,
@@ -156,14 +178,16 @@ def propose(
     refine_generations: int,
     rng: np.random.Generator,
     pending: np.ndarray | None = None,
+    fit_points: int = FIT_POINTS,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
-    For each kappa in turn: the :data:`PARENTS` best of ``candidates`` uniform points
-    and the evaluated points by UCB start a genetic search of ``refine_generations``
-    generations (:func:`refine_by_ucb`); the proposal is its best point that is
-    neither evaluated nor proposed already (with no generations, the best such
-    candidate).
+    The surrogate is fitted to at most ``fit_points`` of the history
+    (:func:`training_subset`). For each kappa in turn: the :data:`PARENTS` best of
+    ``candidates`` uniform points and those history points by UCB start a genetic
+    search of ``refine_generations`` generations (:func:`refine_by_ucb`); the proposal
+    is its best point that is neither evaluated nor proposed already (with no
+    generations, the best such candidate).
 
     ``pending`` (points proposed and still being evaluated, asynchronous mode) are
     never proposed again.
@@ -180,10 +204,11 @@ def propose(
     if len(y) < initial_points:
         return rng.uniform(low, high, (count, dim)), 0.0, 0.0
     began = time.perf_counter()
-    model = fit_surrogate(x, y, trees=trees, rng=rng)
+    fitted_rows = training_subset(y, limit=fit_points)
+    model = fit_surrogate(x[fitted_rows], y[fitted_rows], trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = rng.uniform(low, high, (max(candidates, count), dim))
-    start = np.concatenate([uniform, x])
+    start = np.concatenate([uniform, x[fitted_rows]])
     mean, std = tree_mean_std(model, start)
     taken = {point.tobytes() for point in x}
     if pending is not None:
@@ -261,6 +286,9 @@ class _QUCB:
         self.candidates = int(candidates)
         self.trees = int(trees)
         self.refine_generations = int(refine_generations)
+        #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
+        #: the run spec: a benchmark may set it on the instance).
+        self.fit_points = FIT_POINTS
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
@@ -299,6 +327,7 @@ class CentralisedQUCB(_QUCB):
             initial_points=self.initial_points,
             refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
+            fit_points=self.fit_points,
         )
         self.pending = points
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
@@ -333,6 +362,7 @@ class CentralisedQUCB(_QUCB):
             refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=int(evaluations[0]), worker=0),
             pending=in_flight,
+            fit_points=self.fit_points,
         )
         self.in_flight = np.concatenate([in_flight, points])
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
@@ -353,7 +383,8 @@ class CentralisedQUCB(_QUCB):
 class DecentralisedBatch(CompactBatch):
     """A decentralised qUCB batch: the history (``x``, ``y``) and what a shard needs to
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
-    batch size, shards, initial points, candidates, trees, refine generations)."""
+    batch size, shards, initial points, candidates, trees, refine generations, fit
+    points)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -368,9 +399,9 @@ class DecentralisedBatch(CompactBatch):
     def solutions(batch, start: int, stop: int) -> dict:
         """Shard proposal: fit a surrogate to the history and propose the points of the
         shard whose slice is ``start..stop-1``, with that shard's kappas."""
-        size, shards, initial_points, candidates, trees, refine_generations = (
+        size, shards, initial_points, candidates, trees, refine_generations, *bound = (
             int(v) for v in batch["settings"][()]
-        )
+        )  # (states written before the fit was bounded hold no bound: FIT_POINTS)
         if "worker" in batch:  # asynchronous mode: one proposal of one worker slot
             worker = int(batch["worker"][0])
         else:
@@ -393,6 +424,7 @@ class DecentralisedBatch(CompactBatch):
             initial_points=initial_points,
             refine_generations=refine_generations,
             rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
+            fit_points=bound[0] if bound else FIT_POINTS,
         )
         return {
             "solutions": points,
@@ -447,6 +479,7 @@ class DecentralisedQUCB(_QUCB):
                     self.candidates,
                     self.trees,
                     self.refine_generations,
+                    self.fit_points,
                 ],
                 dtype=np.int64,
             ),
