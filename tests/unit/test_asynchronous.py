@@ -20,6 +20,7 @@ from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     LogMismatchError,
     Resume,
+    decode_in_flight,
     evaluate_in_flight,
     evaluate_in_process,
     initialise_asynchronous,
@@ -347,3 +348,49 @@ def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
             record=lambda c: None,
             workers=1,
         ).run(until=2)
+
+
+def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(tmp_path):
+    """Proposals ahead (the default), decentralised: every worker makes its slot's queued
+    proposal while it evaluates and hands it back; a run whose workers' proposals are
+    dropped (each made again in place, as after a kill) and a run resumed from a
+    checkpoint holding queued proposals are the uninterrupted run, bit for bit. Each
+    queued proposal saw the history told when its slot's evaluation in flight started."""
+    spec = spec_of(FAST, "dec")
+    assert spec["asynchronous"]["propose_ahead"] is True
+    straight, logged = run_in_process(spec, until=4)
+    expected = write_final(tmp_path / "straight.h5", straight)
+    assert sum(c.ahead is not None for c in logged) == len(logged)  # all made ahead
+    submitted = {}
+
+    def submit(entry):
+        submitted[entry.evaluation] = entry
+
+    def wait_dropping_ahead(evaluation):
+        completion = evaluate_in_flight(spec, submitted.pop(evaluation))
+        completion.ahead = None
+        return completion
+
+    halfway = AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log([], told=0, spec=spec),
+        submit=submit,
+        wait=wait_dropping_ahead,
+        record=lambda completion: None,
+        workers=4,
+    ).run(until=2)
+    path = tmp_path / "halfway.h5"
+    write_state(path, halfway, run=resolve_run(spec), full_every=1)
+    state = read_state(path)
+    standing = decode_in_flight(state.next_batch, state.next_seeds)
+    assert sorted(standing.queued) == [0, 1, 2, 3] and len(standing.in_flight) == 4
+    for slot, entry in standing.queued.items():
+        # Asked when the slot's last completion was told (in the log: the order told).
+        told_then = max(k + 1 for k, c in enumerate(logged[: standing.told]) if c.slot == slot)
+        assert len(entry.batch["y"]) == told_then and np.isnan(entry.start)
+    resumed, _ = run_in_process(spec, until=4, state=state)
+    assert write_final(tmp_path / "resumed.h5", resumed) == expected
+    # Proposing only once a slot is freed is another algorithm (the old runs' specs).
+    old = copy.deepcopy(spec)
+    del old["asynchronous"]["propose_ahead"]
+    assert write_final(tmp_path / "old.h5", run_in_process(old, until=4)[0]) != expected
