@@ -2,6 +2,7 @@
 
     python benchmarks/async_scaling.py [--workers 8 64 256 1024] [--per-worker 2]
         [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
+    python benchmarks/async_scaling.py --fit-times
 
 Real fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
@@ -160,6 +161,32 @@ def simulate(
     }
 
 
+def fit_times(*, dims=(5, 10), histories=(1000, 2000, 5000, 10000)) -> str:
+    """Process seconds of one decentralised proposal (fit + refined proposal of one
+    point, ``config/bo.yaml``'s settings) from a history of uniform Ackley points: fitted
+    to at most ``FIT_POINTS`` points, and to all of them."""
+    rows = []
+    for dim in dims:
+        for history in histories:
+            x = np.random.default_rng(history).uniform(-BOUND, BOUND, (history, dim))
+            row = [dim, history]
+            for fit_points in (FIT_POINTS, 10**9):
+                settings = dict(ALGORITHMS["qucb_decentralised"].defaults)
+                optimizer = DecentralisedQUCB(
+                    solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=0, shards=1,
+                    **settings,
+                )  # fmt: skip
+                optimizer.fit_points = fit_points
+                optimizer.tell_async(-ackley_value(x), np.empty((history, 0)), solutions=x)
+                (batch,) = optimizer.ask_async(slots=[0], evaluations=[history])
+                began = time.process_time()
+                DecentralisedBatch.solutions(batch, 0, 1)
+                row.append(f"{time.process_time() - began:.3f}")
+            rows.append(row)
+            print(rows[-1], flush=True)
+    return table(["d", "history", f"fitted to at most {FIT_POINTS:,} s", "fitted to all s"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 64, 256, 1024])
@@ -170,8 +197,12 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["today", "ahead"])
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
     args = parser.parse_args()
     print(machine())
+    if args.fit_times:
+        print(fit_times())
+        return
     rows = []
     for workers in args.workers:
         for variant in args.variants:
