@@ -262,6 +262,11 @@ class _QUCB:
         (:func:`refine_by_ucb`); 0 proposes the best candidate itself.
     """
 
+    #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
+    #: the run spec, and a class attribute, so optimizers pickled before it have it; a
+    #: benchmark may set it on an instance).
+    fit_points = FIT_POINTS
+
     def __init__(
         self,
         *,
@@ -286,9 +291,6 @@ class _QUCB:
         self.candidates = int(candidates)
         self.trees = int(trees)
         self.refine_generations = int(refine_generations)
-        #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
-        #: the run spec: a benchmark may set it on the instance).
-        self.fit_points = FIT_POINTS
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
