@@ -179,6 +179,7 @@ def propose(
     rng: np.random.Generator,
     pending: np.ndarray | None = None,
     fit_points: int = FIT_POINTS,
+    lies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -190,7 +191,9 @@ def propose(
     generations, the best such candidate).
 
     ``pending`` (points proposed and still being evaluated, asynchronous mode) are
-    never proposed again.
+    never proposed again. ``lies`` (points being evaluated whose results the proposal
+    must not wait for) join the fit with the history's worst objective (a pessimistic
+    constant liar), so the proposal moves away from them instead of repeating them.
 
     Returns
     -------
@@ -205,10 +208,15 @@ def propose(
         return rng.uniform(low, high, (count, dim)), 0.0, 0.0
     began = time.perf_counter()
     fitted_rows = training_subset(y, limit=fit_points)
-    model = fit_surrogate(x[fitted_rows], y[fitted_rows], trees=trees, rng=rng)
+    fit_x, fit_y = x[fitted_rows], y[fitted_rows]
+    if lies is not None and len(lies):
+        fit_x = np.concatenate([fit_x, lies])
+        fit_y = np.concatenate([fit_y, np.full(len(lies), y.min())])
+        pending = lies if pending is None else np.concatenate([pending, lies])
+    model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = rng.uniform(low, high, (max(candidates, count), dim))
-    start = np.concatenate([uniform, x[fitted_rows]])
+    start = np.concatenate([uniform, fit_x])
     mean, std = tree_mean_std(model, start)
     taken = {point.tobytes() for point in x}
     if pending is not None:
@@ -386,7 +394,8 @@ class DecentralisedBatch(CompactBatch):
     """A decentralised qUCB batch: the history (``x``, ``y``) and what a shard needs to
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
     batch size, shards, initial points, candidates, trees, refine generations, fit
-    points)."""
+    points); asynchronous proposals ahead add ``pending``, the point the slot was
+    evaluating when the proposal was asked (a constant liar of :func:`propose`)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -427,6 +436,7 @@ class DecentralisedBatch(CompactBatch):
             refine_generations=refine_generations,
             rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
             fit_points=bound[0] if bound else FIT_POINTS,
+            lies=batch["pending"][()] if "pending" in batch else None,
         )
         return {
             "solutions": points,

@@ -206,13 +206,15 @@ def _make(run: Run, entry: InFlight) -> tuple:
     )
 
 
-def _make_in_background(run: Run, entry: InFlight | None):
-    """Start making ``entry``'s solution in a thread (while this worker evaluates);
-    returns a function that waits for it and gives ``(solutions, stats)``, or ``None``
-    when there is nothing to make or making it failed: the evaluation that needs it
-    then makes it itself and fails there, with its own evaluation id and slot."""
+def _make_in_background(run: Run, entry: InFlight | None, *, evaluating: np.ndarray):
+    """Start making ``entry``'s solution in a thread (while this worker evaluates
+    ``evaluating``, the slot's point in flight: its ``pending`` point); returns a
+    function that waits for it and gives ``(solutions, stats)``, or ``None`` when there
+    is nothing to make or making it failed: the evaluation that needs it then makes it
+    itself and fails there, with its own evaluation id and slot."""
     if entry is None:
         return lambda: None
+    entry = dataclasses.replace(entry, batch=with_pending(entry.batch, evaluating))
     made = []
 
     def make() -> None:
@@ -237,8 +239,8 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
     its slot's queued proposal (``entry.ahead``) meanwhile, returned as the completion's
     ``ahead``. Failures name the run, the evaluation id and its slot."""
     run = resolve_run(spec)
-    ahead = _make_in_background(run, entry.ahead)
     solutions, stats = entry.made if entry.made is not None else _make(run, entry)
+    ahead = _make_in_background(run, entry.ahead, evaluating=solutions)
     result = evaluate_slice(
         run,
         generation=0,
@@ -267,6 +269,14 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         failed_seconds=0.0 if result.failed_seconds is None else float(result.failed_seconds[0]),
         ahead=ahead(),
     )
+
+
+def with_pending(batch: dict, evaluating: np.ndarray) -> dict:
+    """A queued compact batch with the point its slot was evaluating when it was asked
+    (``pending``): whoever makes the proposal, the worker evaluating that point or,
+    after a resume, the worker that starts the proposal (the loop takes the point from
+    the told completion), makes it from the same batch."""
+    return {**batch, "pending": np.asarray(evaluating, dtype=np.float64).reshape(1, -1)}
 
 
 def proposes_ahead(spec: dict) -> bool:
@@ -504,14 +514,15 @@ class AsynchronousLoop:
         self.standing.now = finished
         self.block.append(completion)
         self.told.append((generation, completion))
-        self._refill(entry.slot, finished, made=completion.ahead)
+        self._refill(entry.slot, finished, told=completion)
         if self.standing.told % self.per_generation == 0:
             self._close_generation()
 
-    def _refill(self, slot: int, now: float, *, made: tuple | None) -> None:
+    def _refill(self, slot: int, now: float, *, told: Completion) -> None:
         """Give a freed slot its next evaluation: a new proposal, or with proposals ahead
-        its queued one (``made``: what its worker made of it, if it did) at once, and
-        queue the slot's next from the history as it stands now."""
+        its queued one at once (made by the worker of ``told``, the slot's completion
+        just told, if it did; its ``pending`` point is ``told``'s solution), and queue
+        the slot's next from the history as it stands now."""
         run, optimizer = self.run_object, self.state.optimizer
         if not self.ahead:
             for new in _propose(run, optimizer, self.standing, [slot], start=now):
@@ -520,7 +531,9 @@ class AsynchronousLoop:
         entry = self.standing.queued.pop(slot)
         entry.start = now
         if entry.made is None:
-            entry.made = made
+            entry.made = told.ahead
+        if self.made_by_workers:
+            entry.batch = with_pending(entry.batch, told.solution)
         self.standing.in_flight[entry.evaluation] = entry
         if self.made_by_workers:  # the worker makes the next proposal as it evaluates
             _propose(run, optimizer, self.standing, [slot], start=now, queue=True)
