@@ -355,7 +355,8 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
     proposal while it evaluates and hands it back; a run whose workers' proposals are
     dropped (each made again in place, as after a kill) and a run resumed from a
     checkpoint holding queued proposals are the uninterrupted run, bit for bit. Each
-    queued proposal saw the history told when its slot's evaluation in flight started."""
+    queued proposal saw the history told when its slot's evaluation in flight started,
+    and that evaluation's point as pending (a constant liar)."""
     spec = spec_of(FAST, "dec")
     assert spec["asynchronous"]["propose_ahead"] is True
     straight, logged = run_in_process(spec, until=4)
@@ -388,6 +389,9 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
         # Asked when the slot's last completion was told (in the log: the order told).
         told_then = max(k + 1 for k, c in enumerate(logged[: standing.told]) if c.slot == slot)
         assert len(entry.batch["y"]) == told_then and np.isnan(entry.start)
+    for entry in standing.in_flight.values():  # its pending point: the slot's last told
+        last = [c for c in logged[: standing.told] if c.slot == entry.slot][-1]
+        assert entry.batch["pending"].tobytes() == last.solution.reshape(1, -1).tobytes()
     resumed, _ = run_in_process(spec, until=4, state=state)
     assert write_final(tmp_path / "resumed.h5", resumed) == expected
     # Proposing only once a slot is freed is another algorithm (the old runs' specs).
