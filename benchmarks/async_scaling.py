@@ -3,6 +3,7 @@
     python benchmarks/async_scaling.py [--workers 8 64 256 1024] [--per-worker 2]
         [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
     python benchmarks/async_scaling.py --fit-times
+    python benchmarks/async_scaling.py --coordinator
 
 Real fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
@@ -187,6 +188,56 @@ def fit_times(*, dims=(5, 10), histories=(1000, 2000, 5000, 10000)) -> str:
     return table(["d", "history", f"fitted to at most {FIT_POINTS:,} s", "fitted to all s"], rows)
 
 
+def coordinator_rate(*, algorithm: str, completions: int = 2000, slots: int = 8) -> dict:
+    """Process seconds evocamp's asynchronous loop spends per completion besides the
+    evaluations (log line, tell, next proposal, generation rows): the real
+    :class:`~evocamp.loop.asynchronous.AsynchronousLoop` on ``config/bo.yaml``'s Ackley
+    5-d, evaluating in process with the evaluation calls timed apart (on Dask they run
+    on the workers)."""
+    import copy
+
+    import yaml
+    from common import REPO
+
+    from evocamp.config import run_spec, validate_config
+    from evocamp.loop.asynchronous import (
+        AsynchronousLoop,
+        Resume,
+        evaluate_in_process,
+        initialise_asynchronous,
+    )
+
+    config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
+    config = copy.deepcopy(config)
+    config.update(mode="async", seeds=[0], generations=completions // 8)
+    config["algorithms"] = {algorithm: config["algorithms"][algorithm]}
+    entry = config["domains"]["ackley5"]
+    config["async"] = {"slots": slots, "virtual_seconds": entry.pop("simulated_seconds")}
+    config["domains"] = {"ackley5": entry}
+    spec = run_spec(validate_config(config), algorithm=algorithm, domain="ackley5", seed=0)
+    submit, wait = evaluate_in_process(spec)
+    evaluating = [0.0]
+
+    def timed_wait(evaluation):
+        began = time.process_time()
+        completion = wait(evaluation)
+        evaluating[0] += time.process_time() - began
+        return completion
+
+    loop = AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log([], told=0, spec=spec),
+        submit=submit,
+        wait=timed_wait,
+        record=lambda completion: completion.to_json(),
+        workers=slots,
+    )
+    began = time.process_time()
+    loop.run(until=config["generations"])
+    total = time.process_time() - began
+    return {"per_completion": (total - evaluating[0]) / completions, "worker": evaluating[0]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 64, 256, 1024])
@@ -198,8 +249,21 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
+    parser.add_argument(
+        "--coordinator", action="store_true", help="only time the loop's own work per completion"
+    )
     args = parser.parse_args()
     print(machine())
+    if args.coordinator:
+        for algorithm, completions in (("random_search", 4000), ("qucb_decentralised", 400)):
+            result = coordinator_rate(algorithm=algorithm, completions=completions)
+            print(
+                f"{algorithm}: {result['per_completion'] * 1e3:.2f} ms per completion in the "
+                f"loop ({1 / result['per_completion']:.0f} completions/s servable), "
+                f"{result['worker'] / completions * 1e3:.2f} ms per evaluation call",
+                flush=True,
+            )
+        return
     if args.fit_times:
         print(fit_times())
         return
