@@ -94,11 +94,13 @@ def test_virtual_clock_does_not_depend_on_arrival_order(tmp_path, algorithm):
     assert [c.evaluation for c in logged] != order
 
 
-def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path, ahead):
     """A kill after any number of logged completions: resuming from the initial state
     with the log's prefix (its completions are not evaluated again) gives the
-    uninterrupted run; replaying the whole log gives it without evaluating at all."""
-    spec = spec_of(FAST, "dec")
+    uninterrupted run; replaying the whole log gives it without evaluating at all (with
+    proposals ahead too)."""
+    spec = spec_of(merged(FAST, {"async": {"propose_ahead": ahead}}), "dec")
     reference, logged = run_in_process(spec, until=3)
     expected = write_final(tmp_path / "reference.h5", reference)
     for cut in (1, 7, 13):
@@ -357,11 +359,13 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
     checkpoint holding queued proposals are the uninterrupted run, bit for bit. Each
     queued proposal saw the history told when its slot's evaluation in flight started,
     and that evaluation's point as pending (a constant liar)."""
-    spec = spec_of(FAST, "dec")
+    spec = spec_of(merged(FAST, {"async": {"propose_ahead": True}}), "dec")
     assert spec["asynchronous"]["propose_ahead"] is True
     straight, logged = run_in_process(spec, until=4)
     expected = write_final(tmp_path / "straight.h5", straight)
     assert sum(c.ahead is not None for c in logged) == len(logged)  # all made ahead
+    shuffled, _ = run_in_process(spec, until=4, order=np.random.default_rng(2))
+    assert write_final(tmp_path / "shuffled.h5", shuffled) == expected
     submitted = {}
 
     def submit(entry):
@@ -394,7 +398,7 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
         assert entry.batch["pending"].tobytes() == last.solution.reshape(1, -1).tobytes()
     resumed, _ = run_in_process(spec, until=4, state=state)
     assert write_final(tmp_path / "resumed.h5", resumed) == expected
-    # Proposing only once a slot is freed is another algorithm (the old runs' specs).
-    old = copy.deepcopy(spec)
-    del old["asynchronous"]["propose_ahead"]
+    # Proposing only once a slot is freed (the default) is another algorithm.
+    old = spec_of(FAST, "dec")
+    assert "propose_ahead" not in old["asynchronous"]
     assert write_final(tmp_path / "old.h5", run_in_process(old, until=4)[0]) != expected

@@ -192,8 +192,10 @@ def propose(
 
     ``pending`` (points proposed and still being evaluated, asynchronous mode) are
     never proposed again. ``lies`` (points being evaluated whose results the proposal
-    must not wait for) join the fit with the history's worst objective (a pessimistic
-    constant liar), so the proposal moves away from them instead of repeating them.
+    does not wait for) join the fit as believers, each with the objective of its
+    nearest fitted point, so the proposal does not repeat them. (A pessimistic constant
+    liar, the history's worst objective, was measured worse: it pushed proposals away
+    from the incumbent.)
 
     Returns
     -------
@@ -210,8 +212,9 @@ def propose(
     fitted_rows = training_subset(y, limit=fit_points)
     fit_x, fit_y = x[fitted_rows], y[fitted_rows]
     if lies is not None and len(lies):
+        nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
         fit_x = np.concatenate([fit_x, lies])
-        fit_y = np.concatenate([fit_y, np.full(len(lies), y.min())])
+        fit_y = np.concatenate([fit_y, fit_y[nearest]])
         pending = lies if pending is None else np.concatenate([pending, lies])
     model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
@@ -395,7 +398,7 @@ class DecentralisedBatch(CompactBatch):
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
     batch size, shards, initial points, candidates, trees, refine generations, fit
     points); asynchronous proposals ahead add ``pending``, the point the slot was
-    evaluating when the proposal was asked (a constant liar of :func:`propose`)."""
+    evaluating when the proposal was asked (a believer of :func:`propose`)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).

@@ -19,7 +19,7 @@ Which completion is told next:
 - **real clock**: completions are told in the order they arrive; the completion log
   records that order, so a resumed run and a replay (``evocamp replay``) follow it.
 
-**Proposals ahead** (``asynchronous.propose_ahead``, the default): every slot holds
+**Proposals ahead** (``asynchronous.propose_ahead``, off by default): every slot holds
 one proposal *queued* besides its evaluation in flight. When evaluation ``e`` starts on
 slot ``w``, the optimizer is asked at once for ``w``'s next proposal, from the history
 told until then; a decentralised worker makes that proposal (fits and refines) while it
