@@ -53,10 +53,11 @@ def spec_of(config: dict, algorithm: str) -> dict:
     return run_spec(validate_config(config), algorithm=algorithm, domain="ackley4", seed=0)
 
 
-def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=None):
+def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=None, keep_ahead=True):
     """Run ``spec`` to generation ``until`` evaluating in process; ``order`` (a
     random generator) returns finished evaluations in a shuffled order, as a cluster
-    might. Returns the state and the log."""
+    might; ``keep_ahead=False`` drops the proposals the workers made ahead (as a kill
+    would). Returns the state and the log."""
     submitted, logged = {}, []
 
     def submit(entry):
@@ -64,7 +65,10 @@ def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=Non
 
     def wait(evaluation):
         chosen = evaluation if order is None else order.choice(sorted(submitted))
-        return evaluate_in_flight(spec, submitted.pop(chosen))
+        completion = evaluate_in_flight(spec, submitted.pop(chosen))
+        if not keep_ahead:
+            completion.ahead = None
+        return completion
 
     loop = AsynchronousLoop(
         state or initialise_asynchronous(spec),
@@ -366,24 +370,7 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
     assert sum(c.ahead is not None for c in logged) == len(logged)  # all made ahead
     shuffled, _ = run_in_process(spec, until=4, order=np.random.default_rng(2))
     assert write_final(tmp_path / "shuffled.h5", shuffled) == expected
-    submitted = {}
-
-    def submit(entry):
-        submitted[entry.evaluation] = entry
-
-    def wait_dropping_ahead(evaluation):
-        completion = evaluate_in_flight(spec, submitted.pop(evaluation))
-        completion.ahead = None
-        return completion
-
-    halfway = AsynchronousLoop(
-        initialise_asynchronous(spec),
-        resume=Resume.from_log([], told=0, spec=spec),
-        submit=submit,
-        wait=wait_dropping_ahead,
-        record=lambda completion: None,
-        workers=4,
-    ).run(until=2)
+    halfway, _ = run_in_process(spec, until=2, keep_ahead=False)
     path = tmp_path / "halfway.h5"
     write_state(path, halfway, run=resolve_run(spec), full_every=1)
     state = read_state(path)
