@@ -1,24 +1,38 @@
 """Asynchronous decentralised qUCB (ADBO) with many workers, by simulation.
 
     python benchmarks/async_scaling.py [--workers 8 64 256 1024] [--per-worker 2]
-        [--dim 5] [--mean-seconds 0.5]
+        [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
+    python benchmarks/async_scaling.py --fit-times
+    python benchmarks/async_scaling.py --coordinator
 
-Real fitting, simulated evaluation times. Every worker runs on a core of its own: a
-freed worker fits its own surrogate to the history told so far and proposes (both
-really computed here, one after the other, and timed with the process clock), then
+Real fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
 are processed in simulated time, so the numbers are what W cores would see, whatever
 this machine has. ``--per-worker`` x W evaluations are proposed, at least
-``--min-evaluations`` (the run's budget).
+``--min-evaluations`` (the run's budget). Variants (``--variants``, run one after the
+other for each worker count, so a changing load touches both alike):
 
-Prints per worker count: evaluations, utilisation (evaluation time / (time x
-workers) until the last proposal is made, so the budget's tail is left out), proposal
-latency (fit + propose seconds per proposal: mean and 95th percentile), the
+- ``today``: a freed worker fits its own surrogate to the whole history told so far
+  and proposes, then evaluates (evocamp before proposals ahead and bounded fits);
+- ``ahead``: as evocamp's asynchronous mode now (``propose_ahead``): when a worker
+  starts an evaluation it is asked for its next proposal from the history told until
+  then, and fits (at most ``FIT_POINTS`` points) and proposes while it evaluates; a
+  freed worker starts its queued proposal as soon as that proposal is made;
+- ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share).
+
+Fits and proposals are really computed, one after the other, and timed with the
+process clock. ``--history N`` starts every run from N told uniform points (a long
+campaign's history, as random search would leave it) and proposes the budget after them.
+
+Prints per worker count and variant: evaluations, utilisation (evaluation time /
+(time x workers) until the budget's last proposal is asked, so the budget's tail is
+left out), proposal latency (fit + propose seconds per proposal: mean and 95th
+percentile), the seconds a worker waits for its proposal per evaluation, the
 coordinator's seconds per completion (log line, tell, next proposal's batch and its
 serialisation: what evocamp's one loop process does for every completion, measured;
-Dask's own scheduling of the task comes on top), the bytes each task
-carries (the history), and the completions per second the workers produce against
-the rate the coordinator can serve.
+Dask's own scheduling of the task comes on top), the bytes each task carries (the
+history), the completions per second the workers produce against the rate the
+coordinator can serve, and the best Ackley value of the budget.
 """
 
 from __future__ import annotations
@@ -29,30 +43,51 @@ import pickle
 import time
 
 import numpy as np
+import sklearn.ensemble  # noqa: F401  (imported once here, not in the first timed fit)
 from common import machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.catalogue.algorithms import ALGORITHMS
-from evocamp.families.bo import DecentralisedBatch, DecentralisedQUCB
+from evocamp.families.bo import FIT_POINTS, DecentralisedBatch, DecentralisedQUCB
 from evocamp.files.completions import Completion
 from evocamp.tasks.functions import ackley_value
 
 BOUND = 32.768
+VARIANTS = ("today", "ahead", "ahead-full")
 
 
-def simulate(*, workers: int, evaluations: int, dim: int, mean: float, seed: int = 0) -> dict:
+def simulate(
+    *,
+    workers: int,
+    evaluations: int,
+    dim: int,
+    mean: float,
+    variant: str = "ahead",
+    history: int = 0,
+    seed: int = 0,
+) -> dict:
     """Simulate one asynchronous decentralised run (see the module docstring)."""
     settings = dict(ALGORITHMS["qucb_decentralised"].defaults)
     optimizer = DecentralisedQUCB(
         solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=seed, shards=workers, **settings
     )
+    optimizer.fit_points = FIT_POINTS if variant == "ahead" else 10**9
+    ahead = variant != "today"
+    if history:
+        x = np.random.default_rng(seed + 2).uniform(-BOUND, BOUND, (history, dim))
+        optimizer.tell_async(-ackley_value(x), np.empty((history, 0)), solutions=x)
     durations = np.random.default_rng(seed + 1).exponential(mean, evaluations)
-    events, latencies, coordinator, task_bytes = [], [], [], []
-    busy_until_last_proposal = []
+    events, latencies, coordinator, task_bytes, waits = [], [], [], [], []
+    busy = []
+    queued = {}  # slot -> (solution, evaluation, the time it is made)
     proposed = 0
+    last_ask = 0.0
 
-    def start(slot: int, now: float) -> None:
-        nonlocal proposed
+    def ask(slot: int, now: float) -> tuple[np.ndarray, int, float, float]:
+        """The slot's next proposal asked at ``now``: (solution, evaluation id, the
+        time it is made, coordinator seconds)."""
+        nonlocal proposed, last_ask
+        last_ask = now
         began = time.process_time()
         (batch,) = optimizer.ask_async(slots=[slot], evaluations=[proposed])
         task_bytes.append(len(pickle.dumps(batch, protocol=5)))  # what a Dask submit sends
@@ -60,19 +95,41 @@ def simulate(*, workers: int, evaluations: int, dim: int, mean: float, seed: int
         began = time.process_time()
         made = DecentralisedBatch.solutions(batch, 0, 1)
         fit = time.process_time() - began
-        latencies.append(fit)
-        evaluation_start = now + fit
-        finish = evaluation_start + durations[proposed]
-        heapq.heappush(events, (finish, proposed, slot, evaluation_start, made["solutions"][0]))
+        if len(optimizer.y) >= optimizer.initial_points:
+            latencies.append(fit)
         proposed += 1
-        return coordinator_seconds
+        return made["solutions"][0], proposed - 1, now + fit, coordinator_seconds
 
-    for slot in range(workers):
-        start(slot, 0.0)
-    last_proposal = 0.0
+    def run(slot: int, solution, evaluation: int, start: float, *, ready: float) -> None:
+        """Start an evaluation; with proposals ahead its completion is handed back once
+        the slot's next proposal (made meanwhile, ``ready``) is made too."""
+        finish = start + durations[evaluation]
+        busy.append((start, finish))
+        heapq.heappush(events, (max(finish, ready), evaluation, slot, solution))
+
+    def start_next(slot: int, now: float) -> float:
+        """A freed slot's next evaluation; returns the coordinator's seconds."""
+        if not ahead:
+            solution, evaluation, made_at, seconds = ask(slot, now)
+            waits.append(made_at - now)
+            run(slot, solution, evaluation, made_at, ready=made_at)
+            return seconds
+        solution, evaluation, made_at = queued.pop(slot)
+        waits.append(max(0.0, made_at - now))  # 0: the completion waited for it instead
+        seconds = 0.0
+        ready = now
+        if proposed < evaluations:
+            following, following_id, ready, seconds = ask(slot, now)
+            queued[slot] = (following, following_id, ready)
+        run(slot, solution, evaluation, now, ready=ready)
+        return seconds
+
+    for slot in range(workers):  # the initial design: uniform proposals, no fit
+        if ahead:
+            queued[slot] = ask(slot, 0.0)[:3]
+        start_next(slot, 0.0)
     while events:
-        finish, evaluation, slot, evaluation_start, solution = heapq.heappop(events)
-        busy_until_last_proposal.append((evaluation_start, finish))
+        finish, evaluation, slot, solution = heapq.heappop(events)
         objective = -float(ackley_value(solution[None])[0])
         began = time.process_time()
         line = Completion(
@@ -84,24 +141,101 @@ def simulate(*, workers: int, evaluations: int, dim: int, mean: float, seed: int
         ).to_json()
         optimizer.tell_async(np.asarray([objective]), np.empty((1, 0)), solutions=solution[None])
         told = time.process_time() - began
-        if proposed < evaluations:
-            told += start(slot, finish)
-            last_proposal = finish
+        if slot in queued or (not ahead and proposed < evaluations):
+            told += start_next(slot, finish)
         coordinator.append(told)
         del line
-    horizon = last_proposal
-    evaluating = sum(max(0.0, min(b, horizon) - a) for a, b in busy_until_last_proposal)
+    horizon = last_ask
+    evaluating = sum(max(0.0, min(b, horizon) - a) for a, b in busy)
+    told_y = optimizer.y[history:]
     return {
         "workers": workers,
         "evaluations": evaluations,
         "utilisation": evaluating / (horizon * workers),
-        "latency": float(np.mean(latencies[workers:] or latencies)),
-        "latency_p95": float(np.percentile(latencies[workers:] or latencies, 95)),
+        "latency": float(np.mean(latencies)),
+        "latency_p95": float(np.percentile(latencies, 95)),
+        "wait": float(np.mean(waits)),
         "coordinator": float(np.mean(coordinator)),
         "task_kb": float(np.mean(task_bytes[-workers:]) / 1e3),
-        "rate": workers / (mean + float(np.mean(latencies))),
-        "best": float(-optimizer.y.max()),
+        "rate": workers / (mean + float(np.mean(waits))),
+        "best": float(-told_y[:evaluations].max()),
     }
+
+
+def fit_times(*, dims=(5, 10), histories=(1000, 2000, 5000, 10000)) -> str:
+    """Process seconds of one decentralised proposal (fit + refined proposal of one
+    point, ``config/bo.yaml``'s settings) from a history of uniform Ackley points: fitted
+    to at most ``FIT_POINTS`` points, and to all of them."""
+    rows = []
+    for dim in dims:
+        for history in histories:
+            x = np.random.default_rng(history).uniform(-BOUND, BOUND, (history, dim))
+            row = [dim, history]
+            for fit_points in (FIT_POINTS, 10**9):
+                settings = dict(ALGORITHMS["qucb_decentralised"].defaults)
+                optimizer = DecentralisedQUCB(
+                    solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=0, shards=1,
+                    **settings,
+                )  # fmt: skip
+                optimizer.fit_points = fit_points
+                optimizer.tell_async(-ackley_value(x), np.empty((history, 0)), solutions=x)
+                (batch,) = optimizer.ask_async(slots=[0], evaluations=[history])
+                began = time.process_time()
+                DecentralisedBatch.solutions(batch, 0, 1)
+                row.append(f"{time.process_time() - began:.3f}")
+            rows.append(row)
+            print(rows[-1], flush=True)
+    return table(["d", "history", f"fitted to at most {FIT_POINTS:,} s", "fitted to all s"], rows)
+
+
+def coordinator_rate(*, algorithm: str, completions: int = 2000, slots: int = 8) -> dict:
+    """Process seconds evocamp's asynchronous loop spends per completion besides the
+    evaluations (log line, tell, next proposal, generation rows): the real
+    :class:`~evocamp.loop.asynchronous.AsynchronousLoop` on ``config/bo.yaml``'s Ackley
+    5-d, evaluating in process with the evaluation calls timed apart (on Dask they run
+    on the workers)."""
+    import copy
+
+    import yaml
+    from common import REPO
+
+    from evocamp.config import run_spec, validate_config
+    from evocamp.loop.asynchronous import (
+        AsynchronousLoop,
+        Resume,
+        evaluate_in_process,
+        initialise_asynchronous,
+    )
+
+    config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
+    config = copy.deepcopy(config)
+    config.update(mode="async", seeds=[0], generations=completions // 8)
+    config["algorithms"] = {algorithm: config["algorithms"][algorithm]}
+    entry = config["domains"]["ackley5"]
+    config["async"] = {"slots": slots, "virtual_seconds": entry.pop("simulated_seconds")}
+    config["domains"] = {"ackley5": entry}
+    spec = run_spec(validate_config(config), algorithm=algorithm, domain="ackley5", seed=0)
+    submit, wait = evaluate_in_process(spec)
+    evaluating = [0.0]
+
+    def timed_wait(evaluation):
+        began = time.process_time()
+        completion = wait(evaluation)
+        evaluating[0] += time.process_time() - began
+        return completion
+
+    loop = AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log([], told=0, spec=spec),
+        submit=submit,
+        wait=timed_wait,
+        record=lambda completion: completion.to_json(),
+        workers=slots,
+    )
+    began = time.process_time()
+    loop.run(until=config["generations"])
+    total = time.process_time() - began
+    return {"per_completion": (total - evaluating[0]) / completions, "worker": evaluating[0]}
 
 
 def main() -> None:
@@ -111,38 +245,66 @@ def main() -> None:
     parser.add_argument("--min-evaluations", type=int, default=400)
     parser.add_argument("--dim", type=int, default=5)
     parser.add_argument("--mean-seconds", type=float, default=0.5)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["today", "ahead"])
+    parser.add_argument("--history", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
+    parser.add_argument(
+        "--coordinator", action="store_true", help="only time the loop's own work per completion"
+    )
     args = parser.parse_args()
     print(machine())
+    if args.coordinator:
+        for algorithm, completions in (("random_search", 4000), ("qucb_decentralised", 400)):
+            result = coordinator_rate(algorithm=algorithm, completions=completions)
+            print(
+                f"{algorithm}: {result['per_completion'] * 1e3:.2f} ms per completion in the "
+                f"loop ({1 / result['per_completion']:.0f} completions/s servable), "
+                f"{result['worker'] / completions * 1e3:.2f} ms per evaluation call",
+                flush=True,
+            )
+        return
+    if args.fit_times:
+        print(fit_times())
+        return
     rows = []
     for workers in args.workers:
-        began = time.perf_counter()
-        result = simulate(
-            workers=workers,
-            evaluations=max(args.per_worker * workers, args.min_evaluations),
-            dim=args.dim,
-            mean=args.mean_seconds,
-        )
-        rows.append(
-            [
-                workers,
-                result["evaluations"],
-                f"{result['utilisation']:.3f}",
-                f"{result['latency']:.3f} / {result['latency_p95']:.3f}",
-                f"{result['coordinator'] * 1e3:.2f}",
-                f"{result['task_kb']:.0f}",
-                f"{result['rate']:.0f} / {1 / result['coordinator']:.0f}",
-                f"{result['best']:.3g}",
-                f"{time.perf_counter() - began:.0f}",
-            ]
-        )
-        print(rows[-1], flush=True)
+        for variant in args.variants:
+            began = time.perf_counter()
+            result = simulate(
+                workers=workers,
+                evaluations=max(args.per_worker * workers, args.min_evaluations),
+                dim=args.dim,
+                mean=args.mean_seconds,
+                variant=variant,
+                history=args.history,
+                seed=args.seed,
+            )
+            rows.append(
+                [
+                    workers,
+                    variant,
+                    result["evaluations"],
+                    f"{result['utilisation']:.3f}",
+                    f"{result['latency']:.3f} / {result['latency_p95']:.3f}",
+                    f"{result['wait']:.3f}",
+                    f"{result['coordinator'] * 1e3:.2f}",
+                    f"{result['task_kb']:.0f}",
+                    f"{result['rate']:.0f} / {1 / result['coordinator']:.0f}",
+                    f"{result['best']:.3g}",
+                    f"{time.perf_counter() - began:.0f}",
+                ]
+            )
+            print(rows[-1], flush=True)
     print(
         table(
             [
                 "workers",
+                "variant",
                 "evaluations",
                 "utilisation",
                 "latency s (mean / p95)",
+                "wait s per evaluation",
                 "coordinator ms per completion",
                 "task kB",
                 "completions/s: produced / servable",

@@ -1,16 +1,20 @@
 """The BO family beside its peer, DeepHyper's CBO, on Ackley 5-d and 10-d.
 
     python benchmarks/bo.py --deephyper-python /opt/dhenv/bin/python \
-        [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] [--modes dask async] \
-        [--figure PATH] [--workdir FOLDER]
+        [--seeds 0 1 2 3 4] [--mean-seconds 0.5] [--workers 8] \
+        [--modes dask async async-at-freeing] [--algorithms ...] [--figure PATH] \
+        [--workdir FOLDER] [--skip-peer]
     python benchmarks/bo.py --timing-only --deephyper-python ...
 
 1. Runs ``config/bo.yaml`` (decentralised qUCB, centralised qUCB, random search; 8
    workers, 8 points per generation) through Snakemake in each of ``--modes``: Dask
    mode (synchronous generations, 8 shards) and asynchronous mode (8 slots; a finished
-   evaluation is told at once and its slot gets a new proposal), one campaign per domain
-   and mode so each gets its budget (5-d: 200 evaluations, 10-d: 400), one run at a
-   time (``--cores 1``) so wall times are not shared.
+   evaluation is told at once and its slot starts its queued proposal, made while its
+   previous evaluation ran), and ``async-at-freeing`` (asynchronous mode with
+   ``propose_ahead: false``: a freed slot is proposed for, as before proposals ahead),
+   one campaign per domain and mode so each gets its budget (5-d: 200 evaluations,
+   10-d: 400), one run at a time (``--cores 1``) so wall times are not shared;
+   ``--algorithms`` keeps some of the campaign's algorithms.
 2. Runs DeepHyper's CBO (ET surrogate, UCBd, qUCBd, as the issue measured it) in its own
    loop and thread evaluator with ``--workers`` workers (``bo_deephyper.py search``),
    same function, budget, initial design size and simulated evaluation times.
@@ -47,6 +51,7 @@ import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 BUDGETS = {"ackley5": (5, 200), "ackley10": (10, 400)}
 VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
 PEER = "deephyper_cbo"
+MODES = ("dask", "async-at-freeing", "async")
 
 
 def campaign_curves(args, domain: str, workdir: Path, *, mode: str) -> dict[str, list[dict]]:
@@ -57,11 +62,12 @@ def campaign_curves(args, domain: str, workdir: Path, *, mode: str) -> dict[str,
     config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
     dim, budget = BUDGETS[domain]
     config["campaign"] = f"bench_{domain}_{mode}"
-    config["mode"] = mode
-    config["async"] = {"slots": args.workers}
+    config["mode"] = "async" if mode.startswith("async") else mode
+    config["async"] = {"slots": args.workers, "propose_ahead": mode == "async"}
     config["seeds"] = list(args.seeds)
     config["generations"] = budget // config["algorithms"]["qucb_centralised"]["batch_size"]
     config["checkpoint_every"] = config["generations"]
+    config["algorithms"] = {name: config["algorithms"][name] for name in args.algorithms}
     config["dask"]["workers"] = args.workers
     config["shards"] = args.workers
     config["domains"] = {domain: config["domains"][domain]}
@@ -73,7 +79,7 @@ def campaign_curves(args, domain: str, workdir: Path, *, mode: str) -> dict[str,
         capture_output=True,
     )
     curves = {}
-    for variant in VARIANTS:
+    for variant in args.algorithms:
         for seed in args.seeds:
             rows = read_metrics_csv(
                 workdir
@@ -358,7 +364,11 @@ def main() -> None:
     parser.add_argument("--mean-seconds", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--domains", nargs="+", default=list(BUDGETS))
-    parser.add_argument("--modes", nargs="+", default=["dask", "async"])
+    parser.add_argument(
+        "--modes", nargs="+", choices=MODES, default=["dask", "async-at-freeing", "async"]
+    )
+    parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--skip-peer", action="store_true", help="leave out DeepHyper")
     parser.add_argument("--figure", type=Path, default=REPO / "benchmarks" / "figures" / "bo.png")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
@@ -376,7 +386,8 @@ def main() -> None:
             for mode in args.modes:
                 variants.update(campaign_curves(args, domain, folder / domain / mode, mode=mode))
                 print(report({domain: variants}), flush=True)
-            variants[PEER] = peer_curves(args, domain)
+            if not args.skip_peer:
+                variants[PEER] = peer_curves(args, domain)
             results[domain] = variants
     print(report(results))
     figure(results, args.figure)

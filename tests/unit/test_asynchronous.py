@@ -20,6 +20,7 @@ from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     LogMismatchError,
     Resume,
+    decode_in_flight,
     evaluate_in_flight,
     evaluate_in_process,
     initialise_asynchronous,
@@ -52,10 +53,11 @@ def spec_of(config: dict, algorithm: str) -> dict:
     return run_spec(validate_config(config), algorithm=algorithm, domain="ackley4", seed=0)
 
 
-def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=None):
+def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=None, keep_ahead=True):
     """Run ``spec`` to generation ``until`` evaluating in process; ``order`` (a
     random generator) returns finished evaluations in a shuffled order, as a cluster
-    might. Returns the state and the log."""
+    might; ``keep_ahead=False`` drops the proposals the workers made ahead (as a kill
+    would). Returns the state and the log."""
     submitted, logged = {}, []
 
     def submit(entry):
@@ -63,7 +65,10 @@ def run_in_process(spec: dict, *, until: int, order=None, resume=None, state=Non
 
     def wait(evaluation):
         chosen = evaluation if order is None else order.choice(sorted(submitted))
-        return evaluate_in_flight(spec, submitted.pop(chosen))
+        completion = evaluate_in_flight(spec, submitted.pop(chosen))
+        if not keep_ahead:
+            completion.ahead = None
+        return completion
 
     loop = AsynchronousLoop(
         state or initialise_asynchronous(spec),
@@ -93,11 +98,13 @@ def test_virtual_clock_does_not_depend_on_arrival_order(tmp_path, algorithm):
     assert [c.evaluation for c in logged] != order
 
 
-def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_resume_from_any_log_prefix_and_replay_are_bitwise_identical(tmp_path, ahead):
     """A kill after any number of logged completions: resuming from the initial state
     with the log's prefix (its completions are not evaluated again) gives the
-    uninterrupted run; replaying the whole log gives it without evaluating at all."""
-    spec = spec_of(FAST, "dec")
+    uninterrupted run; replaying the whole log gives it without evaluating at all (with
+    proposals ahead too)."""
+    spec = spec_of(merged(FAST, {"async": {"propose_ahead": ahead}}), "dec")
     reference, logged = run_in_process(spec, until=3)
     expected = write_final(tmp_path / "reference.h5", reference)
     for cut in (1, 7, 13):
@@ -347,3 +354,38 @@ def test_a_failing_evaluation_names_the_evaluation_and_its_slot():
             record=lambda c: None,
             workers=1,
         ).run(until=2)
+
+
+def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(tmp_path):
+    """Proposals ahead (the default), decentralised: every worker makes its slot's queued
+    proposal while it evaluates and hands it back; a run whose workers' proposals are
+    dropped (each made again in place, as after a kill) and a run resumed from a
+    checkpoint holding queued proposals are the uninterrupted run, bit for bit. Each
+    queued proposal saw the history told when its slot's evaluation in flight started,
+    and that evaluation's point as pending (a constant liar)."""
+    spec = spec_of(merged(FAST, {"async": {"propose_ahead": True}}), "dec")
+    assert spec["asynchronous"]["propose_ahead"] is True
+    straight, logged = run_in_process(spec, until=4)
+    expected = write_final(tmp_path / "straight.h5", straight)
+    assert sum(c.ahead is not None for c in logged) == len(logged)  # all made ahead
+    shuffled, _ = run_in_process(spec, until=4, order=np.random.default_rng(2))
+    assert write_final(tmp_path / "shuffled.h5", shuffled) == expected
+    halfway, _ = run_in_process(spec, until=2, keep_ahead=False)
+    path = tmp_path / "halfway.h5"
+    write_state(path, halfway, run=resolve_run(spec), full_every=1)
+    state = read_state(path)
+    standing = decode_in_flight(state.next_batch, state.next_seeds)
+    assert sorted(standing.queued) == [0, 1, 2, 3] and len(standing.in_flight) == 4
+    for slot, entry in standing.queued.items():
+        # Asked when the slot's last completion was told (in the log: the order told).
+        told_then = max(k + 1 for k, c in enumerate(logged[: standing.told]) if c.slot == slot)
+        assert len(entry.batch["y"]) == told_then and np.isnan(entry.start)
+    for entry in standing.in_flight.values():  # its pending point: the slot's last told
+        last = [c for c in logged[: standing.told] if c.slot == entry.slot][-1]
+        assert entry.batch["pending"].tobytes() == last.solution.reshape(1, -1).tobytes()
+    resumed, _ = run_in_process(spec, until=4, state=state)
+    assert write_final(tmp_path / "resumed.h5", resumed) == expected
+    # Proposing only once a slot is freed (the default) is another algorithm.
+    old = spec_of(FAST, "dec")
+    assert "propose_ahead" not in old["asynchronous"]
+    assert write_final(tmp_path / "old.h5", run_in_process(old, until=4)[0]) != expected

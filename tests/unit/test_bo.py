@@ -15,6 +15,7 @@ from evocamp.families.bo import (
     fit_surrogate,
     propose,
     ranked,
+    training_subset,
     tree_mean_std,
     ucb,
 )
@@ -40,6 +41,26 @@ def test_ranking_puts_taken_points_and_repeats_after_all_others():
     # 0 is best; 4 before 1; then 2 (a repeat of 0, though scored 8) and 3 (taken).
     assert ranked(points, score, taken=taken, count=5).tolist() == [0, 4, 1, 2, 3]
     assert ranked(points, score, taken=taken, count=2).tolist() == [0, 4]
+
+
+def test_a_long_history_is_fitted_on_its_best_half_and_its_most_recent_points():
+    """Beyond ``fit_points``, the surrogate sees the best half and the most recent of
+    the rest (a function of the history alone): the proposals are those made from that
+    subset as the whole history."""
+    y = np.array([5.0, 1.0, 9.0, 2.0, 9.0, 0.0, 3.0, 4.0])
+    assert training_subset(y, limit=8).tolist() == list(range(8))
+    # Best 2: 2 and 4 (tie: first index first); then the 2 most recent of the others.
+    assert training_subset(y, limit=4).tolist() == [2, 4, 6, 7]
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-32.768, 32.768, (60, 3))
+    y = -ackley_value(x)
+    settings = dict(kappas=np.array([0.5, 1.96]), bounds=(-32.768, 32.768), candidates=200)
+    settings.update(trees=5, initial_points=10, refine_generations=2)
+    bounded, _, _ = propose(x, y, **settings, fit_points=20, rng=np.random.default_rng(1))
+    subset = training_subset(y, limit=20)
+    alone, _, _ = propose(x[subset], y[subset], **settings, rng=np.random.default_rng(1))
+    full, _, _ = propose(x, y, **settings, rng=np.random.default_rng(1))
+    assert bounded.tobytes() == alone.tobytes() and bounded.tobytes() != full.tobytes()
 
 
 def test_genetic_refinement_raises_each_points_ucb_and_proposes_new_points():

@@ -130,3 +130,42 @@ def test_real_clock_resume_keeps_the_log_and_replays_bitwise(tmp_path):
     assert spec["asynchronous"] == {"slots": 4, "clock": "real"}
     replayed = replay(run)
     assert replayed.returncode == 0, replayed.stderr
+
+
+def test_proposals_ahead_on_dask_are_those_made_in_process(tmp_path):
+    """``async.propose_ahead`` through Snakemake on a LocalCluster: the Dask workers make
+    their slots' next proposals while they evaluate, and every logged result is the one
+    the loop gives evaluating in process (the virtual clock); ``evocamp replay`` gives
+    the run's archive bit for bit."""
+    from evocamp.config import run_spec, validate_config
+    from evocamp.loop.asynchronous import (
+        AsynchronousLoop,
+        Resume,
+        evaluate_in_process,
+        initialise_asynchronous,
+    )
+
+    config = merged(ASYNC_CAMPAIGN, {"async": {"propose_ahead": True}})
+    config["algorithms"] = {"dec": config["algorithms"]["dec"]}
+    workdir = tmp_path / "campaign"
+    write_config(workdir, config)
+    run_snakemake(workdir, "runs")
+    spec = run_spec(validate_config(config), algorithm="dec", domain="ackley4", seed=0)
+    assert spec["asynchronous"]["propose_ahead"] is True
+    submit, wait = evaluate_in_process(spec)
+    in_process = []
+    AsynchronousLoop(
+        initialise_asynchronous(spec),
+        resume=Resume.from_log([], told=0, spec=spec),
+        submit=submit,
+        wait=wait,
+        record=lambda completion: in_process.append(completion.to_json()),
+        workers=2,
+    ).run(until=config["generations"])
+    logged = results_of(log_lines(workdir, config, "dec"))
+    expected = results_of(in_process)
+    assert len(expected) >= 36 and all(logged[e] == expected[e] for e in expected)
+    run = run_folder(workdir, config, "dec", "ackley4", 0)
+    replayed = replay(run)
+    assert replayed.returncode == 0, replayed.stderr
+    assert (run / "replayed_archive.h5").read_bytes() == (run / "archive.h5").read_bytes()

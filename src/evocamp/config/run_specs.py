@@ -206,14 +206,17 @@ def failure_policy_spec(config: dict) -> dict | None:
 
 def asynchronous_spec(config: dict, domain_spec: dict) -> dict | None:
     """The ``asynchronous`` part of a run spec (``None`` unless ``mode: async``): the
-    slot count, the clock and, when the virtual clock needs them, the virtual durations
-    (a domain's ``simulated_seconds`` are used instead when it has them)."""
+    slot count, the clock, when the virtual clock needs them, the virtual durations
+    (a domain's ``simulated_seconds`` are used instead when it has them), and
+    ``propose_ahead`` when true."""
     if config["mode"] != "async":
         return None
     settings = config["async"]
     spec = {"slots": settings["slots"] or config["dask"]["workers"], "clock": settings["clock"]}
     if settings["clock"] == "virtual" and not domain_spec.get("simulated_seconds"):
         spec["virtual_seconds"] = dict(settings["virtual_seconds"])
+    if settings["propose_ahead"]:  # (absent: run specs of earlier versions, none ahead)
+        spec["propose_ahead"] = True
     return spec
 
 

@@ -161,6 +161,28 @@ def refine_by_ucb(
     return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
 
 
+#: Most history points a surrogate is fitted to (:func:`training_subset`): the fit's
+#: cost stops growing with the history beyond it.
+FIT_POINTS = 1000
+
+
+def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
+    """Indices (ascending) of the history points a surrogate is fitted to: all of them
+    up to ``limit``, else the ``limit // 2`` best objectives (first index on ties) and
+    the most recent of the others up to ``limit`` in all.
+
+    A deterministic function of the history alone, so a proposal stays one of the
+    completion log; the best points keep the surrogate sharp where the incumbent is,
+    the most recent ones where the workers are searching now.
+    """
+    count = len(y)
+    if count <= limit:
+        return np.arange(count)
+    best = np.argsort(-y, kind="stable")[: limit // 2]
+    others = np.setdiff1d(np.arange(count), best, assume_unique=True)
+    return np.sort(np.concatenate([best, others[len(others) - (limit - len(best)) :]]))
+
+
 def propose(
     x: np.ndarray,
     y: np.ndarray,
@@ -174,19 +196,26 @@ def propose(
     rng: np.random.Generator,
     pending: np.ndarray | None = None,
     snap: Callable[[np.ndarray], np.ndarray] | None = None,
+    fit_points: int = FIT_POINTS,
+    lies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
-    For each kappa in turn: the :data:`PARENTS` best of ``candidates`` uniform points
-    and the evaluated points by UCB start a genetic search of ``refine_generations``
-    generations (:func:`refine_by_ucb`); the proposal is its best point that is
-    neither evaluated nor proposed already (with no generations, the best such
-    candidate).
+    The surrogate is fitted to at most ``fit_points`` of the history
+    (:func:`training_subset`). For each kappa in turn: the :data:`PARENTS` best of
+    ``candidates`` uniform points and those history points by UCB start a genetic
+    search of ``refine_generations`` generations (:func:`refine_by_ucb`); the proposal
+    is its best point that is neither evaluated nor proposed already (with no
+    generations, the best such candidate).
 
     ``pending`` (points proposed and still being evaluated, asynchronous mode) are
     never proposed again. ``snap`` (a search space's
     :meth:`~evocamp.model.space.Space.snap`) maps the initial design, the candidates
     and the genetic search's children to the points of the solutions they stand for.
+    ``lies`` (points being evaluated whose results the proposal does not wait for) join
+    the fit as believers, each with the objective of its nearest fitted point, so the
+    proposal does not repeat them. (A pessimistic constant liar, the history's worst
+    objective, was measured worse: it pushed proposals away from the incumbent.)
 
     Returns
     -------
@@ -201,10 +230,17 @@ def propose(
     if len(y) < initial_points:
         return keep(rng.uniform(low, high, (count, dim))), 0.0, 0.0
     began = time.perf_counter()
-    model = fit_surrogate(x, y, trees=trees, rng=rng)
+    fitted_rows = training_subset(y, limit=fit_points)
+    fit_x, fit_y = x[fitted_rows], y[fitted_rows]
+    if lies is not None and len(lies):
+        nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+        fit_x = np.concatenate([fit_x, lies])
+        fit_y = np.concatenate([fit_y, fit_y[nearest]])
+        pending = lies if pending is None else np.concatenate([pending, lies])
+    model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
-    start = np.concatenate([uniform, x])
+    start = np.concatenate([uniform, fit_x])
     mean, std = tree_mean_std(model, start)
     taken = {point.tobytes() for point in x}
     if pending is not None:
@@ -261,6 +297,11 @@ class _QUCB:
         The domain's search space (:mod:`evocamp.model.space`): proposals are made in
         its unit cube (``bounds`` is then unused).
     """
+
+    #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
+    #: the run spec, and a class attribute, so optimizers pickled before it have it; a
+    #: benchmark may set it on an instance).
+    fit_points = FIT_POINTS
 
     def __init__(
         self,
@@ -337,6 +378,7 @@ class CentralisedQUCB(_QUCB):
             refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
             snap=space["snap"],
+            fit_points=self.fit_points,
         )
         points = space["solutions"](points)
         self.pending = points
@@ -374,6 +416,7 @@ class CentralisedQUCB(_QUCB):
             rng=proposal_rng(self.seed, generation=int(evaluations[0]), worker=0),
             pending=space["unit"](in_flight),
             snap=space["snap"],
+            fit_points=self.fit_points,
         )
         points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
@@ -392,10 +435,17 @@ class CentralisedQUCB(_QUCB):
         return dict(self.timings)
 
 
+def _in_unit(space, points: np.ndarray) -> np.ndarray:
+    """``points`` (solutions) in ``space``'s unit cube, or as they are without a space."""
+    return points if space is None else space.to_unit(points)
+
+
 class DecentralisedBatch(CompactBatch):
     """A decentralised qUCB batch: the history (``x``, ``y``) and what a shard needs to
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
-    batch size, shards, initial points, candidates, trees, refine generations)."""
+    batch size, shards, initial points, candidates, trees, refine generations, fit
+    points); asynchronous proposals ahead add ``pending``, the point the slot was
+    evaluating when the proposal was asked (a believer of :func:`propose`)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -410,9 +460,9 @@ class DecentralisedBatch(CompactBatch):
     def solutions(batch, start: int, stop: int) -> dict:
         """Shard proposal: fit a surrogate to the history and propose the points of the
         shard whose slice is ``start..stop-1``, with that shard's kappas."""
-        size, shards, initial_points, candidates, trees, refine_generations = (
+        size, shards, initial_points, candidates, trees, refine_generations, *bound = (
             int(v) for v in batch["settings"][()]
-        )
+        )  # (states written before the fit was bounded hold no bound: FIT_POINTS)
         if "worker" in batch:  # asynchronous mode: one proposal of one worker slot
             worker = int(batch["worker"][0])
         else:
@@ -426,7 +476,7 @@ class DecentralisedBatch(CompactBatch):
         space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
         x = batch["x"][()]
         points, fit_seconds, propose_seconds = propose(
-            x if space is None else space.to_unit(x),
+            _in_unit(space, x),
             batch["y"][()],
             kappas=exploration_weights(
                 seed, kappa=float(batch["kappa"][0]), worker=worker, count=stop - start
@@ -438,6 +488,8 @@ class DecentralisedBatch(CompactBatch):
             refine_generations=refine_generations,
             rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
             snap=None if space is None else space.snap,
+            fit_points=bound[0] if bound else FIT_POINTS,
+            lies=_in_unit(space, batch["pending"][()]) if "pending" in batch else None,
         )
         return {
             "solutions": points if space is None else space.from_unit(points),
@@ -492,6 +544,7 @@ class DecentralisedQUCB(_QUCB):
                     self.candidates,
                     self.trees,
                     self.refine_generations,
+                    self.fit_points,
                 ],
                 dtype=np.int64,
             ),

@@ -66,6 +66,10 @@ class Completion:
         when not 1.
     failed_seconds : float
         Seconds its failed attempts took (a timing), logged only when not 0.
+    ahead : tuple or None
+        ``(solutions, stats)`` of its slot's queued proposal, made by its worker while
+        it evaluated (asynchronous proposals ahead); not logged (a resumed run makes it
+        again, the same).
     """
 
     evaluation: int
@@ -81,6 +85,7 @@ class Completion:
     message: str = ""
     attempts: int = 1
     failed_seconds: float = 0.0
+    ahead: tuple | None = None
 
     def to_json(self) -> str:
         """The log line (without its newline)."""

@@ -19,6 +19,17 @@ Which completion is told next:
 - **real clock**: completions are told in the order they arrive; the completion log
   records that order, so a resumed run and a replay (``evocamp replay``) follow it.
 
+**Proposals ahead** (``asynchronous.propose_ahead``, off by default): every slot holds
+one proposal *queued* besides its evaluation in flight. When evaluation ``e`` starts on
+slot ``w``, the optimizer is asked at once for ``w``'s next proposal, from the history
+told until then; a decentralised worker makes that proposal (fits and refines) while it
+evaluates ``e`` (:func:`evaluate_in_flight`), so a freed slot starts its queued
+proposal at once and never waits for a fit. What a proposal saw is still a pure function
+of the completion log (the completions told before its slot's previous evaluation
+started), so runs stay reproducible under the virtual clock, after kills and in
+``evocamp replay``; the cost is staleness: a proposal misses the completions told
+while its slot's previous evaluation ran.
+
 A resume reads the completions logged since the checkpoint back (:class:`Resume`)
 instead of evaluating them again. The state between segments is a
 :class:`~evocamp.model.state.RunState` whose ``next_batch`` holds the proposals
@@ -28,6 +39,8 @@ in flight (:func:`encode_in_flight`), so keep, finalise and status work unchange
 from __future__ import annotations
 
 import collections
+import dataclasses
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,13 +89,18 @@ class InFlight:
 
     evaluation: int
     slot: int
-    #: Virtual time at which it started (when its slot was freed).
+    #: Virtual time at which it started (when its slot was freed; NaN while queued).
     start: float
     seed: int
     #: Its batch of one solution (plain, or compact: the worker proposes it).
     batch: dict
     #: Its virtual duration, once computed (:meth:`finish`).
     duration: float | None = None
+    #: ``(solutions, stats)`` of its batch, once made ahead (never stored: a resumed run
+    #: makes it again, the same).
+    made: tuple | None = None
+    #: Its slot's queued proposal, for the worker to make while it evaluates this one.
+    ahead: InFlight | None = None
 
     def finish(self, spec: dict) -> float:
         """Its virtual finish time."""
@@ -109,22 +127,27 @@ def virtual_duration(spec: dict, seed: int) -> float:
 @dataclass
 class Standing:
     """Where an asynchronous run stands: completions told, proposals made, the virtual
-    time of the last tell and the evaluations in flight (by id). (Not the progress
-    lines of :mod:`evocamp.loop.progress`.)"""
+    time of the last tell, the evaluations in flight (by id) and, with proposals ahead,
+    each slot's queued proposal (by slot). (Not the progress lines of
+    :mod:`evocamp.loop.progress`.)"""
 
     told: int
     proposed: int
     now: float
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    queued: dict[int, InFlight] = field(default_factory=dict)
 
 
 _PREFIX = "task_"
 
 
 def encode_in_flight(standing: Standing) -> tuple[dict, np.ndarray]:
-    """``(next_batch, next_seeds)`` of a state: the evaluations in flight, in id order
-    (each one's batch under ``task_<k>_<name>``), and the counters."""
-    entries = [standing.in_flight[e] for e in sorted(standing.in_flight)]
+    """``(next_batch, next_seeds)`` of a state: the evaluations in flight and the queued
+    proposals, in id order (each one's batch under ``task_<k>_<name>``; ``async_queued``
+    marks the queued ones, present only when some are), and the counters."""
+    entries = sorted(
+        [*standing.in_flight.values(), *standing.queued.values()], key=lambda e: e.evaluation
+    )
     batch = {
         "async_counters": np.asarray([standing.told, standing.proposed], dtype=np.int64),
         "async_now": np.asarray([standing.now], dtype=np.float64),
@@ -132,6 +155,9 @@ def encode_in_flight(standing: Standing) -> tuple[dict, np.ndarray]:
         "async_slot": np.asarray([p.slot for p in entries], dtype=np.int64),
         "async_start": np.asarray([p.start for p in entries], dtype=np.float64),
     }
+    if standing.queued:
+        queued = {entry.evaluation for entry in standing.queued.values()}
+        batch["async_queued"] = np.asarray([p.evaluation in queued for p in entries], dtype=bool)
     for position, entry in enumerate(entries):
         for name, values in entry.batch.items():
             batch[f"{_PREFIX}{position}_{name}"] = np.asarray(values)
@@ -144,9 +170,10 @@ def decode_in_flight(batch: dict, seeds: np.ndarray) -> Standing:
     told, proposed = (int(v) for v in np.asarray(batch["async_counters"]))
     standing = Standing(told=told, proposed=proposed, now=float(batch["async_now"][0]))
     evaluations = np.asarray(batch["async_evaluation"])
+    queued = np.asarray(batch.get("async_queued", np.zeros(len(evaluations), dtype=bool)))
     for position, evaluation in enumerate(evaluations):
         prefix = f"{_PREFIX}{position}_"
-        standing.in_flight[int(evaluation)] = InFlight(
+        entry = InFlight(
             evaluation=int(evaluation),
             slot=int(batch["async_slot"][position]),
             start=float(batch["async_start"][position]),
@@ -157,18 +184,19 @@ def decode_in_flight(batch: dict, seeds: np.ndarray) -> Standing:
                 if name.startswith(prefix)
             },
         )
+        if queued[position]:
+            standing.queued[entry.slot] = entry
+        else:
+            standing.in_flight[entry.evaluation] = entry
     return standing
 
 
-def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None) -> Completion:
-    """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
-    from its batch (a decentralised worker fits and proposes here) and evaluate it (in
-    ``lane``, a Dask worker's, when given: :func:`~evocamp.loop.evaluation.evaluate_slice`).
-    Failures name the run, the evaluation id and its slot."""
-    run = resolve_run(spec)
+def _make(run: Run, entry: InFlight) -> tuple:
+    """``(solutions, stats)`` of an entry's batch (a decentralised worker fits and
+    proposes here); failures name the run, the evaluation id and its slot."""
     batch_kind = run.batch_format
-    solutions, stats = call_optimizer(
-        spec,
+    return call_optimizer(
+        run.spec,
         0,
         f"{batch_kind.name}.solutions",
         batch_kind.materialise,
@@ -178,6 +206,45 @@ def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None)
         evaluation=entry.evaluation,
         slot=entry.slot,
     )
+
+
+def _make_in_background(run: Run, entry: InFlight | None, *, evaluating: np.ndarray):
+    """Start making ``entry``'s solution in a thread (while this worker evaluates
+    ``evaluating``, the slot's point in flight: its ``pending`` point); returns a
+    function that waits for it and gives ``(solutions, stats)``, or ``None`` when there
+    is nothing to make or making it failed: the evaluation that needs it then makes it
+    itself and fails there, with its own evaluation id and slot."""
+    if entry is None:
+        return lambda: None
+    entry = dataclasses.replace(entry, batch=with_pending(entry.batch, evaluating))
+    made = []
+
+    def make() -> None:
+        try:
+            made.append(_make(run, entry))
+        except Exception:  # noqa: BLE001  (raised again where the proposal is needed)
+            pass
+
+    thread = threading.Thread(target=make, name=f"proposal-{entry.evaluation}", daemon=True)
+    thread.start()
+
+    def result() -> tuple | None:
+        thread.join()
+        return made[0] if made else None
+
+    return result
+
+
+def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None) -> Completion:
+    """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
+    from its batch unless it was made ahead, and evaluate it (in ``lane``, a Dask
+    worker's, when given: :func:`~evocamp.loop.evaluation.evaluate_slice`); with
+    proposals ahead, make its slot's queued proposal (``entry.ahead``) meanwhile,
+    returned as the completion's ``ahead``. Failures name the run, the evaluation id and
+    its slot."""
+    run = resolve_run(spec)
+    solutions, stats = entry.made if entry.made is not None else _make(run, entry)
+    ahead = _make_in_background(run, entry.ahead, evaluating=solutions)
     result = evaluate_slice(
         run,
         generation=0,
@@ -205,11 +272,29 @@ def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None)
         message=result.messages.get(entry.evaluation, ""),
         attempts=1 if result.attempts is None else int(result.attempts[0]),
         failed_seconds=0.0 if result.failed_seconds is None else float(result.failed_seconds[0]),
+        ahead=ahead(),
     )
 
 
-def _propose(run: Run, optimizer, standing: Standing, slots: list[int], *, start: float):
-    """Ask the optimizer for one proposal per freed slot and put them in flight."""
+def with_pending(batch: dict, evaluating: np.ndarray) -> dict:
+    """A queued compact batch with the point its slot was evaluating when it was asked
+    (``pending``): whoever makes the proposal, the worker evaluating that point or,
+    after a resume, the worker that starts the proposal (the loop takes the point from
+    the told completion), makes it from the same batch."""
+    return {**batch, "pending": np.asarray(evaluating, dtype=np.float64).reshape(1, -1)}
+
+
+def proposes_ahead(spec: dict) -> bool:
+    """Whether the run keeps a proposal queued per slot (``asynchronous.propose_ahead``;
+    run specs written before it have none: their slots propose when freed)."""
+    return bool(spec["asynchronous"].get("propose_ahead"))
+
+
+def _propose(
+    run: Run, optimizer, standing: Standing, slots: list[int], *, start: float, queue: bool = False
+):
+    """Ask the optimizer for one proposal per slot and put them in flight (freed
+    slots, at virtual time ``start``) or queue them (``queue``: each slot's next)."""
     spec = run.spec
     evaluations = list(range(standing.proposed, standing.proposed + len(slots)))
     generation = standing.told // completions_per_generation(spec) + 1
@@ -226,7 +311,11 @@ def _propose(run: Run, optimizer, standing: Standing, slots: list[int], *, start
     added = []
     for slot, evaluation, seed, batch in zip(slots, evaluations, seeds, batches, strict=True):
         entry = InFlight(evaluation=evaluation, slot=slot, start=start, seed=int(seed), batch=batch)
-        standing.in_flight[evaluation] = entry
+        if queue:
+            entry.start = float("nan")
+            standing.queued[slot] = entry
+        else:
+            standing.in_flight[evaluation] = entry
         added.append(entry)
     standing.proposed += len(slots)
     return added
@@ -234,12 +323,16 @@ def _propose(run: Run, optimizer, standing: Standing, slots: list[int], *, start
 
 def initialise_asynchronous(spec: dict) -> RunState:
     """Create an asynchronous run's optimizer (and passive archive) and fill every
-    slot with a proposal (the generation-0 state)."""
+    slot with a proposal (the generation-0 state), and with proposals ahead queue each
+    slot's next one (from the same empty history)."""
 
     def fill_slots(optimizer) -> tuple[dict, np.ndarray]:
         standing = Standing(told=0, proposed=0, now=0.0)
         slots = list(range(spec["asynchronous"]["slots"]))
-        _propose(resolve_run(spec), optimizer, standing, slots, start=0.0)
+        run = resolve_run(spec)
+        _propose(run, optimizer, standing, slots, start=0.0)
+        if proposes_ahead(spec):
+            _propose(run, optimizer, standing, slots, start=0.0, queue=True)
         return encode_in_flight(standing)
 
     return initialise(spec, first_batch=fill_slots)
@@ -350,6 +443,9 @@ class AsynchronousLoop:
         self.workers = workers
         self.discarded = discarded
         self.virtual = self.spec["asynchronous"]["clock"] == "virtual"
+        self.ahead = proposes_ahead(self.spec)
+        #: Whether workers make the proposals (they make the queued ones as they evaluate).
+        self.made_by_workers = self.run_object.batch_format.proposes_in_shards
         self.per_generation = completions_per_generation(self.spec)
         self.arrived: dict[int, Completion] = {}
         self.block: list[Completion] = []
@@ -359,8 +455,14 @@ class AsynchronousLoop:
             self._start(entry)
 
     def _start(self, entry: InFlight) -> None:
-        if entry.evaluation not in self.resume.by_id:
-            self.submit(entry)
+        """Submit an evaluation (unless the log holds it): with what was made ahead
+        instead of its batch, and with its slot's queued proposal when the worker makes it."""
+        if entry.evaluation in self.resume.by_id:
+            return
+        queued = self.standing.queued.get(entry.slot)
+        ahead = queued if self.made_by_workers and queued and queued.made is None else None
+        batch = {} if entry.made is not None else entry.batch
+        self.submit(dataclasses.replace(entry, batch=batch, ahead=ahead))
 
     def _arrival(self, evaluation: int | None) -> Completion:
         completion = self.wait(evaluation)
@@ -417,12 +519,33 @@ class AsynchronousLoop:
         self.standing.now = finished
         self.block.append(completion)
         self.told.append((generation, completion))
-        for new in _propose(
-            self.run_object, self.state.optimizer, self.standing, [entry.slot], start=finished
-        ):
-            self._start(new)
+        self._refill(entry.slot, finished, told=completion)
         if self.standing.told % self.per_generation == 0:
             self._close_generation()
+
+    def _refill(self, slot: int, now: float, *, told: Completion) -> None:
+        """Give a freed slot its next evaluation: a new proposal, or with proposals ahead
+        its queued one at once (made by the worker of ``told``, the slot's completion
+        just told, if it did; its ``pending`` point is ``told``'s solution), and queue
+        the slot's next from the history as it stands now."""
+        run, optimizer = self.run_object, self.state.optimizer
+        if not self.ahead:
+            for new in _propose(run, optimizer, self.standing, [slot], start=now):
+                self._start(new)
+            return
+        entry = self.standing.queued.pop(slot)
+        entry.start = now
+        if entry.made is None:
+            entry.made = told.ahead
+        if self.made_by_workers:
+            entry.batch = with_pending(entry.batch, told.solution)
+        self.standing.in_flight[entry.evaluation] = entry
+        if self.made_by_workers:  # the worker makes the next proposal as it evaluates
+            _propose(run, optimizer, self.standing, [slot], start=now, queue=True)
+            self._start(entry)
+        else:  # the loop proposes: once the evaluation has started
+            self._start(entry)
+            _propose(run, optimizer, self.standing, [slot], start=now, queue=True)
 
     def _close_generation(self) -> None:
         """Close the generation the last :attr:`per_generation` completions make."""
