@@ -20,12 +20,11 @@ from evocamp.loop.asynchronous import (
     AsynchronousLoop,
     LogMismatchError,
     Resume,
-    decode_in_flight,
-    evaluate_in_flight,
     evaluate_in_process,
     initialise_asynchronous,
     replay,
 )
+from evocamp.loop.in_flight import decode_in_flight, evaluate_in_flight
 from evocamp.model.layout import RunFolder
 
 #: The asynchronous test campaign without sleeping (durations stay virtual).

@@ -13,9 +13,9 @@ from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import run_key
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
-from evocamp.loop.asynchronous import virtual_duration
 from evocamp.loop.engine import held_batch, initialise
 from evocamp.loop.evaluation import evaluate_shard
+from evocamp.loop.in_flight import virtual_duration
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate, reevaluate_shard
 from evocamp.tasks.functions import lunar_lander, lunar_lander_noisy
 

@@ -34,14 +34,12 @@ from evocamp.files.completions import Completion, CompletionLog, read_completion
 from evocamp.files.evaluations import StorageSettings, record_window_rows
 from evocamp.loop.asynchronous import (
     AsynchronousLoop,
-    InFlight,
     Resume,
     asynchronous_settings,
     completion_rows,
     completions_per_generation,
-    decode_in_flight,
-    evaluate_in_flight,
 )
+from evocamp.loop.in_flight import InFlight, decode_in_flight, evaluate_in_flight
 from evocamp.loop.outcomes import log_discarded
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
@@ -53,7 +51,7 @@ from evocamp.model.state import RunState
 
 def evaluate_on_slot(spec: dict, entry: InFlight, *, gpus: int | None = None) -> Completion:
     """Dask task: evaluate one evaluation in flight
-    (:func:`~evocamp.loop.asynchronous.evaluate_in_flight`) in a worker whose logging
+    (:func:`~evocamp.loop.in_flight.evaluate_in_flight`) in a worker whose logging
     is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`);
     ``gpus`` (not ``None``) in a lane of the worker of its own with that many GPUs
     (:meth:`~evocamp.executors.dask_mode.DaskResources.lane_gpus`)."""
