@@ -23,8 +23,8 @@ Which completion is told next:
 one proposal *queued* besides its evaluation in flight. When evaluation ``e`` starts on
 slot ``w``, the optimizer is asked at once for ``w``'s next proposal, from the history
 told until then; a decentralised worker makes that proposal (fits and refines) while it
-evaluates ``e`` (:func:`~evocamp.loop.in_flight.evaluate_in_flight`), so a freed slot starts its queued
-proposal at once and never waits for a fit. What a proposal saw is still a pure function
+evaluates ``e`` (:func:`~evocamp.loop.in_flight.evaluate_in_flight`), so a freed slot
+starts its queued proposal at once and never waits for a fit. What a proposal saw is still a pure function
 of the completion log (the completions told before its slot's previous evaluation
 started), so runs stay reproducible under the virtual clock, after kills and in
 ``evocamp replay``; the cost is staleness: a proposal misses the completions told
@@ -33,7 +33,8 @@ while its slot's previous evaluation ran.
 A resume reads the completions logged since the checkpoint back (:class:`Resume`)
 instead of evaluating them again. The state between segments is a
 :class:`~evocamp.model.state.RunState` whose ``next_batch`` holds the proposals
-in flight (:func:`~evocamp.loop.in_flight.encode_in_flight`), so keep, finalise and status work unchanged.
+in flight (:func:`~evocamp.loop.in_flight.encode_in_flight`), so keep, finalise and
+status work unchanged.
 """
 
 from __future__ import annotations
