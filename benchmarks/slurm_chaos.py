@@ -50,6 +50,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from behaviour_digests import results_digests
 from chaos import CAMPAIGN, Killer, failure_counts, finish, metrics_generations
 from chaos import evaluations as kept_evaluations
@@ -179,15 +180,35 @@ def check(name: str, workdir: Path, *, args) -> dict:
     expected = list(range(args.generations + 1))
     for run, generations in metrics_generations(workdir).items():
         assert generations == expected, f"{name}: {run} metrics rows {generations}"
-    for path in (workdir / "results" / CAMPAIGN).glob("*/*/seed*/metrics.csv"):
-        counted = [int(n) for n in read_metrics_csv(path)["evaluations"]]
-        wanted = [args.per_generation * g for g in expected]
-        assert counted == wanted, f"{name}: metrics count {counted}, not {wanted}"
     frame = normalised_evaluations(workdir)
     keys = ["algorithm", "domain", "seed", "generation", "index"]
     assert not frame.duplicated(keys).any(), f"{name}: an evaluation kept twice"
     total = args.per_generation * args.generations
     assert len(frame) == total, f"{name}: {len(frame)} evaluations kept, not {total}"
+    for path in (workdir / "results" / CAMPAIGN).glob("*/*/seed*/metrics.csv"):
+        # Each generation's row counts its evaluations once: the told ones (the
+        # cumulative ``evaluations``) and the failed ones, as the evaluations file has
+        # them; one retry for each crash and each hang.
+        rows = read_metrics_csv(path)
+        told = [int(n) for n in np.diff(rows["evaluations"])]
+        kept = frame.groupby("generation")["status"]
+        counted = {
+            "told": told,
+            "failed": [int(n) for n in rows["failed"][1:]],
+            "timed out": [int(n) for n in rows["timed_out"][1:]],
+            "retries": [int(n) for n in rows["retries"][1:]],
+            "failed in all": int(rows["failed_total"][-1]),
+        }
+        statuses = {g: Counter(s) for g, s in kept}
+        generations = range(1, args.generations + 1)
+        wanted = {
+            "told": [statuses[g]["ok"] for g in generations],
+            "failed": [args.per_generation - statuses[g]["ok"] for g in generations],
+            "timed out": [statuses[g]["timed_out"] for g in generations],
+            "retries": [statuses[g]["crashed"] + statuses[g]["timed_out"] for g in generations],
+            "failed in all": int((frame["status"] != "ok").sum()),
+        }
+        assert counted == wanted, f"{name}: metrics count {counted}, evaluations {wanted}"
     failed = frame[frame["status"] != "ok"]
     for row in failed.itertuples():
         named = f"generation {row.generation}, shard "
