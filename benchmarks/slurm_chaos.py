@@ -108,14 +108,18 @@ def campaign(args, *, shards: int, concurrency: int, emitters: int = 5) -> dict:
 
 
 def marked_processes(marker: str) -> list[str]:
-    """The command lines of the processes whose environment holds ``MARKER=marker``."""
+    """The command lines of the program's processes (``srun``, its tasks, their
+    children): those whose environment holds ``MARKER=marker`` and the work directory
+    an evaluation's program gets (``EVOCAMP_WORKDIR``; the campaign's own processes,
+    such as a warm-start server, have the marker only)."""
     needle = f"{MARKER}={marker}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if needle in environ and any(v.startswith(b"EVOCAMP_WORKDIR=") for v in environ):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
                 found.append(f"{entry.name}: {command.decode(errors='replace')}")
         except OSError:
