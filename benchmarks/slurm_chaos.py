@@ -19,12 +19,12 @@ Four runs with the Slurm profile, each to the end with the same Snakemake comman
 (rerun after a failed invocation, as a user would):
 
 - 2 shards, concurrency 1 (the reference);
-- 8 shards, concurrency 1;
 - 2 shards, concurrency 2: 2 evaluations of 4 ranks at once, 8 CPUs per shard job,
   the whole node (concurrency 4 would ask 16 CPUs, more than the node has: Slurm
   would never start the job);
 - 8 shards, concurrency 1, while a killer ``scancel``s ``--cancels`` running shard
-  jobs at random, one every ``--interval`` seconds on average.
+  jobs at random, one every ``--interval`` seconds on average;
+- 8 shards, concurrency 1.
 
 Snakemake runs with ``--cores 64``: ``--cores`` caps every job's threads, remote ones
 too, and the evaluate job asks for concurrency x ranks of them (Slurm's
@@ -251,7 +251,7 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    plans = [(2, 1, False), (8, 1, False), (2, 2, False), (8, 1, True)]
+    plans = [(2, 1, False), (2, 2, False), (8, 1, True), (8, 1, False)]
     rows, reference = [], None
     with scratch_folder("evocamp-slurm-chaos-", keep=args.workdir) as folder:
         for shards, concurrency, cancel in plans:
