@@ -62,7 +62,7 @@ MARKER = "EVOCAMP_CHAOS_MARKER"
 #: Snakemake's --cores: no cap on a shard job's concurrency x ranks threads.
 CORES = 64
 #: What an evaluation's message holds that names one run's files or Slurm's job ids.
-RUN_PARTS = re.compile(r"work directory \S+|\b(job|STEP|step) [\d.]+|\d+\.\d+|task \d+")
+RUN_PARTS = re.compile(r"work directory \S+|\bshard \d+|\d+\.\d+|task \d+")
 
 
 def campaign(args, *, shards: int, concurrency: int, emitters: int = 5) -> dict:
