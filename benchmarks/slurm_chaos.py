@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--per-generation", type=int, default=125, help="a multiple of 5")
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--timeout", type=float, default=12.0, help="evaluation.timeout")
+    parser.add_argument("--timeout", type=float, default=10.0, help="evaluation.timeout")
     parser.add_argument("--cancels", type=int, default=3, help="scancels in the last run")
     parser.add_argument("--interval", type=float, default=20.0, help="mean s between them")
     parser.add_argument("--invocations", type=int, default=10, help="Snakemake runs at most")
