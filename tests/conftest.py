@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import importlib.util
 import os
 import re
 import signal
@@ -21,7 +22,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (re-exported)
+from campaigns import (  # noqa: F401 (re-exported)
+    BO_CAMPAIGN,
+    MIXED_SPACE,
+    PLUGINS,
+    REPO,
+    SMALL_CAMPAIGN,
+)
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import resolve_run
@@ -310,6 +317,15 @@ def shard_results(state, shards: int) -> list:
         )
         for shard in range(shards)
     ]
+
+
+def benchmark_module(name: str):
+    """``benchmarks/<name>.py`` loaded as a module (the benchmarks are scripts, not a
+    package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def running(pids: list[int], *, within: float = 1.0) -> list[int]:

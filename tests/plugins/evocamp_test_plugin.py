@@ -34,7 +34,9 @@ def misbehaving_sphere(solutions, seeds, *, control_file, every=0, marker_dir=No
     (``sys.exit(code)``, 0 without one), ``hang`` (sleeps an hour), ``segfault_once`` (a
     SIGSEGV the first time a seed is evaluated, marked in ``marker_dir``: a transient
     crash), ``slow`` (sleeps 0.2 s), ``note`` (appends the seed to
-    ``marker_dir/evaluated``: which evaluations ran, and how often), ``shout``
+    ``marker_dir/evaluated``: which evaluations ran, and how often), ``where``
+    (appends the seed, ``EVOCAMP_LANE`` and ``CUDA_VISIBLE_DEVICES`` to
+    ``marker_dir/where``), ``shout``
     (prints 10 MB to standard output) and ``tree`` (starts processes that ignore
     SIGTERM, :func:`process_tree`, noted in ``marker_dir/tree``; the rules after it
     for the same seed, e.g. ``hang`` or ``exit``, follow).
@@ -74,6 +76,11 @@ def _misbehave(kind: str, seed: int, marker_dir, value: float) -> float:
         time.sleep(3600)
     if kind == "slow":
         time.sleep(0.2)
+        return value
+    if kind == "where":  # the lane and GPUs it ran with (evaluation.concurrency)
+        lane = os.environ.get("EVOCAMP_LANE"), os.environ.get("CUDA_VISIBLE_DEVICES")
+        with open(Path(marker_dir) / "where", "a") as noted:
+            noted.write(f"{seed} {lane[0]} {lane[1]}\n")
         return value
     if kind == "note":
         with open(Path(marker_dir) / "evaluated", "a") as noted:
@@ -199,3 +206,22 @@ def plateau(solutions, seeds):
     flat-fitness test stops every run after one generation, so IPOP- and BIPOP-CMA-ES
     restart, with another population, every generation."""
     return {"objective": np.zeros(len(solutions)), "measures": solutions[:, :2]}
+
+
+def typed_configurations(configurations, seeds):
+    """A domain over a mixed space (``tests/workflow/test_space_campaign.py``): asserts
+    that every configuration holds the declared Python types (an ``int`` for
+    ``layers``, a ``str`` for ``optimizer``, ``momentum`` only with ``sgd``) and
+    scores it."""
+    objective = []
+    for configuration in configurations:
+        assert type(configuration["lr"]) is float, configuration
+        assert type(configuration["layers"]) is int, configuration
+        assert configuration["optimizer"] in ("adam", "sgd"), configuration
+        assert ("momentum" in configuration) == (configuration["optimizer"] == "sgd"), configuration
+        assert configuration["width"] in (16, 32, 64), configuration
+        score = -((np.log10(configuration["lr"]) + 2.5) ** 2) - abs(configuration["layers"] - 3)
+        score -= 0.5 * (configuration["optimizer"] == "adam")
+        score -= (configuration.get("momentum", 0.9) - 0.9) ** 2 + configuration["width"] / 64
+        objective.append(score)
+    return {"objective": np.asarray(objective)}

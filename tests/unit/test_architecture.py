@@ -342,6 +342,10 @@ def returns_of(walk: list[str]) -> list[str]:
 #: Stops of a shard's walk from the command to the domain's function, at most
 #: (docs/architecture.md, "A shard's walk").
 WALK_STOPS = 12
+#: The walk as it is (MAP-Elites and OpenAI-ES alike): stops and returns; it may get
+#: shorter, never longer (28 and 6 before the calls of a slice moved beside their
+#: outcomes, 26 and 10 before the run object).
+WALK_NOW = (22, 1)
 
 
 @pytest.mark.parametrize(
@@ -352,21 +356,23 @@ WALK_STOPS = 12
     ],
     ids=["map_elites", "openai_es"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="21 stops, 4 returns (26 and 10 before the run object; map_elites and "
-    "openai_es alike): docs/architecture.md, 'A shard's walk', says what is left",
-)
 def test_a_shards_evaluation_walk_is_short_and_never_returns(tmp_path, algorithm):
     """From ``cmd_evaluate`` to the domain's evaluation function in at most
-    :data:`WALK_STOPS` stops, none in a module already left."""
+    :data:`WALK_STOPS` stops, none in a module already left; until then, never longer
+    than :data:`WALK_NOW` (an expected failure while it is longer than the target)."""
     walk, calls, _ = evaluation_walk(tmp_path, algorithm)
-    print(
+    summary = (
         f"{len(walk)} stops, {len(returns_of(walk))} returns: {' > '.join(walk)}\n"
         f"(every call: {len(calls)} stops, {len(returns_of(calls))} returns)"
     )
-    assert len(walk) <= WALK_STOPS, walk
-    assert returns_of(walk) == [], walk
+    print(summary)
+    assert len(walk) <= WALK_NOW[0], summary
+    assert len(returns_of(walk)) <= WALK_NOW[1], summary
+    if len(walk) > WALK_STOPS or returns_of(walk):
+        pytest.xfail(
+            f"{len(walk)} stops, {len(returns_of(walk))} returns, the target is "
+            f"{WALK_STOPS} and none: docs/architecture.md, 'A shard's walk', says what is left"
+        )
 
 
 def test_an_evaluate_step_resolves_its_batch_format_once(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -14,12 +15,14 @@ from test_journal import _lines, _step, _wait_for
 from test_programs import command_spec, evaluate, work
 
 from evocamp.base.errors import ConfigError, EvaluationError
-from evocamp.base.lanes import in_lanes, lane_devices
+from evocamp.base.lanes import Lane, in_lanes, lane_devices, worker_devices
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import validate_config
 from evocamp.files.checkpoint import write_state
 from evocamp.files.journal import journal_path
 from evocamp.files.shard import read_shard
+from evocamp.loop.engine import held_batch
+from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 
 CONFIG = {
@@ -72,17 +75,47 @@ def test_under_stop_the_first_failed_call_is_named_at_any_concurrency(tmp_path, 
 
 def test_lanes_run_at_once_and_results_come_by_index():
     barrier = threading.Barrier(3, timeout=10)  # broken unless 3 lanes wait together
+    others_done = threading.Event()
     lanes_of = {}
 
-    def lane(j, indices, results, until):
+    def lane(j, take, results):
         barrier.wait()
-        for k in indices:
+        while (k := take()) is not None:
+            if k == 0:  # held up until the other lanes took and did every other item
+                assert others_done.wait(timeout=10)
             results[k] = k * k
             lanes_of[k] = j
+            if len(results) == 6 and 0 not in results:
+                others_done.set()
 
     results = in_lanes(lane, list(range(7)), 3)
     assert [results[k] for k in range(7)] == [k * k for k in range(7)]
-    assert [lanes_of[k] for k in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert lanes_of[0] not in {lanes_of[k] for k in range(1, 7)}
+
+
+def test_a_free_lane_takes_the_next_call(tmp_path, monkeypatch):
+    """Calls 0 and 2 take 1.6 s, the others none: lanes taking calls by turn would give
+    both to one lane (3.2 s); a free lane takes the next, so another lane takes call 2
+    and 2 lanes take about 1.6 s, and the shard's results are those of one lane (a time
+    limit given each call as it is taken)."""
+    state = plugin_state(tmp_path, evaluation={"timeout": 60})
+    slow = [f"slow {seed_at(state, k)}" for k in (0, 2) for _ in range(8)]  # 0.2 s each
+    (tmp_path / "control").write_text("\n".join(["where %1", *slow]))
+    (one,) = at_concurrency(monkeypatch, 1, state, shards=1)
+    (tmp_path / "where").unlink()
+    began = time.perf_counter()
+    (two,) = at_concurrency(monkeypatch, 2, state, shards=1)
+    seconds = time.perf_counter() - began
+    lanes = dict(line.split()[:2] for line in (tmp_path / "where").read_text().splitlines())
+    assert lanes[str(seed_at(state, 0))] != lanes[str(seed_at(state, 2))]
+    assert seconds < 2.9, seconds
+    for name in ("objective", "measures", "status", "attempts"):
+        assert (
+            getattr(two, name) is None
+            or getattr(two, name).tobytes() == getattr(one, name).tobytes()
+        ), name
+    assert two.messages == one.messages
+    assert one.eval_seconds[[0, 2]].min() > 1.5
 
 
 def test_each_lane_gets_its_own_gpus():
@@ -126,8 +159,11 @@ def test_ranks_through_a_launcher_and_a_gpu_per_lane(tmp_path, monkeypatch):
     result = evaluate(spec, [1, 2, 3, 4])
     assert result.status is None and result.objective.tolist() == [-1.0] * 4
     run = work(tmp_path) / "default/me/d/seed0/g3"
-    for solution, lane, gpu in [(4, 0, 7), (5, 1, 9), (6, 0, 7), (7, 1, 9)]:
+    for solution in (4, 5, 6, 7):  # whichever lane took it, that lane's GPU
         lines = sorted((run / f"s{solution}" / "said").read_text().splitlines())
+        lane = lines[0].split()[2]
+        assert lane in ("0", "1")
+        gpu = {"0": 7, "1": 9}[lane]
         assert lines == [f"{rank}/3 lane {lane} gpu {gpu}" for rank in range(3)]
 
 
@@ -160,13 +196,59 @@ def test_concurrency_and_gpus_are_step_settings_not_part_of_the_run_spec(tmp_pat
 
 
 @pytest.mark.parametrize("mode", ["dask", "async"])
-def test_lanes_are_shard_mode_only(mode):
+def test_dask_tasks_ask_their_workers_for_their_lanes_resources(tmp_path, mode):
+    """Dask and asynchronous modes take the keys (the tasks ask for worker resources;
+    the tests with real LocalClusters are in tests/workflow/test_concurrency_campaigns.py)."""
+    from evocamp.executors.dask_mode import DaskResources
+
+    evaluation = {"concurrency": 2, "gpus_per_evaluation": 1}
+    validate_config({**CONFIG, "mode": mode, "evaluation": evaluation})
+    launcher = f"{tmp_path / 'fakerun'} -n {{ranks}}"
+    run = resolve_run(command_spec(tmp_path, ranks=3, launcher=launcher))
+    settings = StepSettings(concurrency=2, gpus_per_evaluation=1)
+    resources = DaskResources.of(run, settings)
+    assert (resources.task(), resources.worker()) == (
+        {"cores": 3, "GPU": 1},
+        {"cores": 6, "GPU": 2},
+    )
+    assert resources.lane_gpus() == 1
+    plain = DaskResources.of(run, StepSettings())
+    assert (plain.task(), plain.worker(), plain.lane_gpus()) == ({"cores": 3}, {"cores": 3}, None)
+    assert DaskResources(concurrency=2).lane_gpus() == 0  # lanes, no GPUs
+    assert DaskResources().task() is None  # asks nothing of a cluster's workers
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_a_dask_task_runs_its_calls_in_its_lane_one_at_a_time(tmp_path, monkeypatch, number):
+    """A task in lane ``number`` of its worker (no GPUs): every call's child has the
+    lane's number, and the shard's results are those of no lane."""
+    monkeypatch.delenv(STEP_VARIABLE, raising=False)
+    state = plugin_state(tmp_path, rules="where %1")
+    (plain,) = shard_results(state, 1)
+    (tmp_path / "where").unlink()
+    laned = evaluate_shard(
+        resolve_run(state.spec),
+        batch=held_batch(state),
+        seeds=state.next_seeds,
+        generation=1,
+        shard=0,
+        shards=1,
+        lane=Lane(number),
+    )
+    assert laned.objective.tobytes() == plain.objective.tobytes()
+    lines = (tmp_path / "where").read_text().splitlines()
+    assert [line.split()[1:] for line in lines] == [[str(number), "None"]] * 8
+
+
+def test_each_local_dask_worker_gets_its_own_gpus():
+    assert [worker_devices(w, 2, "a,b,c,d") for w in range(2)] == ["a,b", "c,d"]
+    assert worker_devices(1, 3, None) == "3,4,5"
     with pytest.raises(ConfigError) as raised:
-        validate_config({**CONFIG, "mode": mode, "evaluation": {"gpus_per_evaluation": 1}})
-    assert (
-        f"key 'evaluation.gpus_per_evaluation': shard mode only (mode {mode} evaluates one "
-        "solution at a time per worker or slot: give it more workers or slots)"
-    ) in str(raised.value)
+        worker_devices(1, 4, "0,1,2,3,4")
+    assert str(raised.value) == (
+        "Dask worker 1 needs GPUs 4..7 (evaluation.concurrency x evaluation.gpus_per_evaluation: "
+        "4 per worker) but the job sees 5 (CUDA_VISIBLE_DEVICES=0,1,2,3,4)"
+    )
 
 
 def test_a_killed_shard_step_at_concurrency_3_reruns_only_its_unjournalled_call(

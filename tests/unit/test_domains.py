@@ -8,7 +8,7 @@ from conftest import shard_results
 
 from evocamp.config import resolved_domain, run_spec, validate_config
 from evocamp.loop.engine import initialise
-from evocamp.loop.evaluation import simulated_seconds
+from evocamp.loop.outcomes import simulated_seconds
 from evocamp.model.runspec import measure_dim
 from evocamp.tasks.functions import (
     PROJECTION_SHIFT,

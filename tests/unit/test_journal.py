@@ -94,7 +94,8 @@ def test_the_journalled_seconds_are_the_shard_files_exact_floats(tmp_path):
     state = plugin_state(tmp_path, rules="note %1")
     (first,) = shard_results(state, 1)
     run = resolve_run(state.spec)
-    path = tmp_path / "shard.h5.journal"
+    shard_file = tmp_path / "shard.h5"
+    path = journal_path(shard_file)
 
     def evaluate():
         return evaluate_shard(
@@ -104,7 +105,7 @@ def test_the_journalled_seconds_are_the_shard_files_exact_floats(tmp_path):
             generation=state.generation + 1,
             shard=0,
             shards=1,
-            journal=path,
+            shard_file=shard_file,
         )
 
     evaluate()  # journals its 8 calls (the step removes the journal, not this)
@@ -193,7 +194,8 @@ def test_a_built_in_domain_evaluated_in_process_journals_its_chunks(tmp_path):
     state = initialise(run_spec(config, algorithm="me", domain="s", seed=0))
     run = resolve_run(state.spec)
     assert not isolated(run)
-    path = tmp_path / "shard.h5.journal"
+    shard_file = tmp_path / "shard.h5"
+    path = journal_path(shard_file)
 
     def evaluate():
         return evaluate_shard(
@@ -203,7 +205,7 @@ def test_a_built_in_domain_evaluated_in_process_journals_its_chunks(tmp_path):
             generation=1,
             shard=0,
             shards=1,
-            journal=path,
+            shard_file=shard_file,
         )
 
     first = evaluate()
@@ -228,7 +230,7 @@ def test_a_built_in_domain_evaluated_in_process_journals_its_chunks(tmp_path):
         generation=1,
         shard=0,
         shards=2,
-        journal=path,
+        shard_file=shard_file,
     )
     assert half.objective.tobytes() == first.objective[:4].tobytes()
     assert json.loads(_lines(path)[0])["journal"]["shards"] == 2

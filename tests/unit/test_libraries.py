@@ -6,13 +6,11 @@ process with another ``PYTHONHASHSEED`` continues bitwise."""
 
 from __future__ import annotations
 
-import importlib.util
 from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import batches_in_one_and_in_new_processes
+from conftest import batches_in_one_and_in_new_processes, benchmark_module
 
 from evocamp.base.errors import ConfigError, OptimizerError
 from evocamp.config import run_spec, validate_config
@@ -41,16 +39,8 @@ NEVERGRAD_CASES = {
 }
 
 
-def _peers():
-    """benchmarks/library_peers.py: the libraries' own loops and evocamp's, pickled."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "library_peers.py"
-    spec = importlib.util.spec_from_file_location("library_peers", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-PEERS = _peers()
+#: benchmarks/library_peers.py: the libraries' own loops and evocamp's, pickled.
+PEERS = benchmark_module("library_peers")
 
 
 @pytest.mark.parametrize("name", list(NEVERGRAD_CASES))

@@ -29,7 +29,7 @@ def conda_env_script():
 def test_conda_environment_is_generated_from_pyproject():
     """The environment lives under workflow/ (Snakemake's convention: a copy of Snakefile
     and workflow/ is the whole workflow); the top-level envs/ is a link to it. Its pip
-    list is the dependencies and every extra but ``test``, written by
+    list is the dependencies and every extra but ``test``, each requirement once, written by
     ``python scripts/conda_env.py`` (an extra added to pyproject.toml needs no edit of
     the environment, only that command)."""
     assert (REPO / "envs").is_symlink() and os.readlink(REPO / "envs") == "workflow/envs"
@@ -44,7 +44,8 @@ def test_conda_environment_is_generated_from_pyproject():
         if name != "test"
         for requirement in requirements
     ]
-    assert pip_section == project["dependencies"] + extras
+    assert pip_section == list(dict.fromkeys(project["dependencies"] + extras))
+    assert len(set(pip_section)) == len(pip_section), "a requirement written twice"
     assert "python=3.11" in environment["dependencies"]
 
 

@@ -11,7 +11,7 @@ from importlib import metadata
 import cma
 import numpy as np
 import pytest
-from conftest import batches_in_one_and_in_new_processes, shard_results
+from conftest import batches_in_one_and_in_new_processes, benchmark_module, shard_results
 
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import resolve_run
@@ -20,6 +20,9 @@ from evocamp.families.pycma import BIPOPCMAES, IPOPCMAES, QUIET, pycma_seed
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.loop.engine import initialise, tell
 from evocamp.model.numerics import NUMERIC_PACKAGES
+from evocamp.reporting.runtime_to_target import first_hits
+from evocamp.reporting.suite import BBOB_TARGETS
+from evocamp.tasks import bbob
 
 DIM = 3
 POPSIZE = 7  # pycma's default in 3-d: 4 + floor(3 ln 3)
@@ -155,3 +158,28 @@ def test_a_tell_in_another_process_continues_bitwise_under_bounds():
 
     in_process, across = batches_in_one_and_in_new_processes(start)
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
+
+
+def test_the_fidelity_benchmark_counts_the_campaigns_own_runs():
+    """benchmarks/bipop_fidelity.py drives a run's optimizer in one process: on f1 in
+    10-D, its runtime to each of COCO's targets (counted per evaluation) falls within
+    the generation in which the campaign's loop (initialise, shard steps, tell) first
+    reaches the target, and the targets neither reaches are the same."""
+    benchmark = benchmark_module("bipop_fidelity")
+    config = benchmark.campaign([1], [2])
+    spec = run_spec(config, algorithm="bipop", domain="bbob_f1_d10_i2", seed=1)
+    budget = 700
+    runtimes, spent, restarts = benchmark.run(spec, budget=budget, targets=BBOB_TARGETS)
+    state, rows = initialise(spec), []
+    while not rows or rows[-1]["evaluations"] < budget:
+        state = tell(state, shard_results(state, 2))
+        rows.append(state.metrics_window[-1].copy())
+    rows = np.array(rows)
+    precision = -bbob.optimum(1, 2, 10) - rows["best_objective"]
+    per_generation = first_hits(precision, rows["evaluations"], BBOB_TARGETS, lower_is_better=True)
+    assert spent == budget and rows["evaluations"][-1] == budget and restarts == 0
+    reached = np.isfinite(runtimes)
+    assert 10 <= reached.sum() < len(BBOB_TARGETS)
+    assert np.array_equal(reached, np.isfinite(per_generation))
+    assert np.all(per_generation[reached] - 10 < runtimes[reached])
+    assert np.all(runtimes[reached] <= per_generation[reached])

@@ -79,6 +79,8 @@ else:
         conda:
             CONDA_ENV
         threads: dask_threads
+        resources:
+            gpu=dask_gpus,
         params:
             shards=SHARDS,
             workers=config["dask"]["workers"],

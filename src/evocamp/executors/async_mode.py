@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 
 from evocamp.base.errors import ConfigError
+from evocamp.base.lanes import worker_lane
 from evocamp.catalogue.factory import resolve_run
 from evocamp.executors.dask_mode import (
+    DaskResources,
     cluster_workers,
     configure_worker_logging,
     dask_client,
@@ -43,27 +45,34 @@ from evocamp.loop.asynchronous import (
 from evocamp.loop.outcomes import log_discarded
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import RunFolder
 from evocamp.model.runspec import run_label, where
 from evocamp.model.state import RunState
 
 
-def evaluate_on_slot(spec: dict, entry: InFlight) -> Completion:
+def evaluate_on_slot(spec: dict, entry: InFlight, *, gpus: int | None = None) -> Completion:
     """Dask task: evaluate one evaluation in flight
     (:func:`~evocamp.loop.asynchronous.evaluate_in_flight`) in a worker whose logging
-    is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`)."""
+    is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`);
+    ``gpus`` (not ``None``) in a lane of the worker of its own with that many GPUs
+    (:meth:`~evocamp.executors.dask_mode.DaskResources.lane_gpus`)."""
     configure_worker_logging()
-    return evaluate_in_flight(spec, entry)
+    if gpus is None:
+        return evaluate_in_flight(spec, entry)
+    with worker_lane(gpus) as lane:
+        return evaluate_in_flight(spec, entry, lane=lane)
 
 
 class DaskSlots:
     """Evaluations in flight as Dask tasks, collected as they finish."""
 
-    def __init__(self, client, spec: dict) -> None:
+    def __init__(self, client, spec: dict, *, resources: DaskResources | None = None) -> None:
         from distributed import as_completed
 
         self.client = client
         self.spec = spec
+        self.resources = resources or DaskResources()
         self.running = {}
         #: Where each running task's evaluation is (``where``), by task key.
         self.places = {}
@@ -71,7 +80,14 @@ class DaskSlots:
 
     def submit(self, entry: InFlight) -> None:
         """Start evaluating ``entry`` on the cluster."""
-        future = self.client.submit(evaluate_on_slot, self.spec, entry, pure=False)
+        future = self.client.submit(
+            evaluate_on_slot,
+            self.spec,
+            entry,
+            pure=False,
+            resources=self.resources.task(),
+            gpus=self.resources.lane_gpus(),
+        )
         self.running[future.key] = future
         self.places[future.key] = where(self.spec, 0, evaluation=entry.evaluation, slot=entry.slot)
         self.finished.add(future)
@@ -163,6 +179,7 @@ def run_async_segment(
     told = decode_in_flight(state.next_batch, state.next_seeds).told
     resume = Resume.from_log(read_completions(completions), told=told, spec=state.spec)
     run = resolve_run(state.spec)
+    resources = DaskResources.of(run, StepSettings.current())
     with (
         dask_client(
             scheduler_file=scheduler_file,
@@ -170,17 +187,18 @@ def run_async_segment(
             preload=run.batch_format.shard_modules,
             allowed_failures=lost_worker_retries(run),
             where=f"run {run_label(state.spec)}",
+            resources=resources,
         ) as client,
         CompletionLog(completions) as completion_log,
     ):
-        slots = DaskSlots(client, state.spec)
+        slots = DaskSlots(client, state.spec, resources=resources)
         loop = AsynchronousLoop(
             state,
             resume=resume,
             submit=slots.submit,
             wait=slots.wait,
             record=completion_log.append,
-            workers=cluster_workers(client) if scheduler_file else workers,
+            workers=cluster_workers(client) if scheduler_file else workers * resources.concurrency,
             discarded=_discarded_line,
         )
         state = loop.run(until=until, on_generation=lambda s: log(generation_line(s, total=total)))

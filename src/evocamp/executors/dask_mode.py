@@ -15,11 +15,13 @@ import dataclasses
 import functools
 import logging
 import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
 
 from evocamp.base.errors import ConfigError, EvaluationError
+from evocamp.base.lanes import worker_devices, worker_lane
 from evocamp.base.sharding import Rows, shard_bounds
 from evocamp.catalogue.factory import resolve_run
 from evocamp.files.checkpoint import write_state
@@ -29,6 +31,7 @@ from evocamp.loop.engine import held_batch, tell
 from evocamp.loop.evaluation import evaluate_shard
 from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import RunFolder
 from evocamp.model.run import Run
 from evocamp.model.runspec import where
@@ -45,11 +48,13 @@ def _worker_prefix() -> str:
 
 
 def evaluate_on_worker(
-    spec: dict, generation: int, shard: int, shards: int, batch: dict, seeds
+    spec: dict, generation: int, shard: int, shards: int, batch: dict, seeds, *, gpus=None
 ) -> ShardResult:
     """Dask task: evaluate one shard (:func:`evocamp.loop.evaluation.evaluate_shard`) of
     the batch it was sent, and log it with the worker's address as prefix (positional
-    arguments: ``client.map`` iterates them).
+    arguments: ``client.map`` iterates them); ``gpus`` (not ``None``: the worker runs
+    several tasks at once, or GPUs are asked) runs its calls in a lane of the worker
+    of their own with that many GPUs (:func:`~evocamp.base.lanes.worker_lane`).
 
     The task sets up the worker's log handler itself (once per process), not a
     ``client.run`` on every worker: a broadcast fails when one worker has just died,
@@ -57,14 +62,17 @@ def evaluate_on_worker(
     """
     configure_worker_logging()
     began = time.perf_counter()
-    result = evaluate_shard(
-        resolve_run(spec),
-        batch=batch,
-        seeds=seeds,
-        generation=generation,
-        shard=shard,
-        shards=shards,
-    )
+    with contextlib.ExitStack() as held:
+        lane = None if gpus is None else held.enter_context(worker_lane(gpus))
+        result = evaluate_shard(
+            resolve_run(spec),
+            batch=batch,
+            seeds=seeds,
+            generation=generation,
+            shard=shard,
+            shards=shards,
+            lane=lane,
+        )
     logging.getLogger("evocamp.worker").info(
         "%s generation %d shard %d: solutions %d..%d in %.3f s",
         _worker_prefix(),
@@ -83,6 +91,50 @@ def lost_worker_retries(run: Run) -> int | None:
     else ``None`` (Dask's default, 3)."""
     policy = run.failure_policy
     return policy.retries if policy.on_failure == "retry" else None
+
+
+#: The Dask worker resources an evaluation task asks for when its evaluations need
+#: more than a core (``ranks`` of a command domain) or GPUs
+#: (``evaluation.gpus_per_evaluation``): workers of an existing cluster declare them
+#: (``dask worker --resources "cores=8,GPU=4"``); a LocalCluster's declare them.
+CORES, GPUS = "cores", "GPU"
+
+
+@dataclasses.dataclass(frozen=True)
+class DaskResources:
+    """What evocamp's evaluation tasks ask of a Dask worker (Dask and asynchronous
+    modes): a worker runs ``concurrency`` of them at once (its threads), each
+    evaluation ``ranks`` processes with ``gpus`` GPUs of its own."""
+
+    concurrency: int = 1
+    ranks: int = 1
+    gpus: int = 0
+
+    @classmethod
+    def of(cls, run: Run, settings: StepSettings) -> DaskResources:
+        """A run's, under the step settings ``settings`` (``evaluation.concurrency``,
+        ``evaluation.gpus_per_evaluation``; ``ranks`` is its domain's)."""
+        return cls(
+            concurrency=settings.concurrency,
+            ranks=int(run.spec["domain_spec"].get("ranks") or 1),
+            gpus=settings.gpus_per_evaluation,
+        )
+
+    def lane_gpus(self) -> int | None:
+        """A task's ``gpus`` argument: ``None`` (its calls run as one evaluation at a
+        time per worker always did) unless its worker runs several at once or GPUs
+        are asked."""
+        return self.gpus if self.concurrency > 1 or self.gpus else None
+
+    def task(self) -> dict | None:
+        """The resources one task asks for (``None``: none)."""
+        asked = {CORES: self.ranks} if self.ranks > 1 else {}
+        return {**asked, GPUS: self.gpus} if self.gpus else asked or None
+
+    def worker(self) -> dict | None:
+        """The resources a LocalCluster's worker declares: ``concurrency`` tasks'."""
+        task = self.task()
+        return task and {name: amount * self.concurrency for name, amount in task.items()}
 
 
 def gathered(client, futures: list, *, where):
@@ -226,9 +278,12 @@ def dask_client(
     preload: tuple[str, ...] = (),
     allowed_failures: int | None = None,
     where: str,
+    resources: DaskResources | None = None,
 ):
     """A Dask client: to the cluster of ``scheduler_file``, or to a new LocalCluster
-    of ``workers`` single-threaded worker processes (closed afterwards).
+    of ``workers`` worker processes (closed afterwards), each running
+    ``resources.concurrency`` tasks at once (default: one) and declaring
+    ``resources.worker()``, with GPUs of its own (:func:`local_cluster`).
 
     The LocalCluster's workers are forked from a fork server that has imported
     :data:`WORKER_PRELOAD` and ``preload`` once, instead of each starting a fresh
@@ -271,6 +326,7 @@ def dask_client(
             workers=workers,
             attempts=(DASK_ALLOWED_FAILURES if allowed_failures is None else allowed_failures) + 1,
             where=where,
+            resources=resources or DaskResources(),
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -281,9 +337,16 @@ def dask_client(
 DASK_ALLOWED_FAILURES = 3
 
 
-def local_cluster(*, workers: int, attempts: int, where: str):
-    """A LocalCluster of ``workers`` single-threaded worker processes, started again
-    (at most ``attempts`` times in all) when a worker process dies while it starts.
+def local_cluster(
+    *, workers: int, attempts: int, where: str, resources: DaskResources | None = None
+):
+    """A LocalCluster of ``workers`` worker processes, started again (at most
+    ``attempts`` times in all) when a worker process dies while it starts.
+
+    Each worker has ``resources.concurrency`` threads (one task each) and declares
+    ``resources.worker()``; when GPUs are asked, worker ``w`` sees its own
+    ``concurrency x gpus`` of the job's (``CUDA_VISIBLE_DEVICES``:
+    :func:`~evocamp.base.lanes.worker_devices`), which its tasks' lanes share out.
 
     A worker killed while the cluster starts (by the out-of-memory killer, or by hand)
     fails the whole start (distributed's ``RuntimeError: Nanny failed to start.``); a
@@ -298,10 +361,22 @@ def local_cluster(*, workers: int, attempts: int, where: str):
     """
     from distributed import LocalCluster
 
+    resources = resources or DaskResources()
+    options = {}
+    if resources.gpus:
+        per_worker = resources.concurrency * resources.gpus
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = [worker_devices(w, per_worker, visible) for w in range(workers)]
+        options["worker_class"] = functools.partial(_nanny_seeing, devices=devices)
     for _ in range(attempts):
         try:
             return LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=workers,
+                threads_per_worker=resources.concurrency,
+                processes=True,
+                dashboard_address=None,
+                resources=resources.worker(),
+                **options,
             )
         except RuntimeError as error:
             if not str(error).endswith("failed to start."):
@@ -312,6 +387,15 @@ def local_cluster(*, workers: int, attempts: int, where: str):
         f"{attempts} times (the last: {cause}): a worker process died while starting "
         "(killed? out of memory? its own error, if any, is in this log above)"
     )
+
+
+def _nanny_seeing(*args, name, devices: list[str], **options):
+    """A LocalCluster's worker ``name`` (a nanny) whose process sees GPUs
+    ``devices[name]``."""
+    from distributed import Nanny
+
+    env = {**(options.pop("env", None) or {}), "CUDA_VISIBLE_DEVICES": devices[name]}
+    return Nanny(*args, name=name, env=env, **options)
 
 
 def cluster_workers(client) -> int:
@@ -363,6 +447,7 @@ def run_generations(
     total: int | None,
     log=print,
     storage: StorageSettings | None = None,
+    resources: DaskResources | None = None,
 ) -> RunState:
     """Advance ``state`` generation by generation up to ``until`` (inclusive).
 
@@ -385,8 +470,12 @@ def run_generations(
     storage : StorageSettings, optional
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
+    resources : DaskResources, optional
+        What each task asks of its worker, and whether its calls run in a lane of the
+        worker (default: nothing, one task per worker at a time).
     """
     run = resolve_run(state.spec)
+    resources = resources or DaskResources()
     kept = (storage or StorageSettings()).for_run(
         run, generation_size=len(state.next_seeds), total=total
     )
@@ -406,6 +495,8 @@ def run_generations(
             batches,
             [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
             pure=False,
+            resources=resources.task(),
+            gpus=resources.lane_gpus(),
         )
         results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
         state = tell(state, results, workers=workers, storage=kept, run=run)
@@ -445,22 +536,25 @@ def run_segment(
     state = read_full_state(state_path)
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
     run = resolve_run(state.spec)
+    resources = DaskResources.of(run, StepSettings.current())
     with dask_client(
         scheduler_file=scheduler_file,
         workers=workers,
         preload=run.batch_format.shard_modules,
         allowed_failures=lost_worker_retries(run),
         where=where(state.spec, state.generation + 1),
+        resources=resources,
     ) as client:
         state = run_generations(
             state,
             until=until,
             shards=shards,
             client=client,
-            workers=cluster_workers(client) if scheduler_file else workers,
+            workers=cluster_workers(client) if scheduler_file else workers * resources.concurrency,
             total=total,
             log=log,
             storage=storage,
+            resources=resources,
         )
     if state.evaluations is not None:
         written = record_window_rows(

@@ -26,7 +26,7 @@ from evocamp.files.evaluations import (
     held,
     record_window_rows,
 )
-from evocamp.files.journal import journal_path, remove_journal
+from evocamp.files.journal import remove_journal
 from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
@@ -87,7 +87,7 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
             generation=generation,
             shard=shard,
             shards=shards,
-            journal=journal_path(output),
+            shard_file=output,
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
@@ -324,7 +324,7 @@ def reevaluate_shard_step(
     shard file to ``output`` (:mod:`evocamp.loop.reevaluation`)."""
     final_state = read_full_state(state)
     result = reevaluate_shard(
-        final_state, repeats=repeats, shard=shard, shards=shards, journal=journal_path(output)
+        final_state, repeats=repeats, shard=shard, shards=shards, shard_file=output
     )
     write_shard(output, result)
     remove_journal(output)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.base.errors import CorruptFileError, EvocampError
+from evocamp.base.lanes import Lane
 from evocamp.base.seeding import asynchronous_evaluation_seeds, repeat_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS
 from evocamp.catalogue.factory import resolve_run
@@ -40,8 +41,9 @@ from evocamp.files.completions import Completion
 from evocamp.files.evaluations import EvaluationRows, StorageSettings
 from evocamp.files.shard import ATTEMPTS_DTYPE
 from evocamp.loop.engine import initialise
-from evocamp.loop.evaluation import evaluate_slice, simulated_seconds
+from evocamp.loop.evaluation import evaluate_slice
 from evocamp.loop.fold import Evaluated, close_generation, fold_evaluations
+from evocamp.loop.outcomes import simulated_seconds
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, call_optimizer, checked_proposals
 from evocamp.model.run import Run
@@ -158,9 +160,10 @@ def decode_in_flight(batch: dict, seeds: np.ndarray) -> Standing:
     return standing
 
 
-def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
+def evaluate_in_flight(spec: dict, entry: InFlight, *, lane: Lane | None = None) -> Completion:
     """Evaluate one evaluation in flight (a Dask task, or in process): make its solution
-    from its batch (a decentralised worker fits and proposes here) and evaluate it.
+    from its batch (a decentralised worker fits and proposes here) and evaluate it (in
+    ``lane``, a Dask worker's, when given: :func:`~evocamp.loop.evaluation.evaluate_slice`).
     Failures name the run, the evaluation id and its slot."""
     run = resolve_run(spec)
     batch_kind = run.batch_format
@@ -186,6 +189,7 @@ def evaluate_in_flight(spec: dict, entry: InFlight) -> Completion:
         keep_solutions=True,
         evaluation=entry.evaluation,
         slot=entry.slot,
+        lane=lane,
     )
     return Completion(
         evaluation=entry.evaluation,

@@ -4,37 +4,36 @@
 of shard mode (on the batch stored in a checkpoint), Dask mode's tasks (on the batch
 they were sent) and the tests call it. It materialises the shard's solutions from the
 batch (a compact batch through the optimizer class's batch format, without building
-the optimizer), calls the evaluation function in chunks, checks every output and
-names any failure by run, generation, shard and solution index.
+the optimizer), cuts the slice into calls of the evaluation function (chunks),
+journals every finished call and makes the shard's result; the calls themselves, their
+checked outputs and failures named by run, generation, shard and solution index are
+:mod:`evocamp.loop.outcomes`'s.
 """
 
 from __future__ import annotations
 
-import time
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from evocamp.base.errors import EvaluationError
+from evocamp.base.lanes import Lane
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import load_evaluator
-from evocamp.files.journal import ShardJournal, journal_key
+from evocamp.files.journal import ShardJournal, journal_key, journal_path
 from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
 from evocamp.loop.outcomes import (
+    Call,
+    ChunkEvaluator,
     Outcome,
     log_line,
     outcomes_in_process,
     supervised_outcomes,
 )
-from evocamp.loop.repeats import repeated
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
 from evocamp.model.run import Run
-from evocamp.model.runspec import COMMAND, PLUGIN, run_label, where
-from evocamp.tasks.programs import FAILED_ROWS, ProgramCall, program_call
+from evocamp.model.runspec import COMMAND, PLUGIN, where
 
 
 def evaluate_shard(
@@ -45,7 +44,8 @@ def evaluate_shard(
     generation: int,
     shard: int,
     shards: int,
-    journal: str | Path | None = None,
+    shard_file: str | Path | None = None,
+    lane: Lane | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -62,10 +62,13 @@ def evaluate_shard(
     generation, shard, shards : int
         Which generation the batch belongs to, and which slice
         (:func:`~evocamp.base.sharding.shard_bounds`) this shard evaluates.
-    journal : str or pathlib.Path, optional
-        The shard's journal (:func:`~evocamp.files.journal.journal_path`): every
-        finished call is journalled there, and the calls a previous attempt of this
-        shard journalled are not evaluated again.
+    shard_file : str or pathlib.Path, optional
+        The shard's file: every finished call is journalled beside it
+        (:func:`~evocamp.files.journal.journal_path`), and the calls a previous
+        attempt of this shard journalled are not evaluated again.
+    lane : Lane, optional
+        A Dask task's lane of its worker (:func:`~evocamp.base.lanes.worker_lane`):
+        the shard's calls run there, one at a time (:func:`evaluate_slice`).
 
     Raises
     ------
@@ -77,16 +80,19 @@ def evaluate_shard(
     """
     start, stop = shard_bounds(len(seeds), shards, shard)
     batch_kind = run.batch_format
-    solutions, stats = call_optimizer(
-        run.spec,
-        generation,
-        f"{batch_kind.name}.solutions",
-        batch_kind.materialise,
-        batch,
-        start,
-        stop,
-        shard=shard,
-    )
+    if run.plugin:  # a user's batch format: call_optimizer names its failure
+        solutions, stats = call_optimizer(
+            run.spec,
+            generation,
+            f"{batch_kind.name}.solutions",
+            batch_kind.materialise,
+            batch,
+            start,
+            stop,
+            shard=shard,
+        )
+    else:  # evocamp's own, called directly (as call_optimizer calls built-ins)
+        solutions, stats = batch_kind.materialise(batch, start, stop)
     return evaluate_slice(
         run,
         generation=generation,
@@ -96,123 +102,8 @@ def evaluate_shard(
         seeds=np.asarray(seeds[start:stop]),
         stats=stats,
         keep_solutions=batch_kind.proposes_in_shards,
-        journal=None if journal is None else (journal, shard, shards),
-    )
-
-
-def _as_outputs(returned) -> dict:
-    if isinstance(returned, tuple) and len(returned) == 2:
-        return {"objective": returned[0], "measures": returned[1]}
-    if isinstance(returned, dict):
-        return dict(returned)
-    raise TypeError(
-        "the evaluation function must return a dict with 'objective' and 'measures' "
-        f"(or a tuple (objective, measures)), not {type(returned).__name__}"
-    )
-
-
-@dataclass(frozen=True)
-class _Call:
-    """Where one call of the evaluation function is: solutions ``first..last`` of
-    ``generation`` (indices in the generation's batch), evaluated by ``shard`` (in an
-    asynchronous run: evaluation ``evaluation``, in ``slot``)."""
-
-    spec: dict
-    generation: int
-    shard: int | None
-    first: int
-    last: int
-    #: Asynchronous runs: the evaluation id of the call's one solution, and its slot.
-    evaluation: int | None = None
-    slot: int | None = None
-    #: The final re-evaluation: the archive cell of each of the call's solutions.
-    cells: tuple[int, ...] | None = None
-
-    def solution(self, offset: int) -> str:
-        """Location of solution ``first + offset``."""
-        if self.cells is not None:
-            return where(self.spec, self.generation, cells=[self.cells[offset]])
-        if self.evaluation is not None:
-            return where(self.spec, self.generation, evaluation=self.evaluation, slot=self.slot)
-        return where(self.spec, self.generation, self.shard, self.first + offset)
-
-    @property
-    def size(self) -> int:
-        """Solutions of the call."""
-        return self.last - self.first + 1
-
-    def program_call(self, *, whole_shard: bool) -> ProgramCall:
-        """What a ``type: command`` domain's program needs to know of the call."""
-        spec = self.spec
-        return program_call(
-            run=f"{spec['campaign']}/{run_label(spec)}",
-            label=run_label(spec),
-            generation=self.generation,
-            indices=list(range(self.first, self.last + 1)),
-            places=[self.solution(k) for k in range(self.size)],
-            whole=self.whole(),
-            shard=self.shard,
-            evaluation=self.evaluation,
-            reevaluation=self.cells is not None,
-            whole_shard=whole_shard,
-        )
-
-    def whole(self) -> str:
-        """Location of the whole call: its solution, or its range of solutions."""
-        if self.first == self.last:
-            return self.solution(0)
-        if self.cells is not None:
-            return where(self.spec, self.generation, cells=list(self.cells))
-        whole = where(self.spec, self.generation, self.shard, None)
-        return f"{whole}, solutions {self.first}..{self.last}"
-
-
-def _check_outputs(
-    outputs: dict, *, call: _Call, measure_dim: int, extra_fields: list, failed=()
-) -> dict:
-    """Check keys, shapes and finiteness of one call's outputs (but the ``failed``
-    rows' finiteness: a program's batch names them, NaN)."""
-    count = call.last - call.first + 1
-    expected = {"objective": (count,), "measures": (count, measure_dim)}
-    expected.update({name: (count,) for name in extra_fields})
-    checked = {}
-    for name, shape in expected.items():
-        if name not in outputs:
-            raise EvaluationError(f"{call.whole()}: the result has no '{name}'")
-        try:
-            values = np.asarray(outputs[name], dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise EvaluationError(f"{call.whole()}: '{name}' is not numeric ({error})") from None
-        if values.shape != shape:
-            raise EvaluationError(
-                f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
-            )
-        bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
-        bad[list(failed)] = False
-        if bad.any():
-            offset = int(np.flatnonzero(bad)[0])
-            raise EvaluationError(
-                f"{call.solution(offset)}: '{name}' is not finite ({values[offset]})"
-            )
-        checked[name] = values
-    return checked
-
-
-def simulated_seconds(simulated: dict, seeds: np.ndarray) -> np.ndarray:
-    """Simulated evaluation time of each solution (domain key ``simulated_seconds``):
-    ``mean`` seconds each (``constant``) or drawn from an exponential distribution with
-    that mean from each solution's evaluation seed (``exponential``), so the same
-    solution waits the same time on any shard."""
-    mean = float(simulated["mean"])
-    if simulated["distribution"] == "constant":
-        return np.full(len(seeds), mean)
-    return np.array(
-        [
-            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,))).exponential(
-                mean
-            )
-            for seed in seeds
-        ]
+        journal=None if shard_file is None else (shard_file, shard, shards),
+        lane=lane,
     )
 
 
@@ -230,6 +121,7 @@ def evaluate_slice(
     slot: int | None = None,
     cells: np.ndarray | None = None,
     journal: tuple[str | Path, int, int] | None = None,
+    lane: Lane | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -253,9 +145,14 @@ def evaluate_slice(
         The final re-evaluation: the archive cell of each solution of the slice
         (messages name the elites by their cells instead of shard and index).
     journal : tuple, optional
-        The shard's journal, the shard and the number of shards (the slice's shard
-        file's journal, :func:`evaluate_shard`'s ``journal``; the final
-        re-evaluation's shard too).
+        The shard file beside which the slice's calls are journalled
+        (:func:`~evocamp.files.journal.journal_path`), the shard and the number of
+        shards (:func:`evaluate_shard`'s ``shard_file``; the final re-evaluation's
+        shard too).
+    lane : Lane, optional
+        A Dask task's lane of its worker: the calls run in supervised children with
+        the lane's number and GPUs, one at a time (the worker's other lanes are its
+        other tasks); ``None``: ``evaluation.concurrency`` lanes at once (shard mode).
 
     Raises
     ------
@@ -268,9 +165,17 @@ def evaluate_slice(
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
+    # In the order a reader follows: the function, the journal, the step's settings,
+    # then the calls, each module entered once (docs/architecture.md, "A shard's walk").
+    function = run.evaluator if run.evaluator is not None else load_evaluator(domain)
+    journalled = journal and ShardJournal(
+        journal_path(journal[0]),
+        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
+    )
+    settings = StepSettings.current()
     size = domain.get("chunk_size") or _default_chunk(domain, count)
     calls = [
-        _Call(
+        Call(
             spec,
             generation,
             shard,
@@ -282,18 +187,14 @@ def evaluate_slice(
         )
         for lo in range(0, count, size)
     ]
-    evaluator = _ChunkEvaluator(
-        load_evaluator(domain),
+    evaluator = ChunkEvaluator(
+        function,
         domain,
         solutions,
         seeds,
         calls,
         repeats=run.repeats,
         measure_dim=run.measure_dim,
-    )
-    journalled = journal and ShardJournal(
-        journal[0],
-        key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
     finished = {k: Outcome(**o) for k, o in journalled.finished.items()} if journalled else {}
     if finished:
@@ -303,7 +204,9 @@ def evaluate_slice(
         )
     pending = [k for k in range(len(calls)) if k not in finished]
     note = journalled.append if journalled else lambda k, outcome: None
-    settings = StepSettings.current()
+    concurrency, gpus, number = settings.concurrency, settings.gpus_per_evaluation, None
+    if lane is not None:  # a Dask worker's evaluations at once are its tasks
+        concurrency, gpus, number = 1, lane.gpus, lane.number
     try:
         # An asynchronous evaluation's failure is logged by the segment that tells it
         # (AsynchronousLoop's `discarded`), not here where it ran.
@@ -314,10 +217,11 @@ def evaluate_slice(
                 pending=pending,
                 note=note,
                 report=evaluation is None,
-                concurrency=settings.concurrency,
-                gpus=settings.gpus_per_evaluation,
+                concurrency=concurrency,
+                gpus=gpus,
+                lane=number,
             )
-            if isolated(run) or settings.concurrency > 1 or settings.gpus_per_evaluation
+            if isolated(run) or concurrency > 1 or gpus or lane is not None
             else outcomes_in_process(evaluator, pending=pending, note=note)
         )
     finally:
@@ -355,65 +259,6 @@ def isolated(run: Run) -> bool:
         or policy.timeout is not None
         or policy.on_failure != "stop"
     )
-
-
-class _ChunkEvaluator:
-    """Evaluates call ``k`` of a slice (picklable results only: it may run in a child)."""
-
-    def __init__(
-        self,
-        evaluator,
-        domain: dict,
-        solutions,
-        seeds,
-        calls: list[_Call],
-        *,
-        repeats: int = 1,
-        measure_dim: int,
-    ) -> None:
-        self.evaluator, self.domain, self.calls = evaluator, domain, calls
-        self.solutions, self.seeds, self.repeats = solutions, seeds, repeats
-        self.measure_dim = measure_dim
-        self.extra_fields = list(domain.get("extra_fields") or [])
-
-    def bounds(self, k: int) -> tuple[int, int]:
-        """Rows of call ``k`` in the slice."""
-        first = self.calls[0].first
-        return self.calls[k].first - first, self.calls[k].last - first + 1
-
-    def __call__(self, k: int) -> Outcome | EvaluationError:
-        lo, hi = self.bounds(k)
-        began = time.perf_counter()
-        try:
-            checked = repeated(
-                lambda seeds: self._evaluate_once(k, seeds),
-                self.seeds[lo:hi],
-                repeats=self.repeats,
-            )
-        except EvaluationError as error:
-            return error
-        failed = checked.pop(FAILED_ROWS, None)
-        return Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
-
-    def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
-        """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
-        lo, hi = self.bounds(k)
-        outputs = _call(
-            self.evaluator, self.domain, self.solutions[lo:hi], seeds, call=self.calls[k]
-        )
-        failed = outputs.pop(FAILED_ROWS, None)
-        if failed and self.repeats > 1:  # the means of a repeated batch need every row
-            raise EvaluationError(next(iter(failed.values())))
-        if self.domain.get("simulated_seconds"):
-            time.sleep(simulated_seconds(self.domain["simulated_seconds"], seeds).sum())
-        checked = _check_outputs(
-            outputs,
-            call=self.calls[k],
-            measure_dim=self.measure_dim,
-            extra_fields=self.extra_fields,
-            failed=failed or (),
-        )
-        return {**checked, FAILED_ROWS: failed} if failed else checked
 
 
 def _shard_result(
@@ -469,30 +314,3 @@ def _shard_result(
         attempts=attempts if (attempts > 1).any() else None,
         failed_seconds=failed_seconds if failed_seconds.any() else None,
     )
-
-
-def _call(evaluator, domain: dict, solutions, seeds, *, call: _Call) -> dict:
-    """Call the evaluation function once.
-
-    It is never called again after a failure (it may be expensive or have side
-    effects): the message names the call's solution, or its range of solutions.
-    ``sys.exit`` in it is such a failure too (not a crash of its process).
-    """
-    hint = "" if call.first == call.last else " (chunk_size 1 names the exact solution)"
-    keywords = dict(domain.get("params") or {})
-    if domain["type"] == COMMAND:
-        keywords["call"] = call.program_call(whole_shard=not domain.get("chunk_size"))
-    try:
-        return _as_outputs(evaluator(solutions, seeds, **keywords))
-    except SystemExit as error:
-        raise EvaluationError(
-            f"{call.whole()}: the evaluation function exited ({error!r}) instead of "
-            f"returning its results{hint}"
-        ) from None
-    except Exception as error:  # noqa: BLE001 - user code may raise anything
-        if domain["type"] == COMMAND and isinstance(error, EvaluationError):
-            raise  # a program's failure, which names its solution
-        raise EvaluationError(
-            f"{call.whole()}: the evaluation function raised {type(error).__name__}: {error}{hint}",
-            details="".join(traceback.format_exception(error)),
-        ) from None

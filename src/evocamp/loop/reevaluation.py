@@ -48,12 +48,12 @@ def reevaluate(state: RunState, *, repeats: int) -> Reevaluation:
 
 
 def reevaluate_shard(
-    state: RunState, *, repeats: int, shard: int, shards: int, journal=None
+    state: RunState, *, repeats: int, shard: int, shards: int, shard_file=None
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a finished run's elites (a contiguous
     slice in cell-index order, :func:`~evocamp.base.sharding.shard_bounds`; possibly
     empty when there are fewer elites than shards) ``repeats`` times, journalling its
-    finished calls in ``journal`` (a path, optional; as
+    finished calls beside ``shard_file`` (a path, optional; as
     :func:`~evocamp.loop.evaluation.evaluate_shard` does).
 
     Raises
@@ -67,14 +67,14 @@ def reevaluate_shard(
     start, stop = shard_bounds(len(solutions), shards, shard)
     if stop > start:
         result = evaluate_slice(
-            resolve_run(_with_repeats(spec, repeats)),
+            resolve_run(_with_repeats(spec, repeats), evaluates=True),
             generation=state.generation,
             shard=None,
             start=start,
             solutions=solutions[start:stop],
             seeds=seeds[start:stop],
             cells=cells[start:stop],
-            journal=None if journal is None else (journal, shard, shards),
+            journal=None if shard_file is None else (shard_file, shard, shards),
         )
         result.shard = shard
         return result

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -208,18 +209,19 @@ def read_full_state(path: str | Path) -> RunState:
 def shard_batch(path: str | Path):
     """Open a state file's next batch for a shard, as
     :func:`~evocamp.files.checkpoint.open_batch` does (``(run, generation, batch,
-    seeds, numerics)``, the run resolved once, :func:`resolve_run`): from the
+    seeds, numerics)``, the run resolved once with its evaluation function,
+    :func:`resolve_run`): from the
     node-local cache when the tell that wrote ``path`` ran on this node and left the
     batch's solutions there (the shard reads its own rows, and neither the state file
     nor the batch's parents), else from the file."""
     held = _cached_rows(Path(path))
     if held is not None:
         header, rows = held
-        run = resolve_run(json.loads(header["spec"]))
+        run = resolve_run(json.loads(header["spec"]), evaluates=True)
         batch = {ASKED: rows}
         yield run, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
-    with open_batch(path, resolve=resolve_run) as opened:
+    with open_batch(path, resolve=functools.partial(resolve_run, evaluates=True)) as opened:
         yield opened
 
 
@@ -441,6 +443,12 @@ def _cached(path: Path) -> RunState | None:
     return state
 
 
+def _same(told, stored) -> bool:
+    """Equal arrays, NaN equal to NaN (a space's inactive parameters)."""
+    told, stored = np.asarray(told), np.asarray(stored)
+    return np.array_equal(told, stored, equal_nan=told.dtype.kind in "fc")
+
+
 def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunState:
     """Tell the shard results a light state was told with again, and check the result
     against the batch it stores."""
@@ -456,7 +464,7 @@ def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunSt
         told.generation == stored.generation
         and np.array_equal(told.next_seeds, stored.next_seeds)
         and sorted(told.next_batch) == sorted(stored.next_batch)
-        and all(np.array_equal(told.next_batch[k], stored.next_batch[k]) for k in told.next_batch)
+        and all(_same(told.next_batch[k], stored.next_batch[k]) for k in told.next_batch)
     )
     if not same:
         raise _unrebuildable(

@@ -48,7 +48,8 @@ class StepSettings:
     storage : StorageSettings
         What to keep of the evaluations (the ``storage`` keys).
     concurrency : int
-        ``evaluation.concurrency``: evaluations (calls) of a shard run at once.
+        ``evaluation.concurrency``: evaluations (calls) of a shard run at once (Dask
+        and asynchronous modes: evaluation tasks a Dask worker runs at once).
     gpus_per_evaluation : int
         ``evaluation.gpus_per_evaluation``: GPUs each concurrent evaluation gets
         (its own ``CUDA_VISIBLE_DEVICES``; 0: none set).

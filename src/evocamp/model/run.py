@@ -11,6 +11,7 @@ what it needs of the catalogue from it and never calls up into the catalogue.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,14 @@ class Run:
     packages : tuple of str
         The distributions of its optional extras that decide its numbers, which its
         numeric provenance records (:func:`evocamp.model.numerics.environment`).
+    plugin : bool
+        Its optimizer class is a user's (``type: plugin``): calls into it and into its
+        batch format go through :func:`evocamp.model.protocol.call_optimizer`, which
+        names their failures.
+    evaluator : callable or None
+        Its domain's evaluation function, when the step evaluates
+        (``resolve_run(spec, evaluates=True)``: the shard step); ``None`` in the other
+        steps, which never import a user's evaluation module.
     """
 
     spec: dict
@@ -63,3 +72,5 @@ class Run:
     stored_fields: tuple[str, ...]
     parents_in_own_archive: bool
     packages: tuple[str, ...]
+    plugin: bool
+    evaluator: Callable | None = None
