@@ -226,15 +226,27 @@ class Outcome:
     shard_seconds: float
 
 
-def finish(name: str, workdir: Path, *, killer: Killer | None, invocations: int) -> Outcome:
-    """Run the campaign in ``workdir`` to the end: the same Snakemake command again after
-    each failed invocation (at most ``invocations``), ``killer`` at work meanwhile."""
+def finish(
+    name: str,
+    workdir: Path,
+    *,
+    killer: Killer | None,
+    invocations: int,
+    extra: tuple[str, ...] = (),
+    cores: int = 2,
+) -> Outcome:
+    """Run the campaign in ``workdir`` to the end: the same Snakemake command (``runs``
+    and ``extra``) again after each failed invocation (at most ``invocations``),
+    ``killer`` at work meanwhile."""
     began = time.perf_counter()
     if killer:
         killer.thread.start()
     for invocation in range(1, invocations + 1):
         done = subprocess.run(
-            snakemake(workdir, "runs"), cwd=workdir, capture_output=True, text=True
+            snakemake(workdir, "runs", *extra, cores=cores),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
         )
         (workdir / f"snakemake_{invocation}.log").write_text(done.stdout + done.stderr)
         if done.returncode == 0:

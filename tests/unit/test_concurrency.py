@@ -172,6 +172,10 @@ def test_ranks_through_a_launcher_and_a_gpu_per_lane(tmp_path, monkeypatch):
     [
         ({"ranks": 4}, "key 'domains.d.ranks': 4 ranks, but neither the launcher nor the"),
         ({"launcher": "mpirun -n {np}"}, "key 'domains.d.launcher': unknown placeholder {np}"),
+        (
+            {"launcher": "srun --exact -n {ranks}"},
+            "key 'domains.d.launcher': srun without --overlap waits for ever inside a shard job",
+        ),
     ],
 )
 def test_ranks_and_launchers_are_checked(tmp_path, domain, problem):

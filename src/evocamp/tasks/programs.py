@@ -461,6 +461,13 @@ def _launcher_problems(key: str, domain: dict, command: str) -> list[str]:
         for name in re.findall(r"\{([^{}]*)\}", launcher)
         if name != "ranks"
     ]
+    words = launcher.split()
+    if words and Path(words[0]).name == "srun" and "--overlap" not in words:
+        problems.append(
+            f"key '{key}.launcher': srun without --overlap waits for ever inside a shard job "
+            "(the Slurm job step running the shard holds the job's CPUs): write "
+            '"srun --overlap --exact -n {ranks}"'
+        )
     ranks = domain.get("ranks") or 1
     if ranks > 1 and "{ranks}" not in launcher + command:
         problems.append(
