@@ -24,11 +24,11 @@ one proposal *queued* besides its evaluation in flight. When evaluation ``e`` st
 slot ``w``, the optimizer is asked at once for ``w``'s next proposal, from the history
 told until then; a decentralised worker makes that proposal (fits and refines) while it
 evaluates ``e`` (:func:`~evocamp.loop.in_flight.evaluate_in_flight`), so a freed slot
-starts its queued proposal at once and never waits for a fit. What a proposal saw is still a pure function
-of the completion log (the completions told before its slot's previous evaluation
-started), so runs stay reproducible under the virtual clock, after kills and in
-``evocamp replay``; the cost is staleness: a proposal misses the completions told
-while its slot's previous evaluation ran.
+starts its queued proposal at once and never waits for a fit. What a proposal saw is
+still a pure function of the completion log (the completions told before its slot's
+previous evaluation started), so runs stay reproducible under the virtual clock, after
+kills and in ``evocamp replay``; the cost is staleness: a proposal misses the
+completions told while its slot's previous evaluation ran.
 
 A resume reads the completions logged since the checkpoint back (:class:`Resume`)
 instead of evaluating them again. The state between segments is a
