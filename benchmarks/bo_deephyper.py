@@ -233,6 +233,7 @@ def search_hpo(args) -> None:
         searcher = cbo(problem, seed=args.seed, initial_points=args.initial_points, log_dir=log_dir)
         frame = searcher.search(evaluator, max_evals=args.evaluations)
     wall = time.time() - began
+    in_order = frame.sort_values("job_id")["objective"].astype(float).tolist()
     frame = frame.sort_values("m:ended").iloc[: args.evaluations]
     print(
         json.dumps(
@@ -244,6 +245,7 @@ def search_hpo(args) -> None:
                 "times": (frame["m:ended"] - began).tolist(),
                 "values": frame["objective"].astype(float).tolist(),
                 "test_accuracy": frame["m:test_accuracy"].astype(float).tolist(),
+                "evaluated": in_order[: args.evaluations],
             }
         )
     )
