@@ -632,9 +632,13 @@ def main() -> None:
             for mode in args.modes:
                 variants.update(campaign_curves(args, domain, folder / domain / mode, mode=mode))
                 print(report({domain: variants}, task, budgets=budgets), flush=True)
+                if args.results:
+                    store_runs(args.results, results)
             for peer in args.peers or task.peers:
                 variants[peer] = peer_curves(args, domain, peer)
                 print(report({domain: variants}, task, budgets=budgets), flush=True)
+                if args.results:
+                    store_runs(args.results, results)
             if args.repeat_check:
                 repeated(args, domain, folder, variants)
             if args.results:
