@@ -199,3 +199,22 @@ def plateau(solutions, seeds):
     flat-fitness test stops every run after one generation, so IPOP- and BIPOP-CMA-ES
     restart, with another population, every generation."""
     return {"objective": np.zeros(len(solutions)), "measures": solutions[:, :2]}
+
+
+def typed_configurations(configurations, seeds):
+    """A domain over a mixed space (``tests/workflow/test_space_campaign.py``): asserts
+    that every configuration holds the declared Python types (an ``int`` for
+    ``layers``, a ``str`` for ``optimizer``, ``momentum`` only with ``sgd``) and
+    scores it."""
+    objective = []
+    for configuration in configurations:
+        assert type(configuration["lr"]) is float, configuration
+        assert type(configuration["layers"]) is int, configuration
+        assert configuration["optimizer"] in ("adam", "sgd"), configuration
+        assert ("momentum" in configuration) == (configuration["optimizer"] == "sgd"), configuration
+        assert configuration["width"] in (16, 32, 64), configuration
+        score = -((np.log10(configuration["lr"]) + 2.5) ** 2) - abs(configuration["layers"] - 3)
+        score -= 0.5 * (configuration["optimizer"] == "adam")
+        score -= (configuration.get("momentum", 0.9) - 0.9) ** 2 + configuration["width"] / 64
+        objective.append(score)
+    return {"objective": np.asarray(objective)}

@@ -405,6 +405,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=bo.CentralisedQUCB,
             generation_size=_batch_size,
             needs_bounds=True,
+            takes_space=True,
             async_refusal=None,
             keeps_evaluations=True,
         ),
@@ -419,6 +420,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=bo.DecentralisedQUCB,
             generation_size=_batch_size,
             needs_bounds=True,
+            takes_space=True,
             shards_in_spec=True,
             async_refusal=None,
             keeps_evaluations=True,
@@ -433,6 +435,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             cls=RandomSearch,
             generation_size=_batch_size,
             needs_bounds=True,
+            takes_space=True,
             async_refusal=None,
         ),
         *LIBRARY_TYPES,
@@ -443,6 +446,7 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             required=("class",),
             optional=("python_path", "params"),
             async_refusal=None,
+            takes_space=True,
         ),
     )
 }

@@ -70,6 +70,11 @@ class DomainType:
         the domain's own initialisation (a policy's weights as QDax draws them), what QD
         emitters start from with ``initial_population: random``; ``None``: the domain
         has none.
+    space : dict or None
+        The domain's search space when it has named, typed parameters instead of a
+        ``solution_dim`` of reals (:mod:`evocamp.model.space`: ``name -> {type, ...}``, as
+        the ``space`` key writes it); its evaluation function is then called with
+        configurations (dicts), and a campaign's ``space`` key replaces it.
     """
 
     name: str

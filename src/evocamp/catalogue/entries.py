@@ -124,6 +124,10 @@ class AlgorithmType:
         The type needs a domain with measures (QD).
     needs_bounds : bool
         The type samples within the domain's bounds.
+    takes_space : bool
+        The type samples and proposes in a domain's search space (``space``): its class
+        gets the space's parameters as ``space=`` (:mod:`evocamp.model.space`); types
+        without it need a continuous box and refuse a domain with a space.
     grid_archive : bool
         The run's (or passive) archive is a grid with ``archive.dims``.
     archive_defaults : dict
@@ -171,6 +175,7 @@ class AlgorithmType:
     generation_size: Callable[[dict], int] | None = None
     needs_measures: bool = False
     needs_bounds: bool = False
+    takes_space: bool = False
     grid_archive: bool = True
     archive_defaults: dict = field(default_factory=dict)
     shards_in_spec: bool = False

@@ -33,6 +33,7 @@ from evocamp.model.runspec import (
     spec_run_key,
     stored_fields,
 )
+from evocamp.model.space import Space, SpaceEvaluation
 from evocamp.tasks.programs import Program
 
 
@@ -73,12 +74,18 @@ def run_packages(spec: dict) -> tuple[str, ...]:
 
 def load_evaluator(domain_spec: dict) -> Callable:
     """The evaluation function of a resolved domain spec (a plugin's is imported; a
-    program's, :class:`~evocamp.tasks.programs.Program`, made)."""
+    program's, :class:`~evocamp.tasks.programs.Program`, made); a domain with a space's
+    called with the solutions decoded into configurations
+    (:class:`~evocamp.model.space.SpaceEvaluation`)."""
     if domain_spec["type"] == COMMAND:
         return Program(domain_spec)
     if domain_spec["type"] != PLUGIN:
-        return DOMAINS[domain_spec["type"]].evaluate
-    return import_plugin(domain_spec["function"], domain_spec.get("python_path"))
+        function = DOMAINS[domain_spec["type"]].evaluate
+    else:
+        function = import_plugin(domain_spec["function"], domain_spec.get("python_path"))
+    if "space" in domain_spec:
+        return SpaceEvaluation(function, domain_spec["space"])
+    return function
 
 
 def plugin_class(algorithm: dict, *, where: str) -> type:
@@ -167,7 +174,8 @@ def build_optimizer(spec: dict):
     called with ``solution_dim``, ``x0`` (the domain's initial solution), ``bounds``
     (``(low, high)`` or ``None``), ``seed`` (the run's optimizer seed, from the master
     seed) and their parameters (a plugin's ``params``), a plugin's through
-    :func:`~evocamp.model.protocol.call_optimizer`.
+    :func:`~evocamp.model.protocol.call_optimizer`. On a domain with a space, ``x0`` is
+    the solution of its defaults and ``space`` its parameters (types that take one).
     """
     entry = algorithm_type(spec)
     cls = optimizer_class(spec)
@@ -186,6 +194,9 @@ def build_optimizer(spec: dict):
         "bounds": tuple(domain["bounds"]) if "bounds" in domain else None,
         "seed": optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0],
     }
+    if "space" in domain:
+        common["x0"] = Space(domain["space"]).defaults()
+        common["space"] = domain["space"]
     if entry.cls is None:
         params = algorithm.get("params") or {}
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from pathlib import Path
 
 from evocamp.catalogue.algorithms import (
     ALGORITHMS,
@@ -17,7 +18,8 @@ from evocamp.catalogue.algorithms import (
 )
 from evocamp.catalogue.domains import DEFAULT_SOLUTION_DIM, DOMAINS
 from evocamp.catalogue.entries import AlgorithmType, Derived
-from evocamp.model.runspec import FailurePolicy
+from evocamp.model.runspec import COMMAND, FailurePolicy
+from evocamp.model.space import SpaceError, from_configspace, space_entries
 
 
 def seeds_of(config: dict) -> list[int]:
@@ -40,7 +42,11 @@ def resolved_domain(domain: dict) -> dict:
     spec = copy.deepcopy(domain)
     entry = DOMAINS.get(spec["type"])
     params = spec.setdefault("params", {})
-    if entry is not None and entry.fixed_dim is not None:
+    space = spec.get("space", entry.space if entry is not None else None)
+    if space is not None:
+        spec["space"] = read_space(space)
+        spec["solution_dim"] = len(spec["space"])
+    elif entry is not None and entry.fixed_dim is not None:
         spec["solution_dim"] = entry.fixed_dim(params)
     else:
         named = len(spec["variables"]) if spec.get("variables") else DEFAULT_SOLUTION_DIM
@@ -55,6 +61,59 @@ def resolved_domain(domain: dict) -> dict:
     if entry.extra_fields and not spec.get("extra_fields"):
         spec["extra_fields"] = list(entry.extra_fields)
     return spec
+
+
+def read_space(space: str | dict | list) -> list[dict]:
+    """A domain's ``space`` as a run spec stores it (:func:`evocamp.model.space.space_entries`):
+    from a mapping, or from a ConfigSpace JSON file (a path relative to the working
+    directory, read once here: the run spec holds the space itself).
+
+    Raises
+    ------
+    SpaceError
+        The file cannot be read or the space is bad, on one line.
+    """
+    if isinstance(space, str):
+        try:
+            document = json.loads(Path(space).read_text())
+        except OSError as error:
+            raise SpaceError(f"cannot read {space}: {error.strerror}") from None
+        except ValueError as error:
+            raise SpaceError(f"{space} is not JSON: {error}") from None
+        try:
+            space = from_configspace(document)
+        except SpaceError as error:
+            raise SpaceError(f"{space}: {error}") from None
+    return space_entries(space)
+
+
+def space_problems(key: str, domain: dict) -> list[str]:
+    """Problems of a domain entry's ``space`` (its key ``key``), one line each."""
+    if "space" not in domain:
+        return []
+    if domain["type"] == COMMAND:
+        return [f"key '{key}.space': not for type command (a program's variables are reals)"]
+    problems = [
+        f"key '{key}.{name}': a domain with a space has one parameter per entry of it; "
+        f"leave {name} out"
+        for name in ("solution_dim", "bounds")
+        if name in domain
+    ]
+    try:
+        read_space(domain["space"])
+    except SpaceError as error:
+        problems.append(f"key '{key}.space': {error}")
+    return problems
+
+
+def space_refusal(entry: AlgorithmType, domain_name: str) -> str:
+    """Why algorithm type ``entry`` cannot run on a domain with a space (its ``type`` key's
+    problem)."""
+    takers = ", ".join(name for name, other in ALGORITHMS.items() if other.takes_space)
+    return (
+        f"{entry.name} needs a continuous box, but domain '{domain_name}' has a search space "
+        f"(space); types that take one: {takers}"
+    )
 
 
 def _default_value(value, domain_spec: dict):

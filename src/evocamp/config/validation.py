@@ -39,6 +39,8 @@ from evocamp.config.run_specs import (
     failure_policy_spec,
     resolved_algorithm,
     resolved_domain,
+    space_problems,
+    space_refusal,
 )
 from evocamp.config.suites import expand_suites
 from evocamp.families.qd.components import random_start
@@ -351,6 +353,7 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
         param_problems = _built_in_param_problems(key, entry, domain.get("params") or {})
         if param_problems:  # the rules below read the params
             return problems + param_problems
+    problems += space_problems(key, domain)
     if entry is not None and entry.fixed_dim is not None and "solution_dim" in domain:
         fixed = entry.fixed_dim(domain.get("params") or {})
         if domain["solution_dim"] != fixed:
@@ -474,7 +477,9 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"initialisation, but domain '{domain_name}' has none (the locomotion "
             "domains have); leave the key out to start from x0"
         )
-    if entry.needs_bounds and "bounds" not in domain_spec:
+    if "space" in domain_spec and not entry.takes_space:
+        problems.append(f"key '{key}.type': {space_refusal(entry, domain_name)}")
+    elif entry.needs_bounds and "bounds" not in domain_spec and "space" not in domain_spec:
         problems.append(
             f"key '{key}.type': {entry.name} samples within bounds, but domain "
             f"'{domain_name}' has none; give domains.{domain_name}.bounds"

@@ -20,16 +20,30 @@ from the run's seed: :func:`exploration_weights`.
 Until the history holds ``initial_points`` solutions, proposals are uniform within
 the bounds (the initial design). scikit-learn is imported only when a surrogate is
 fitted.
+
+On a domain with a search space (:mod:`evocamp.model.space`) both work in the space's
+unit cube: the surrogate is fitted on the history's unit-cube points
+(:meth:`~evocamp.model.space.Space.to_unit`: a real or integer parameter by its position
+between its bounds, on a log scale for ``log``; an integer or a category at the middle
+of its cell, so that the trees split between whole values and between categories in
+their declared order; an inactive parameter at -0.5, below every active value), every
+candidate and child of the genetic search is snapped to the point of the solution it
+stands for (:meth:`~evocamp.model.space.Space.snap`), so that a configuration already
+evaluated or proposed is recognised, and proposals are returned as solutions
+(:meth:`~evocamp.model.space.Space.from_unit`).
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from evocamp.base.sharding import shard_of_slice
 from evocamp.model.protocol import CompactBatch
+from evocamp.model.space import Space
 
 #: Streams of the optimizer seed (SeedSequence spawn keys).
 KAPPA_STREAM = 1
@@ -109,6 +123,7 @@ def refine_by_ucb(
     generations: int,
     taken: set[bytes],
     rng: np.random.Generator,
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """A genetic search for the maximum of the UCB with weight ``kappa``.
 
@@ -118,7 +133,7 @@ def refine_by_ucb(
     or proposed already, as bytes) and repeats last (elitist: the best new point never
     gets worse). Crossover recombines good values of different parameters, which
     uniform candidates alone cannot do in many dimensions (the role of DeepHyper's
-    ``mixedga``).
+    ``mixedga``). ``snap`` maps the children to the points of a space's solutions.
 
     Returns
     -------
@@ -135,6 +150,8 @@ def refine_by_ucb(
         mutated = rng.random((CHILDREN, dim)) < 1.0 / dim
         steps = rng.normal(0.0, MUTATION_SCALE * (high - low), (CHILDREN, dim))
         children = np.clip(children + mutated * steps, low, high)
+        if snap is not None:
+            children = snap(children)
         child_mean, child_std = tree_mean_std(model, children)
         population = np.concatenate([population, children])
         mean = np.concatenate([mean, child_mean])
@@ -156,6 +173,7 @@ def propose(
     refine_generations: int,
     rng: np.random.Generator,
     pending: np.ndarray | None = None,
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -166,7 +184,9 @@ def propose(
     candidate).
 
     ``pending`` (points proposed and still being evaluated, asynchronous mode) are
-    never proposed again.
+    never proposed again. ``snap`` (a search space's
+    :meth:`~evocamp.model.space.Space.snap`) maps the initial design, the candidates
+    and the genetic search's children to the points of the solutions they stand for.
 
     Returns
     -------
@@ -177,12 +197,13 @@ def propose(
     low, high = bounds
     count = len(kappas)
     dim = x.shape[1]
+    keep = (lambda points: points) if snap is None else snap
     if len(y) < initial_points:
-        return rng.uniform(low, high, (count, dim)), 0.0, 0.0
+        return keep(rng.uniform(low, high, (count, dim))), 0.0, 0.0
     began = time.perf_counter()
     model = fit_surrogate(x, y, trees=trees, rng=rng)
     fitted = time.perf_counter()
-    uniform = rng.uniform(low, high, (max(candidates, count), dim))
+    uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, x])
     mean, std = tree_mean_std(model, start)
     taken = {point.tobytes() for point in x}
@@ -199,6 +220,7 @@ def propose(
             generations=refine_generations,
             taken=taken,
             rng=rng,
+            snap=snap,
         )
         best = population[0]
         if best.tobytes() in taken:  # all evaluated or proposed: the best new candidate
@@ -235,6 +257,9 @@ class _QUCB:
     refine_generations : int
         Generations of the genetic search that refines each proposal's UCB
         (:func:`refine_by_ucb`); 0 proposes the best candidate itself.
+    space : list of dict, optional
+        The domain's search space (:mod:`evocamp.model.space`): proposals are made in
+        its unit cube (``bounds`` is then unused).
     """
 
     def __init__(
@@ -250,7 +275,10 @@ class _QUCB:
         candidates: int,
         trees: int,
         refine_generations: int,
+        space: list | None = None,
     ) -> None:
+        if space is not None:
+            self.space, bounds = Space(space), (0.0, 1.0)
         if bounds is None:
             raise ValueError("Bayesian optimisation samples within bounds; the domain has none")
         self.bounds = (float(bounds[0]), float(bounds[1]))
@@ -264,6 +292,14 @@ class _QUCB:
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
+
+    def _in_space(self) -> dict:
+        """``propose``'s ``snap`` and how its points become solutions, and the history's
+        points (in a space's unit cube; as they are without one)."""
+        space = getattr(self, "space", None)  # no attribute: a checkpoint of before spaces
+        if space is None:
+            return {"snap": None, "solutions": lambda points: points, "unit": lambda x: x}
+        return {"snap": space.snap, "solutions": space.from_unit, "unit": space.to_unit}
 
     def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
         self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
@@ -289,8 +325,9 @@ class CentralisedQUCB(_QUCB):
     def ask(self) -> np.ndarray:
         """Fit the surrogate and propose the next batch."""
         self.generation += 1
+        space = self._in_space()
         points, fit_seconds, propose_seconds = propose(
-            self.x,
+            space["unit"](self.x),
             self.y,
             kappas=self.kappas,
             bounds=self.bounds,
@@ -299,7 +336,9 @@ class CentralisedQUCB(_QUCB):
             initial_points=self.initial_points,
             refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
+            snap=space["snap"],
         )
+        points = space["solutions"](points)
         self.pending = points
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
         return points
@@ -322,8 +361,9 @@ class CentralisedQUCB(_QUCB):
                 for slot in slots
             ]
         )
+        space = self._in_space()
         points, fit_seconds, propose_seconds = propose(
-            self.x,
+            space["unit"](self.x),
             self.y,
             kappas=kappas,
             bounds=self.bounds,
@@ -332,8 +372,10 @@ class CentralisedQUCB(_QUCB):
             initial_points=self.initial_points,
             refine_generations=self.refine_generations,
             rng=proposal_rng(self.seed, generation=int(evaluations[0]), worker=0),
-            pending=in_flight,
+            pending=space["unit"](in_flight),
+            snap=space["snap"],
         )
+        points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
         return points
@@ -381,8 +423,10 @@ class DecentralisedBatch(CompactBatch):
                 f"{size} in {shards} shards: decentralised proposals are made per shard"
             )
         seed = int(batch["seed"][0])
+        space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
+        x = batch["x"][()]
         points, fit_seconds, propose_seconds = propose(
-            batch["x"][()],
+            x if space is None else space.to_unit(x),
             batch["y"][()],
             kappas=exploration_weights(
                 seed, kappa=float(batch["kappa"][0]), worker=worker, count=stop - start
@@ -393,9 +437,10 @@ class DecentralisedBatch(CompactBatch):
             initial_points=initial_points,
             refine_generations=refine_generations,
             rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
+            snap=None if space is None else space.snap,
         )
         return {
-            "solutions": points,
+            "solutions": points if space is None else space.from_unit(points),
             "fit_seconds": fit_seconds,
             "propose_seconds": propose_seconds,
         }
@@ -456,6 +501,9 @@ class DecentralisedQUCB(_QUCB):
         }
         if worker is not None:
             batch["worker"] = np.asarray([worker], dtype=np.int64)
+        if getattr(self, "space", None) is not None:  # its parameters as JSON bytes
+            text = json.dumps(self.space.entries, separators=(",", ":"))
+            batch["space"] = np.frombuffer(text.encode(), dtype=np.uint8)
         return batch
 
     def tell(self, objective, measures, *, solutions, failed=None, **extra) -> None:

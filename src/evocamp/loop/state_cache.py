@@ -441,6 +441,12 @@ def _cached(path: Path) -> RunState | None:
     return state
 
 
+def _same(told, stored) -> bool:
+    """Equal arrays, NaN equal to NaN (a space's inactive parameters)."""
+    told, stored = np.asarray(told), np.asarray(stored)
+    return np.array_equal(told, stored, equal_nan=told.dtype.kind in "fc")
+
+
 def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunState:
     """Tell the shard results a light state was told with again, and check the result
     against the batch it stores."""
@@ -456,7 +462,7 @@ def _tell_again(state: RunState, path: Path, attrs: dict, *, wanted_by) -> RunSt
         told.generation == stored.generation
         and np.array_equal(told.next_seeds, stored.next_seeds)
         and sorted(told.next_batch) == sorted(stored.next_batch)
-        and all(np.array_equal(told.next_batch[k], stored.next_batch[k]) for k in told.next_batch)
+        and all(_same(told.next_batch[k], stored.next_batch[k]) for k in told.next_batch)
     )
     if not same:
         raise _unrebuildable(

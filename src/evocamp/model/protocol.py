@@ -311,7 +311,8 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
     Raises
     ------
     OptimizerError
-        When a plain batch is not a finite (n, solution_dim) array with n >= 1, or a
+        When a plain batch is not a finite (n, solution_dim) array with n >= 1 (NaN
+        allowed on a domain with a space: an inactive parameter), or a
         compact one's size is not a positive integer.
     """
     method = f"optimizer {optimizer_name(spec)}, method ask()"
@@ -340,8 +341,10 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
             f"{where(spec, generation)}: {method} returned a batch of shape "
             f"{solutions.shape}; expected (n, {dim}) with n >= 1 (solution_dim {dim})"
         )
-    if not np.isfinite(solutions).all():
-        row = int(np.flatnonzero(~np.isfinite(solutions).all(axis=1))[0])
+    # A domain with a space holds its inactive parameters as NaN (evocamp.model.space).
+    bad = np.isinf(solutions) if "space" in spec["domain_spec"] else ~np.isfinite(solutions)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
         raise OptimizerError(
             f"{where(spec, generation)}: {method} returned a batch whose solution {row} "
             "is not finite"
