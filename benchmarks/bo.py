@@ -159,6 +159,11 @@ def campaign_curves(
     return curves
 
 
+def peers_of(args) -> tuple[str, ...]:
+    """The peers to run: ``--peers`` (none when given empty), else the task's."""
+    return TASKS[args.task].peers if args.peers is None else tuple(args.peers)
+
+
 def budget_of(args, domain: str) -> int:
     """The evaluations of ``domain``: its task's budget, or ``--evaluations``."""
     return args.evaluations or TASKS[args.task].budgets[domain]
@@ -327,6 +332,17 @@ def optional_interval(values) -> str:
     return interval(values) if np.isfinite(values[0]) else "-"
 
 
+def known_interval(values) -> str:
+    """:func:`interval` of the runs that had a value (a run with no result yet has
+    NaN), saying how many had one when some had none."""
+    values = np.asarray(values)
+    known = values[np.isfinite(values)]
+    if len(known) == 0:
+        return "no result yet"
+    text = interval(known)
+    return text if len(known) == len(values) else f"{text} ({len(known)} of {len(values)} runs)"
+
+
 def equal_time(variants: dict[str, list[dict]]) -> float:
     """The wall seconds every variant is compared at: the shortest of the variants'
     median wall times (by then most runs of every variant have finished)."""
@@ -353,7 +369,7 @@ def report(results: dict[str, dict[str, list[dict]]], task: Task, *, budgets) ->
             ]
             if hpo:
                 row += [
-                    interval([float(best_at_time(r, np.array([seconds]))[0]) for r in runs]),
+                    known_interval([float(best_at_time(r, np.array([seconds]))[0]) for r in runs]),
                     interval([r["test_accuracy"] for r in runs]),
                 ]
             row += [
@@ -424,7 +440,7 @@ def repeated(args, domain: str, folder: Path, variants: dict[str, list[dict]]) -
         again.update(
             campaign_curves(args, domain, folder / domain / f"{mode}_again", mode=mode, seeds=[0])
         )
-    for peer in args.peers or TASKS[args.task].peers:
+    for peer in peers_of(args):
         again[peer] = peer_curves(args, domain, peer, seeds=[0])
     for name, runs in again.items():
         first = variants[name][args.seeds.index(0)]
@@ -598,7 +614,7 @@ def main() -> None:
     parser.add_argument("--domains", nargs="+", help="default: the task's")
     parser.add_argument("--evaluations", type=int, help="default: the task's budgets")
     parser.add_argument("--modes", nargs="*", default=["dask", "async"])
-    parser.add_argument("--peers", nargs="+", help="default: the task's")
+    parser.add_argument("--peers", nargs="*", help="default: the task's")
     parser.add_argument("--figure", type=Path, help="default: benchmarks/figures/<bo|hpo>.png")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
@@ -634,7 +650,7 @@ def main() -> None:
                 print(report({domain: variants}, task, budgets=budgets), flush=True)
                 if args.results:
                     store_runs(args.results, results)
-            for peer in args.peers or task.peers:
+            for peer in peers_of(args):
                 variants[peer] = peer_curves(args, domain, peer)
                 print(report({domain: variants}, task, budgets=budgets), flush=True)
                 if args.results:
