@@ -124,7 +124,7 @@ def campaign_curves(
         config["domains"][domain]["simulated_seconds"]["mean"] = args.mean_seconds
     write_config(workdir, config)
     subprocess.run(
-        snakemake(workdir, "runs", cores=1, snakefile=REPO / "Snakefile"),
+        snakemake(workdir, "runs", cores=args.cores, snakefile=REPO / "Snakefile"),
         check=True,
         capture_output=True,
     )
@@ -615,6 +615,12 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, help="default: the task's budgets")
     parser.add_argument("--modes", nargs="*", default=["dask", "async"])
     parser.add_argument("--peers", nargs="*", help="default: the task's")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=1,
+        help="Snakemake's cores: 1 runs one campaign run at a time (wall times not shared)",
+    )
     parser.add_argument("--figure", type=Path, help="default: benchmarks/figures/<bo|hpo>.png")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--skip-timing", action="store_true", help="leave out step 4")
