@@ -104,9 +104,6 @@ def campaign_curves(
     after each generation, the cumulative wall time, utilisation and latency (and for
     a domain with a test accuracy, the values in evaluation order and the test accuracy
     of the best configuration)."""
-    from evocamp.model.metrics import read_metrics_csv
-    from evocamp.results import load_evaluations
-
     task = TASKS[args.task]
     seeds = list(args.seeds if seeds is None else seeds)
     config = yaml.safe_load((REPO / "config" / task.config).read_text())
@@ -128,12 +125,26 @@ def campaign_curves(
         check=True,
         capture_output=True,
     )
-    campaign = workdir / "results" / config["campaign"]
+    return read_curves(
+        args, workdir / "results" / config["campaign"], domain, mode=mode, seeds=seeds
+    )
+
+
+def read_curves(args, campaign: Path, domain: str, *, mode: str, seeds) -> dict[str, list[dict]]:
+    """The curves of :func:`campaign_curves` of a campaign's finished runs (those with a
+    ``metrics.csv``; the others are left out)."""
+    from evocamp.model.metrics import read_metrics_csv
+    from evocamp.results import load_evaluations
+
+    task = TASKS[args.task]
     evaluations = load_evaluations(campaign) if args.task == "hpo" else None
     curves = {}
     for variant in VARIANTS:
         for seed in seeds:
-            rows = read_metrics_csv(campaign / variant / domain / f"seed{seed}" / "metrics.csv")[1:]
+            metrics = campaign / variant / domain / f"seed{seed}" / "metrics.csv"
+            if not metrics.exists():
+                continue
+            rows = read_metrics_csv(metrics)[1:]
             wall = np.cumsum(rows["wall_seconds"])
             latency = np.nan_to_num(rows["fit_seconds"]) + np.nan_to_num(rows["propose_seconds"])
             run = {
