@@ -149,3 +149,21 @@ QD_ZOO_CAMPAIGN = {
     },
     "domains": {"arm": {"type": "arm", "solution_dim": 4}},
 }
+
+#: A mixed search space (``domains.NAME.space``, docs/search-spaces.md): a log-scale
+#: real, an integer, a categorical, a real active for one category, an ordinal; the
+#: test plugin ``evocamp_test_plugin:typed_configurations`` asserts its types, and
+#: ``tests/data/deephyper_space.json`` is the same space as DeepHyper writes it.
+MIXED_SPACE = {
+    "lr": {"type": "real", "low": 1.0e-5, "high": 0.1, "log": True, "default": 0.001},
+    "layers": {"type": "integer", "low": 1, "high": 6, "default": 2},
+    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+    "momentum": {
+        "type": "real",
+        "low": 0.0,
+        "high": 0.99,
+        "default": 0.5,
+        "condition": {"optimizer": ["sgd"]},
+    },
+    "width": {"type": "ordinal", "choices": [16, 32, 64]},
+}

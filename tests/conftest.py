@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from campaigns import BO_CAMPAIGN, PLUGINS, REPO, SMALL_CAMPAIGN  # noqa: F401 (re-exported)
+from campaigns import (  # noqa: F401 (re-exported)
+    BO_CAMPAIGN,
+    MIXED_SPACE,
+    PLUGINS,
+    REPO,
+    SMALL_CAMPAIGN,
+)
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.factory import resolve_run

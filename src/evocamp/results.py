@@ -13,7 +13,9 @@ Every frame starts with the columns ``campaign, algorithm, domain, seed`` (the r
 so frames of several campaigns concatenate. The files are read, never changed, and
 can be read while the campaign runs (every file appears atomically):
 :func:`load_campaign` gives the generations finished so far, :func:`load_evaluations`
-the evaluations recorded so far (at kept checkpoints). ``evocamp export`` writes them
+the evaluations recorded so far (at kept checkpoints). Runs on a domain with a search
+space get one named, typed column per parameter (:func:`parameter_columns`).
+``evocamp export`` writes them
 as CSV or Parquet, and the BBOB runs in IOHprofiler's format (:func:`export_ioh`).
 """
 
@@ -134,7 +136,8 @@ def load_archives(folder: str | Path, *, solutions: bool = False):
         Columns ``campaign, algorithm, domain, seed, index`` (the cell), ``objective``,
         ``measure_0, ...``, ``threshold`` and the domain's extra fields. Runs without
         an archive (domains without measures) give their best solution, with
-        ``index`` -1.
+        ``index`` -1. Runs on a domain with a search space add a column per parameter,
+        named as it is (:func:`parameter_columns`).
     """
     folder, runs = _runs(folder)
     frames = []
@@ -156,10 +159,41 @@ def load_archives(folder: str | Path, *, solutions: bool = False):
         not_columns = ("index", "objective", "measures", "solution", "centroids", "attrs")
         for name in sorted(set(data) - {*not_columns, "file_attrs"}):
             columns[name] = data[name]
+        space = data["file_attrs"].get("space")
+        columns.update(_space_columns(space and json.loads(space), data.get("solution")))
         if solutions:
             columns.update(_wide("solution", data["solution"]))
         frames.append(_frame(_run_columns(folder, run), columns))
     return _joined(frames, [*RUN_COLUMNS, "index", "objective"])
+
+
+def parameter_columns(space: list[dict], solutions: np.ndarray) -> dict:
+    """The solutions of a search space's runs as one column per parameter, named as it
+    is: a real as floats, an integer as pandas' nullable ``Int64``, a categorical as a
+    ``Categorical`` of its choices (an ordinal's ordered); an inactive parameter is
+    missing (NaN, ``<NA>``)."""
+    import pandas as pd
+
+    solutions = np.asarray(solutions, dtype=np.float64).reshape(-1, len(space))
+    columns = {}
+    for entry, values in zip(space, solutions.T, strict=True):
+        missing = np.isnan(values)
+        if entry["type"] in ("categorical", "ordinal"):
+            codes = np.where(missing, -1, np.nan_to_num(values, nan=-1)).astype(np.int64)
+            column = pd.Categorical.from_codes(
+                codes, categories=entry["choices"], ordered=entry["type"] == "ordinal"
+            )
+        elif entry["type"] == "integer":
+            column = pd.array(np.nan_to_num(values).astype(np.int64), dtype="Int64")
+            column[missing] = pd.NA
+        else:
+            column = values
+        columns[entry["name"]] = column
+    return columns
+
+
+def _space_columns(space: list[dict] | None, solutions) -> dict:
+    return {} if space is None or solutions is None else parameter_columns(space, solutions)
 
 
 def _wide(prefix: str, values: np.ndarray) -> dict:
@@ -239,7 +273,9 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         message, else empty), ``attempts`` (times it was evaluated: 1 + its retries;
         absent from files of earlier versions) and, for evolution strategies,
         ``noise_seed``. Runs that keep no evaluations give no
-        rows (``storage.keep_evaluations``).
+        rows (``storage.keep_evaluations``). Runs on a domain with a search space add
+        a column per parameter, named as it is (:func:`parameter_columns`; where the
+        solutions are stored).
     """
     import pandas as pd
 
@@ -272,6 +308,8 @@ def load_evaluations(folder: str | Path, *, solutions: bool = False):
         if rows.noise_seed is not None:
             # Nullable: runs of other families have none, and float64 would round them.
             columns["noise_seed"] = pd.array(rows.noise_seed, dtype="UInt64")
+        space = _run_spec(run)["domain_spec"].get("space")
+        columns.update(_space_columns(space, rows.solution))
         if solutions:
             stored = rows.solution
             if stored is None and rows.noise_seed is not None:

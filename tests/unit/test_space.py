@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PLUGINS, error_of, merged
+from conftest import MIXED_SPACE, PLUGINS, error_of, merged
 
 from evocamp.catalogue.factory import build_optimizer, load_evaluator
 from evocamp.config import run_spec, validate_config
@@ -27,19 +27,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 #: The space of tests/data/deephyper_space.json (a DeepHyper HpProblem's to_json), in
 #: the declaration order of the YAML form.
-SPACE = {
-    "lr": {"type": "real", "low": 1.0e-5, "high": 0.1, "log": True, "default": 0.001},
-    "layers": {"type": "integer", "low": 1, "high": 6, "default": 2},
-    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
-    "momentum": {
-        "type": "real",
-        "low": 0.0,
-        "high": 0.99,
-        "default": 0.5,
-        "condition": {"optimizer": ["sgd"]},
-    },
-    "width": {"type": "ordinal", "choices": [16, 32, 64]},
-}
+SPACE = MIXED_SPACE
 
 CONFIG = {
     "campaign": "space",
@@ -139,7 +127,7 @@ def test_families_that_need_a_box_refuse_a_space_and_say_which_take_one(algorith
     assert (
         f"key 'algorithms.rs.type': {algorithm} needs a continuous box, but domain 'net' has "
         "a search space (space); types that take one: qucb_centralised, qucb_decentralised, "
-        "random_search"
+        "random_search, nevergrad, optuna, plugin"
     ) in error_of(config)
 
 
@@ -279,3 +267,78 @@ def test_qucb_proposes_solutions_of_the_space_and_none_twice():
         space.configurations(solutions)
         objective = -np.nan_to_num(solutions, nan=0.0).sum(axis=1)
         decentralised.tell(objective, np.zeros((4, 0)), solutions=solutions)
+
+
+def _library_batches(make, *, pickled: bool) -> list:
+    """Three batches of a library family's optimizer, told ``-sum`` of each solution
+    (inactive parameters as 0), pickled and unpickled between tells or not."""
+    import pickle
+
+    optimizer, batches = make(), []
+    for _ in range(3):
+        batches.append(optimizer.ask())
+        if pickled:
+            optimizer = pickle.loads(pickle.dumps(optimizer))
+        optimizer.tell(-np.nan_to_num(batches[-1], nan=0.0).sum(axis=1), None)
+    return batches
+
+
+@pytest.mark.parametrize(
+    ("family", "settings"),
+    [
+        ("optuna", {"sampler": "tpe"}),
+        ("nevergrad", {"optimizer": "TwoPointsDE"}),
+        ("nevergrad", {"optimizer": "NGOpt", "budget": 40}),
+    ],
+)
+def test_library_families_take_the_space_through_their_own_space_objects(family, settings):
+    from evocamp.families.nevergrad import NevergradOptimizer
+    from evocamp.families.optuna import OptunaSampler
+
+    entries = space_entries(SPACE)
+    space = Space(entries)
+    cls = OptunaSampler if family == "optuna" else NevergradOptimizer
+
+    def make():
+        return cls(
+            solution_dim=5, x0=space.defaults(), bounds=None, seed=7, batch_size=4,
+            space=entries, **settings,
+        )  # fmt: skip
+
+    batches = _library_batches(make, pickled=False)
+    again = _library_batches(make, pickled=True)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(batches, again, strict=True))
+    configurations = space.configurations(np.concatenate(batches))
+    assert all(type(c["layers"]) is int and c["width"] in (16, 32, 64) for c in configurations)
+    assert all(("momentum" in c) == (c["optimizer"] == "sgd") for c in configurations)
+    # asynchronous mode: results told in another order than asked, NaN rows found
+    optimizer = make()
+    asked = optimizer.ask_async(slots=[0, 1, 2], evaluations=[0, 1, 2])
+    optimizer.tell_async(np.zeros(3), None, solutions=asked[::-1])
+    assert optimizer.stats()["told"] == 3
+
+
+def test_ngopt_without_budget_on_a_space_says_to_give_one():
+    from evocamp.base.errors import OptimizerError
+    from evocamp.families.nevergrad import NevergradOptimizer
+
+    entries = space_entries(SPACE)
+    optimizer = NevergradOptimizer(
+        solution_dim=5, x0=None, bounds=None, seed=7, batch_size=4, optimizer="NGOpt",
+        space=entries,
+    )  # fmt: skip
+    with pytest.raises(OptimizerError, match="NGOpt and its kin choose by budget: give budget"):
+        optimizer.ask()
+
+
+def test_results_name_and_type_each_parameter():
+    from evocamp.results import parameter_columns
+
+    entries = space_entries(SPACE)
+    solutions = [[0.001, 3.0, 0.0, np.nan, 2.0], [0.01, 1.0, 1.0, 0.9, 0.0]]
+    columns = parameter_columns(entries, np.array(solutions))
+    assert list(columns) == ["lr", "layers", "optimizer", "momentum", "width"]
+    assert columns["layers"].tolist() == [3, 1] and str(columns["layers"].dtype) == "Int64"
+    assert list(columns["optimizer"]) == ["adam", "sgd"]
+    assert list(columns["width"]) == [64, 16] and columns["width"].ordered
+    assert np.isnan(columns["momentum"][0]) and columns["momentum"][1] == 0.9

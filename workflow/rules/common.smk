@@ -18,6 +18,7 @@ except ModuleNotFoundError:
 from evocamp.base.errors import ConfigError
 from evocamp.config import (
     experiments_of,
+    has_space,
     run_spec,
     run_spec_json,
     read_yaml,
@@ -90,6 +91,8 @@ REEVALUATE = config["evaluation"]["reevaluate"]
 CAMPAIGN = CampaignFolder(f"{config['results_dir']}/{config['campaign']}")
 # A campaign with BBOB domains gets COCO's figures and tables too (SUITE_FIGURES).
 SUITE = any(domain["type"] == "bbob" for domain in config["domains"].values())
+# A campaign with domains over a search space gets the tuning figures and table (SPACE_FIGURES).
+SPACE = any(has_space(domain) for domain in config["domains"].values())
 RUN = CAMPAIGN.run("{algorithm}", "{domain}", "{seed}")
 # Everything the workflow reads is under workflow/ (Snakemake's convention: a copy of
 # Snakefile and workflow/ runs a campaign given with --configfile); the top-level envs/
@@ -112,6 +115,7 @@ FIGURE_CODE = [
         "aggregates",
         "runtime_to_target",
         "suite",
+        "spaces",
         "tables",
     )
 ]
@@ -327,7 +331,8 @@ def figure_targets():
     campaign."""
     per_run = zip(*(run.figure_files() for run in runs()))
     targets = [path for paths in per_run for path in paths]
-    targets += CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
+    targets += CAMPAIGN.figure_files(suite=SUITE, space=SPACE)
+    targets += CAMPAIGN.table_files(suite=SUITE, space=SPACE)
     return [str(path) for path in targets]
 
 
@@ -385,8 +390,8 @@ def campaign_outputs():
         f"{path.parent.name}_{path.name.replace('.', '_')}": reported(
             path, CAMPAIGN_REPORT, category="Campaign"
         )
-        for path in CAMPAIGN.figure_files(suite=SUITE)
-        + CAMPAIGN.table_files(suite=SUITE)
+        for path in CAMPAIGN.figure_files(suite=SUITE, space=SPACE)
+        + CAMPAIGN.table_files(suite=SUITE, space=SPACE)
     }
 
 

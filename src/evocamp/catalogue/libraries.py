@@ -149,6 +149,7 @@ _NEVERGRAD_TYPES = (
         extra=NEVERGRAD_EXTRA,
         rules=(_registry_name,),
         key_shapes=_NEVERGRAD_KEYS,
+        takes_space=True,
     ),
 )
 
@@ -180,6 +181,7 @@ _OPTUNA_TYPES = (
         cls=optuna.OptunaSampler,
         generation_size=_batch_size,
         needs_bounds=True,
+        takes_space=True,
         async_refusal=None,
         extra=OPTUNA_EXTRA,
         key_shapes={

@@ -87,6 +87,13 @@ def read_space(space: str | dict | list) -> list[dict]:
     return space_entries(space)
 
 
+def has_space(domain: dict) -> bool:
+    """Whether a domain entry has a search space (its ``space`` key, or its built-in
+    type's default space)."""
+    entry = DOMAINS.get(domain["type"])
+    return "space" in domain or (entry is not None and entry.space is not None)
+
+
 def space_problems(key: str, domain: dict) -> list[str]:
     """Problems of a domain entry's ``space`` (its key ``key``), one line each."""
     if "space" not in domain:

@@ -6,6 +6,14 @@ One generation is one batch of ``batch_size`` candidates asked one after the oth
 batch order; in asynchronous mode each freed slot gets one candidate and each result is
 told as it arrives (Nevergrad's ask/tell takes one result at a time).
 
+On a domain with a search space (:mod:`evocamp.model.space`) the parametrization is a
+``ng.p.Dict`` of the space's parameters (:func:`space_parametrization`): a real as
+``ng.p.Scalar`` (``ng.p.Log`` for ``log``), an integer as the same with integer casting,
+a categorical as ``ng.p.Choice``, an ordinal as ``ng.p.TransitionChoice`` (its
+neighbours are its nearest values), each initialised at its default. Nevergrad has no
+conditions: every parameter is drawn, and those inactive in the candidate are NaN in
+its solution (left out of the configuration the evaluation function gets).
+
 Randomness: Nevergrad draws from the parametrization's ``random_state`` (seeded here
 from the run's optimizer seed) and, inside some optimizers, from numpy's global random
 state: its ``CMA`` seeds pycma, which reseeds and draws from the global state, and
@@ -28,6 +36,7 @@ import warnings
 import numpy as np
 
 from evocamp.base.errors import OptimizerError
+from evocamp.model.space import Space
 
 
 def nevergrad_seeds(seed: int) -> tuple[int, int]:
@@ -79,6 +88,31 @@ def parametrization(*, solution_dim: int, x0, bounds, seed: int):
     return array
 
 
+def space_parametrization(space: Space, *, seed: int):
+    """Nevergrad's parametrization of a search space: a ``ng.p.Dict`` of its parameters
+    in declaration order, each from its default, its ``random_state`` seeded."""
+    import nevergrad as ng
+
+    parameters = {}
+    for entry in space.entries:
+        kind, default = entry["type"], entry["default"]
+        if kind == "categorical":
+            parameter = ng.p.Choice(entry["choices"])
+        elif kind == "ordinal":
+            parameter = ng.p.TransitionChoice(entry["choices"])
+        else:
+            scale = ng.p.Log if entry["log"] else ng.p.Scalar
+            parameter = scale(init=float(default), lower=entry["low"], upper=entry["high"])
+            if kind == "integer":
+                parameter = parameter.set_integer_casting()
+        if kind in ("categorical", "ordinal"):
+            parameter.value = default
+        parameters[entry["name"]] = parameter
+    dictionary = ng.p.Dict(**parameters)
+    dictionary.random_state = np.random.RandomState(seed)
+    return dictionary
+
+
 class NevergradOptimizer:
     """One of Nevergrad's optimizers, named by its registry name, on the objective alone
     (maximised: Nevergrad minimises the negated objective).
@@ -102,6 +136,9 @@ class NevergradOptimizer:
         its algorithm by it); ``None``: Nevergrad's unknown budget.
     num_workers : int or None
         Nevergrad's ``num_workers`` (candidates in flight); ``None``: ``batch_size``.
+    space : list of dict, optional
+        The domain's search space (:mod:`evocamp.model.space`; ``x0`` and ``bounds``
+        unused): :func:`space_parametrization`.
     """
 
     def __init__(
@@ -115,19 +152,25 @@ class NevergradOptimizer:
         batch_size: int,
         budget: int | None = None,
         num_workers: int | None = None,
+        space: list | None = None,
     ):
         import nevergrad as ng
 
         own, global_seed = nevergrad_seeds(seed)
+        self.space = None if space is None else Space(space)
         self.name = str(optimizer)
         self.batch_size = int(batch_size)
         self.draws = GlobalDraws(global_seed)
         workers = self.batch_size if num_workers is None else int(num_workers)
         with self.draws, _quiet():
-            self.optimizer = ng.optimizers.registry[self.name](
-                parametrization=parametrization(
+            if self.space is None:
+                parameters = parametrization(
                     solution_dim=solution_dim, x0=x0, bounds=bounds, seed=own
-                ),
+                )
+            else:
+                parameters = space_parametrization(self.space, seed=own)
+            self.optimizer = ng.optimizers.registry[self.name](
+                parametrization=parameters,
                 budget=None if budget is None else int(budget),
                 num_workers=workers,
             )
@@ -138,11 +181,20 @@ class NevergradOptimizer:
             with self.draws, _quiet():
                 candidates = [self.optimizer.ask() for _ in range(count)]
         except Exception as error:  # noqa: BLE001 - the library's own failure, named
+            hint = ""
+            if getattr(self, "space", None) is not None and self.optimizer.budget is None:
+                hint = " (on a search space, NGOpt and its kin choose by budget: give budget)"
             raise OptimizerError(
-                f"nevergrad's {self.name} failed to ask: {type(error).__name__}: {error}"
+                f"nevergrad's {self.name} failed to ask: {type(error).__name__}: {error}{hint}"
             ) from error
         self.asked += candidates
-        return np.array([c.value for c in candidates], dtype=np.float64).reshape(count, -1)
+        return np.array([self._row(c) for c in candidates], dtype=np.float64).reshape(count, -1)
+
+    def _row(self, candidate) -> np.ndarray:
+        """A candidate's solution (a space's: its encoding, inactive parameters NaN)."""
+        if getattr(self, "space", None) is None:  # no attribute: pickled before spaces
+            return np.asarray(candidate.value, dtype=np.float64)
+        return self.space.solution(candidate.value)
 
     def _tell(self, candidate, value: float) -> None:
         with self.draws, _quiet():
@@ -171,7 +223,11 @@ class NevergradOptimizer:
         each told as Nevergrad's ``tell`` of one result."""
         failed = np.zeros(len(solutions), bool) if failed is None else np.asarray(failed)
         for row, value, lost in zip(np.asarray(solutions), objective, failed, strict=True):
-            index = next(i for i, c in enumerate(self.asked) if np.array_equal(c.value, row))
+            index = next(
+                i
+                for i, c in enumerate(self.asked)
+                if np.array_equal(self._row(c), row, equal_nan=True)  # NaN: inactive
+            )
             candidate = self.asked.pop(index)
             self._tell(candidate, np.inf if lost or not np.isfinite(value) else -float(value))
 
@@ -183,8 +239,12 @@ class NevergradOptimizer:
         """The best solution Nevergrad has seen (its ``current_bests['minimum']``, no
         random draw) and the evaluations told."""
         best = self.optimizer.current_bests["minimum"]
+        if getattr(self, "space", None) is not None:
+            recommendation = self.space.solution(best.parameter.value)
+        else:
+            recommendation = np.array(best.x, dtype=np.float64)
         return {
-            "recommendation": np.array(best.x, dtype=np.float64),
+            "recommendation": recommendation,
             "told": np.array(self.optimizer.num_tell, dtype=np.int64),
         }
 

@@ -7,6 +7,13 @@ domain's bounds) and told in batch order (``study.tell``; a failed solution as a
 failed trial, which the samplers leave out); in asynchronous mode each freed slot gets
 one trial and each result is told as it arrives, as Optuna's ask/tell allows.
 
+On a domain with a search space (:mod:`evocamp.model.space`) the trial asks its
+parameters define-by-run, each after those its condition names and only when active:
+a real as ``suggest_float`` (``log`` as declared), an integer as ``suggest_int``, a
+categorical as ``suggest_categorical`` of its choices, an ordinal as ``suggest_int`` of
+its codes (Optuna has no ordinal type: the order is kept); the solution holds them as
+the space encodes them (codes, NaN for inactive parameters).
+
 Randomness: each sampler draws from its own generator, seeded from the run's optimizer
 seed (Optuna's ``seed``); the study (its in-memory storage: trials, the samplers'
 system attributes such as CMA-ES's pickled state) is pickled with the optimizer, so a
@@ -25,6 +32,8 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+
+from evocamp.model.space import Space
 
 #: The samplers by the names ``sampler:`` takes, each Optuna's class name.
 SAMPLERS = {
@@ -89,13 +98,29 @@ class OptunaSampler:
         ``tpe``, ``cmaes``, ``gp``, ``random`` or ``qmc``.
     batch_size : int
         Trials per generation.
+    space : list of dict, optional
+        The domain's search space (:mod:`evocamp.model.space`; ``bounds`` unused).
     """
 
-    def __init__(self, *, solution_dim: int, x0, bounds, seed: int, sampler: str, batch_size: int):
+    def __init__(
+        self,
+        *,
+        solution_dim: int,
+        x0,
+        bounds,
+        seed: int,
+        sampler: str,
+        batch_size: int,
+        space: list | None = None,
+    ):
         import optuna
 
         quiet()
-        self.distributions = search_space(solution_dim=int(solution_dim), bounds=bounds)
+        self.space = None if space is None else Space(space)
+        if self.space is None:
+            self.distributions = search_space(solution_dim=int(solution_dim), bounds=bounds)
+        else:
+            self.distributions = {name: None for name in self.space.names}
         self.batch_size = int(batch_size)
         self.study = optuna.create_study(
             direction="maximize",
@@ -107,8 +132,12 @@ class OptunaSampler:
         quiet()
         rows = []
         for _ in range(count):
-            trial = self.study.ask(self.distributions)
-            row = np.array([trial.params[name] for name in self.distributions], np.float64)
+            if self.space is None:
+                trial = self.study.ask(self.distributions)
+                row = np.array([trial.params[name] for name in self.distributions], np.float64)
+            else:
+                trial = self.study.ask()
+                row = self.space.solution(suggested(trial, self.space))
             self.asked.append((trial.number, row))
             rows.append(row)
         return np.array(rows, dtype=np.float64).reshape(count, len(self.distributions))
@@ -144,7 +173,11 @@ class OptunaSampler:
         told as it arrives."""
         failed = np.zeros(len(solutions), bool) if failed is None else np.asarray(failed)
         for row, value, lost in zip(np.asarray(solutions), objective, failed, strict=True):
-            index = next(i for i, (_, x) in enumerate(self.asked) if np.array_equal(x, row))
+            index = next(
+                i
+                for i, (_, x) in enumerate(self.asked)
+                if np.array_equal(x, row, equal_nan=True)  # NaN: an inactive parameter
+            )
             number, _ = self.asked.pop(index)
             self._tell(number, float(value), bool(lost))
 
@@ -160,7 +193,43 @@ class OptunaSampler:
         result = {"trials": np.array(len(complete), dtype=np.int64)}
         if complete:
             best = self.study.best_trial
+            if self.space is not None:
+                result["best_solution"] = self.space.solution(_typed(best.params, self.space))
+                return result
             result["best_solution"] = np.array(
                 [best.params[name] for name in self.distributions], dtype=np.float64
             )
         return result
+
+
+def suggested(trial, space: Space) -> dict:
+    """A trial's configuration of ``space``: its active parameters suggested, each
+    after those its condition names (an ordinal's choice through its code)."""
+    configuration: dict = {}
+    for j in space.order:
+        entry = space.entries[j]
+        if not space.active_in(j, configuration):
+            continue
+        name = entry["name"]
+        if entry["type"] == "categorical":
+            configuration[name] = trial.suggest_categorical(name, entry["choices"])
+        elif entry["type"] == "ordinal":
+            code = trial.suggest_int(name, 0, len(entry["choices"]) - 1)
+            configuration[name] = entry["choices"][code]
+        elif entry["type"] == "integer":
+            low, high = entry["low"], entry["high"]
+            configuration[name] = trial.suggest_int(name, low, high, log=entry["log"])
+        else:
+            low, high = entry["low"], entry["high"]
+            configuration[name] = trial.suggest_float(name, low, high, log=entry["log"])
+    return configuration
+
+
+def _typed(params: dict, space: Space) -> dict:
+    """A trial's ``params`` as a configuration (an ordinal's code as its choice)."""
+    return {
+        name: space.entries[space.index[name]]["choices"][value]
+        if space.entries[space.index[name]]["type"] == "ordinal"
+        else value
+        for name, value in params.items()
+    }

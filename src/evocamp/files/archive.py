@@ -102,6 +102,10 @@ def write_final_archive(
     archive, else its best solution in ``/best``) and the optimizer's ``result()``
     arrays (``/result``; ``None``: the optimizer has none), with no wall-clock content.
 
+    A run on a domain with a search space gets the root attribute ``space``: its
+    parameters as JSON (:mod:`evocamp.model.space`), which name and type the columns
+    of the solutions (categories' codes with their labels).
+
     A run whose steps mixed numeric environments (``numerics``, its provenance
     records: :func:`evocamp.model.numerics.is_mixed`) gets the root attributes
     ``numerics_mixed`` (true), ``numerics_summary`` (one line) and ``numerics`` (the
@@ -110,6 +114,8 @@ def write_final_archive(
     with atomic_h5(path) as handle:
         write_identity(handle, spec, kind="archive", generation=generation)
         handle.attrs["evaluations"] = evaluations
+        if "space" in spec["domain_spec"]:  # the solutions' parameters: names, types, labels
+            handle.attrs["space"] = json.dumps(spec["domain_spec"]["space"], sort_keys=True)
         if numerics and is_mixed(numerics):
             handle.attrs["numerics_mixed"] = True
             handle.attrs["numerics_summary"] = mixed_summary(numerics)

@@ -57,6 +57,10 @@ CAMPAIGN_TABLES = {
 #: ``evocamp.reporting.suite``).
 SUITE_FIGURES = ("bbob_ecdf", "critical_difference")
 SUITE_TABLES = {"bbob_ert": ("csv", "md"), "ranks": ("csv", "md")}
+#: The figures and tables added for a campaign with domains over a search space
+#: (``evocamp.reporting.spaces``).
+SPACE_FIGURES = ("optimisation_history", "parallel_coordinates")
+SPACE_TABLES = {"best_configurations": ("csv", "md")}
 
 
 # --- the window rules --------------------------------------------------------------
@@ -378,14 +382,17 @@ class CampaignFolder:
         """The folder of the campaign's tables."""
         return self.path / "tables"
 
-    def figure_files(self, *, suite: bool = False) -> list[Path]:
+    def figure_files(self, *, suite: bool = False, space: bool = False) -> list[Path]:
         """Every campaign figure, by figure then format (``suite``: the campaign has
-        BBOB domains, and :data:`SUITE_FIGURES` too)."""
+        BBOB domains, and :data:`SUITE_FIGURES` too; ``space``: it has domains with a
+        search space, and :data:`SPACE_FIGURES` too)."""
         names = CAMPAIGN_FIGURES + (SUITE_FIGURES if suite else ())
+        names += SPACE_FIGURES if space else ()
         return [self.figures / f"{name}.{form}" for name in names for form in FIGURE_FORMATS]
 
-    def table_files(self, *, suite: bool = False) -> list[Path]:
+    def table_files(self, *, suite: bool = False, space: bool = False) -> list[Path]:
         """Every campaign table, by table then format (``suite``: with
-        :data:`SUITE_TABLES`)."""
+        :data:`SUITE_TABLES`; ``space``: with :data:`SPACE_TABLES`)."""
         tables = {**CAMPAIGN_TABLES, **(SUITE_TABLES if suite else {})}
+        tables.update(SPACE_TABLES if space else {})
         return [self.tables / f"{name}.{form}" for name, forms in tables.items() for form in forms]

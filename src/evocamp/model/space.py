@@ -44,6 +44,13 @@ from evocamp.base.errors import ConfigError
 #: Parameter types.
 NUMERIC = ("real", "integer")
 CHOICES = ("categorical", "ordinal")
+#: Column names of evocamp's tables (:mod:`evocamp.results`), which a parameter's
+#: name may not take (its column is named as it is); nor may it start with
+#: ``measure_`` or ``solution_``.
+RESERVED_NAMES = (
+    "campaign", "algorithm", "domain", "seed", "generation", "index", "eval_seed",
+    "objective", "eval_seconds", "status", "message", "attempts", "noise_seed", "threshold",
+)  # fmt: skip
 #: Where :meth:`Space.to_unit` puts an inactive parameter (outside the cube: the
 #: surrogate's trees tell it from every active value).
 INACTIVE_UNIT = -0.5
@@ -56,6 +63,10 @@ class SpaceError(ConfigError):
 
 def _entry(name: str, spec: dict) -> dict:
     """One parameter of a YAML space with its defaults filled in."""
+    if not isinstance(name, str) or not name:
+        raise SpaceError(f"parameter {name!r}: a name must be a non-empty string")
+    if name in RESERVED_NAMES or name.startswith(("measure_", "solution_")):
+        raise SpaceError(f"parameter '{name}': the name of a column of evocamp's tables; rename it")
     if not isinstance(spec, dict):
         raise SpaceError(f"parameter '{name}': a mapping with type, not {spec!r}")
     kind = spec.get("type")
@@ -451,6 +462,41 @@ class Space:
                     configuration[entry["name"]] = float(value)
             configurations.append(configuration)
         return configurations
+
+    @property
+    def order(self) -> list[int]:
+        """The parameters' indices with every parameter after those its condition names
+        (declaration order otherwise): the order a define-by-run library asks them in."""
+        placed: list[int] = []
+        while len(placed) < self.dim:
+            for j, entry in enumerate(self.entries):
+                parents = [self.index[other] for other in entry["condition"]]
+                if j not in placed and all(k in placed for k in parents):
+                    placed.append(j)
+                    break
+        return placed
+
+    def active_in(self, j: int, configuration: dict) -> bool:
+        """Whether parameter ``j`` is active given the parameters already in
+        ``configuration`` (its condition's parameters must be in it to count)."""
+        return all(
+            other in configuration and any(_same(configuration[other], v) for v in values)
+            for other, values in self.entries[j]["condition"].items()
+        )
+
+    def solution(self, configuration: dict) -> np.ndarray:
+        """The solution of a configuration (a dict of typed values; parameters missing
+        from it or inactive NaN)."""
+        values = np.array(
+            [
+                [
+                    self._code(j, configuration[name]) if name in configuration else np.nan
+                    for j, name in enumerate(self.names)
+                ]
+            ]
+        )
+        values[~self._active(values)] = np.nan
+        return values[0]
 
     def defaults(self) -> np.ndarray:
         """The solution of every parameter's default (inactive ones NaN)."""

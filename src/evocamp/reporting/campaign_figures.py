@@ -38,6 +38,7 @@ from evocamp.reporting.plotting import (
     save_figure,
 )
 from evocamp.reporting.runtime_to_target import ecdf
+from evocamp.reporting.spaces import space_outputs
 from evocamp.reporting.statistics import campaign_statistics
 from evocamp.reporting.suite import is_suite_run, plot_ranks, plot_suite_ecdf, suite_tables
 
@@ -383,7 +384,9 @@ def compare_campaign(
     domains, COCO's figures and tables too (:mod:`evocamp.reporting.suite`): runtime
     ECDFs per dimension and function group (``bbob_ecdf``), the critical-difference
     diagram (``critical_difference``), ERT per function (``bbob_ert``) and the ranks
-    (``ranks``).
+    (``ranks``). With domains over a search space, the optimisation history, the
+    parallel coordinates of the evaluated configurations and the best configuration
+    of every run (:mod:`evocamp.reporting.spaces`).
 
     Parameters
     ----------
@@ -431,3 +434,5 @@ def compare_campaign(
         }
         for name in SUITE_FIGURES:
             suite_draw[name](figures / name)
+    if any(run.domain_spec.get("space") for run in runs):
+        space_outputs(runs, metrics, colours=_colours(algorithms), figures=figures, tables=tables)
