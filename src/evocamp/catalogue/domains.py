@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evocamp.catalogue.entries import Extra
-from evocamp.tasks import bbob, functions, locomotion
+from evocamp.tasks import bbob, functions, locomotion, training
 
 #: Solution dimension of domains that do not fix it.
 DEFAULT_SOLUTION_DIM = 20
@@ -270,6 +270,26 @@ DOMAINS: dict[str, DomainType] = {
             measure_dim=0,
             params={"hidden": 32, "minibatch": 256},
             extra_fields=("test_accuracy",),
+        ),
+        DomainType(
+            name="mlp_digits",
+            summary=(
+                "hyperparameter tuning: scikit-learn's MLPClassifier trained on its bundled "
+                "digits, one configuration of an 8-parameter space per evaluation (learning "
+                "rate, L2, width, depth, activation, solver, momentum for sgd, batch size); "
+                "objective = accuracy on a validation split drawn from the evaluation seed "
+                "(params: epochs, validation_fraction)"
+            ),
+            evaluate=training.mlp_digits,
+            measure_ranges=_no_measures,
+            measure_dim=0,
+            params={
+                "epochs": training.MLP_DIGITS_EPOCHS,
+                "validation_fraction": training.VALIDATION_FRACTION,
+            },
+            extra_fields=("validation_loss", "test_accuracy"),
+            objective_max=1.0,
+            space=training.MLP_DIGITS_SPACE,
         ),
         DomainType(
             name="ackley",

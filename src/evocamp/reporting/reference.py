@@ -76,7 +76,9 @@ def domains_table() -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for entry in DOMAINS.values():
-        if entry.fixed_dim is not None:
+        if entry.space is not None:
+            dim = f"its space: {len(entry.space)} parameters"
+        elif entry.fixed_dim is not None:
             dim = f"fixed: {entry.fixed_dim(dict(entry.params))}" + (
                 " (with the default params)" if entry.params else ""
             )

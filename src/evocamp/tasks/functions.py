@@ -172,7 +172,9 @@ def _digits_sizes(hidden: int) -> list[int]:
 
 
 @functools.cache
-def _digits_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def digits_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits scaled to [0, 1]: training images and labels, then
+    the fixed test set (the last :data:`DIGITS_TEST`), read once per process."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -201,7 +203,7 @@ def digits(
     replacement) from the evaluation seed. Extra field ``test_accuracy``: accuracy on
     the last 360 images, which are never trained on. No measures.
     """
-    train_x, train_y, test_x, test_y = _digits_data()
+    train_x, train_y, test_x, test_y = digits_data()
     objective = np.empty(len(solutions))
     accuracy = np.empty(len(solutions))
     for row, (weights, seed) in enumerate(zip(solutions, seeds, strict=True)):
