@@ -116,7 +116,7 @@ FIGURE_CODE = [
     )
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
-WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
+WORKERS = max(config["dask"]["workers"], 1) if config["mode"] in ("dask", "async") else SHARDS
 # In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
 # also in a `--sdm conda` environment (which holds the dependencies only). The step
 # settings (generations, for "generation g/N"; evaluation.max_failed_fraction, which
@@ -232,10 +232,11 @@ def completion_log_option(wildcards):
 
 
 def dask_threads(wildcards):
-    """Cores of a Dask-mode segment job: its LocalCluster, or 1 with an external cluster."""
+    """Cores of a Dask-mode segment job: its LocalCluster, or 1 with an external cluster
+    or none (`dask.workers: 0`: the segment evaluates in its own process)."""
     if config["dask"]["scheduler_file"]:
         return 1
-    return config["dask"]["workers"]
+    return max(config["dask"]["workers"], 1)
 
 
 def final_state(wildcards):
