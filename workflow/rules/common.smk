@@ -324,9 +324,9 @@ def heatmap_archives():
 
 
 def figure_targets():
-    """Every figure and table: per run (by figure and format, then run) and for the
-    campaign."""
-    per_run = zip(*(run.figure_files() for run in runs()))
+    """Every figure and table: per run (by figure and format, then run; unless
+    `figures.per_run` is false) and for the campaign."""
+    per_run = zip(*(run.figure_files() for run in runs())) if config["figures"]["per_run"] else ()
     targets = [path for paths in per_run for path in paths]
     targets += CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
     return [str(path) for path in targets]
