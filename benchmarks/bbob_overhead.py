@@ -107,7 +107,7 @@ class Timed:
 
 def plain(spec: dict, *, generations: int) -> dict:
     """The optimizer's own loop in this process: ask, ioh, tell."""
-    params = spec["domain_spec"]["params"]
+    function, instance = (spec["domain_spec"]["params"][key] for key in ("function", "instance"))
     optimizer = build_optimizer(spec)
     evaluated = asktell = 0.0
     best = -np.inf
@@ -118,7 +118,7 @@ def plain(spec: dict, *, generations: int) -> dict:
         tick = time.perf_counter()
         solutions = optimizer.ask()
         tock = time.perf_counter()
-        objective = -bbob.values(solutions, function=params["function"], instance=params["instance"])
+        objective = -bbob.values(solutions, function=function, instance=instance)
         tack = time.perf_counter()
         optimizer.tell(objective, np.empty((len(objective), 0)))
         asktell += (tock - tick) + (time.perf_counter() - tack)
@@ -219,6 +219,10 @@ def main() -> None:
             for loop, results in runs.items():
                 wall = statistics.median(r["wall"] for r in results)
                 count = results[0]["count"]
+                per_generation = {  # ms
+                    what: 1000 * statistics.median(r[what] for r in results) / (count / batch)
+                    for what in ("wall", "eval", "asktell")
+                }
                 share = statistics.median(
                     (r["wall"] - r["eval"] - r["asktell"]) / r["wall"] for r in results
                 )
@@ -228,13 +232,11 @@ def main() -> None:
                         batch,
                         loop,
                         f"{count / wall:,.0f}",
-                        f"{1000 * wall / (count / batch):.2f}",
-                        f"{1000 * statistics.median(r['eval'] for r in results) / (count / batch):.2f}",
-                        f"{1000 * statistics.median(r['asktell'] for r in results) / (count / batch):.2f}",
+                        *(f"{per_generation[what]:.2f}" for what in ("wall", "eval", "asktell")),
                         f"{100 * share:.0f}%",
                         "yes" if all(r["best"] == plain_best for r in results) else "NO",
                     ]
-                )  # fmt: skip
+                )
             print(f"done {name} batch {batch}", file=sys.stderr, flush=True)
     costs = fixed_costs(
         spec_of(OPTIMIZERS["cma_es"][0](10), function=args.function, dimension=args.dimension,
