@@ -58,6 +58,8 @@ OPTIMIZERS = {
 TPE_GENERATIONS = 40
 #: Generations left out of every loop's times (caches, the cluster warming up).
 WARM_UP = 2
+#: Generations of a run at most (one metrics window: ``checkpoint_every``'s maximum).
+MAX_GENERATIONS = 500
 
 
 def spec_of(algorithm: dict, *, function: int, dimension: int, generations: int) -> dict:
@@ -205,7 +207,7 @@ def main() -> None:
             generations = (
                 TPE_GENERATIONS
                 if name == "optuna_tpe"
-                else max(20, args.evaluations // batch) + WARM_UP
+                else min(max(20, args.evaluations // batch), MAX_GENERATIONS - WARM_UP) + WARM_UP
             )
             spec = spec_of(
                 make(batch), function=args.function, dimension=args.dimension,
