@@ -116,7 +116,9 @@ FIGURE_CODE = [
     )
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
-WORKERS = max(config["dask"]["workers"], 1) if config["mode"] in ("dask", "async") else SHARDS
+WORKERS = (
+    max(config["dask"]["workers"], 1) if config["mode"] in ("dask", "async") else SHARDS
+)
 # In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
 # also in a `--sdm conda` environment (which holds the dependencies only). The step
 # settings (generations, for "generation g/N"; evaluation.max_failed_fraction, which
@@ -326,7 +328,11 @@ def heatmap_archives():
 def figure_targets():
     """Every figure and table: per run (by figure and format, then run; unless
     `figures.per_run` is false) and for the campaign."""
-    per_run = zip(*(run.figure_files() for run in runs())) if config["figures"]["per_run"] else ()
+    per_run = (
+        zip(*(run.figure_files() for run in runs()))
+        if config["figures"]["per_run"]
+        else ()
+    )
     targets = [path for paths in per_run for path in paths]
     targets += CAMPAIGN.figure_files(suite=SUITE) + CAMPAIGN.table_files(suite=SUITE)
     return [str(path) for path in targets]
