@@ -265,6 +265,21 @@ def test_batch_only_algorithms_are_refused_in_async_mode(algorithm, why):
     assert "run it with mode dask or shards" in message
 
 
+def test_dask_mode_without_workers_is_refused_in_async_mode():
+    config = {
+        "mode": "async",
+        "dask": {"workers": 0},
+        "algorithms": {"rs": {"type": "random_search"}},
+        "domains": {"ackley": {"type": "ackley", "solution_dim": 2}},
+    }
+    assert error_of(config).endswith(
+        "key 'dask.workers': 0 (evaluating in the segment's own process) is for mode dask "
+        "only: mode async keeps its slots' evaluations in flight on Dask workers; give it at "
+        "least 1"
+    )
+    validate_config({**config, "mode": "dask"})  # Dask mode takes it
+
+
 def test_a_plugin_without_the_asynchronous_methods_is_refused():
     config = merged(
         FAST,

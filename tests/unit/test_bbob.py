@@ -230,4 +230,5 @@ def test_ranks_need_five_problems_and_name_the_best():
 
 def test_the_shipped_bbob_campaign_is_valid():
     config = load_config_file(REPO / "config" / "bbob.yaml", check_results_dir=False)
-    assert len(experiments_of(config)) * len(seeds_of(config)) == 2 * 24 * 3
+    assert len(experiments_of(config)) * len(seeds_of(config)) == 5 * 24 * 3 * 2
+    assert config["dask"]["workers"] == 0 and not config["figures"]["per_run"]

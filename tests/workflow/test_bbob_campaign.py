@@ -21,7 +21,8 @@ CAMPAIGN = {
     "checkpoint_every": 2,
     "seeds": 1,
     "mode": "dask",
-    "dask": {"workers": 2},
+    "dask": {"workers": 0},  # as config/bbob.yaml: no cluster, no per-run figures
+    "figures": {"per_run": False},
     "storage": {"keep_evaluations": True},
     "algorithms": {
         "cma": {"type": "cma_es", "popsize": 6},
@@ -40,6 +41,7 @@ def test_a_bbob_grid_runs_to_the_ecdf_figure_and_exports_what_iohinspector_reads
     campaign = tmp_path / "results" / "bbob"
     for name in ("bbob_ecdf", "critical_difference", "ecdf"):
         assert (campaign / "figures" / f"{name}.png").stat().st_size > 0
+    assert not list(campaign.glob("*/*/seed0/figures"))  # figures.per_run: false
     ert = (campaign / "tables" / "bbob_ert.csv").read_text().splitlines()
     assert len(ert) == 1 + 2 * 2 * len(BBOB_TARGETS)  # (function, algorithm) x targets
     assert "4 problems: autorank needs at least 5" in (campaign / "tables" / "ranks.md").read_text()

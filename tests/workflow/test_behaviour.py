@@ -68,3 +68,21 @@ def test_campaign_digests_are_unchanged(campaign, tmp_path, request):
         f"campaign {campaign!r}: {len(different)} of {len(expected)} digests differ from "
         f"{DIGESTS.relative_to(REPO)}:\n" + "\n".join(different)
     )
+
+
+def test_dask_mode_without_workers_computes_what_its_cluster_did(tmp_path, request):
+    """The shortened ``bo`` campaign (Dask mode, 8 LocalCluster workers) with
+    ``dask.workers: 0``, every segment evaluating in its own process and no cluster
+    started, gives the digests recorded for it."""
+    expected = recorded_digests(DIGESTS)["bo"]
+    config = behaviour_digests.campaign_configs()["bo"]
+    config["dask"] = {**config.get("dask", {}), "workers": 0}
+    actual = behaviour_digests.run_campaign(
+        config,
+        repo=REPO,
+        workdir=tmp_path / "bo",
+        runtime=request.getfixturevalue("warm_runtime"),
+    )
+    assert not behaviour_digests.differences(expected, actual)
+    logs = "".join(path.read_text() for path in (tmp_path / "bo").rglob("window_*.log"))
+    assert "generation 3/3" in logs and "tcp://" not in logs  # no Dask worker's line

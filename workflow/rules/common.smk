@@ -120,7 +120,9 @@ FIGURE_CODE = [
     )
 ]
 # Evaluations that can run at once, for the utilisation in the timing figures.
-WORKERS = config["dask"]["workers"] if config["mode"] in ("dask", "async") else SHARDS
+WORKERS = (
+    max(config["dask"]["workers"], 1) if config["mode"] in ("dask", "async") else SHARDS
+)
 # In a clone, every step runs `python -m evocamp` from this workflow's own source tree,
 # also in a `--sdm conda` environment (which holds the dependencies only). The step
 # settings (generations, for "generation g/N"; evaluation.max_failed_fraction, which
@@ -237,19 +239,20 @@ def completion_log_option(wildcards):
 
 def dask_threads(wildcards):
     """Cores of a Dask-mode segment job: its LocalCluster's workers, each running
-    evaluation.concurrency evaluations of the domain's ranks at once, or 1 with an
-    external cluster."""
+    evaluation.concurrency evaluations of the domain's ranks at once (`dask.workers: 0`:
+    the segment evaluates in its own process, as one worker), or 1 with an external
+    cluster."""
     if config["dask"]["scheduler_file"]:
         return 1
-    return config["dask"]["workers"] * shard_threads(wildcards)
+    return max(config["dask"]["workers"], 1) * shard_threads(wildcards)
 
 
 def dask_gpus(wildcards):
-    """GPUs of a Dask-mode segment job: its LocalCluster's workers', 0 with an
-    external cluster."""
+    """GPUs of a Dask-mode segment job: its LocalCluster's workers' (or its own process's,
+    `dask.workers: 0`), 0 with an external cluster."""
     if config["dask"]["scheduler_file"]:
         return 0
-    return config["dask"]["workers"] * shard_gpus(wildcards)
+    return max(config["dask"]["workers"], 1) * shard_gpus(wildcards)
 
 
 def final_state(wildcards):
@@ -337,9 +340,13 @@ def heatmap_archives():
 
 
 def figure_targets():
-    """Every figure and table: per run (by figure and format, then run) and for the
-    campaign."""
-    per_run = zip(*(run.figure_files() for run in runs()))
+    """Every figure and table: per run (by figure and format, then run; unless
+    `figures.per_run` is false) and for the campaign."""
+    per_run = (
+        zip(*(run.figure_files() for run in runs()))
+        if config["figures"]["per_run"]
+        else ()
+    )
     targets = [path for paths in per_run for path in paths]
     targets += CAMPAIGN.figure_files(suite=SUITE, space=SPACE)
     targets += CAMPAIGN.table_files(suite=SUITE, space=SPACE)

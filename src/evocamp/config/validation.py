@@ -281,8 +281,15 @@ def _figures_problems(config: dict) -> list[str]:
 
 
 def _asynchronous_problems(config: dict) -> list[str]:
-    """Algorithm types that cannot run in ``mode: async``, each with why."""
+    """Algorithm types that cannot run in ``mode: async``, each with why, and a
+    LocalCluster of no workers (``dask.workers: 0`` is Dask mode's only)."""
     problems = []
+    if config["dask"]["workers"] == 0 and not config["dask"]["scheduler_file"]:
+        problems.append(
+            "key 'dask.workers': 0 (evaluating in the segment's own process) is for mode "
+            "dask only: mode async keeps its slots' evaluations in flight on Dask workers; "
+            "give it at least 1"
+        )
     used = {algorithm for algorithm, _ in experiments_of(config)}
     for name, algorithm in config["algorithms"].items():
         entry = ALGORITHMS[algorithm["type"]]

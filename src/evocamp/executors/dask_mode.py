@@ -194,6 +194,8 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]], *, ru
         ]
     if run.batch_format.reads_elites:
         return [held_batch(state, run=run, start=a, stop=b) for a, b in bounds]
+    if client is None:  # evaluated here: nothing to send
+        return [batch] * len(bounds)
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
@@ -459,10 +461,12 @@ def run_generations(
         The last generation to run.
     shards : int
         Slices per batch (as in shard mode; one Dask task each).
-    client : distributed.Client
-        Where the slices are evaluated.
+    client : distributed.Client or None
+        Where the slices are evaluated; ``None``: in this process, one after the
+        other (``dask.workers: 0``: :func:`run_segment`).
     workers : int
-        Dask workers evaluating them (the ``utilisation`` column's divisor).
+        Dask workers evaluating them (the ``utilisation`` column's divisor; 1 in this
+        process).
     total : int, optional
         Generations of the run, for the progress line.
     log : callable
@@ -485,20 +489,31 @@ def run_generations(
         size = len(state.next_seeds)
         bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
         batches = _shard_batches(client, state, bounds, run=run)
-        # One client.map call: a single graph update for the whole generation.
-        futures = client.map(
-            evaluate_on_worker,
-            [state.spec] * shards,
-            [generation] * shards,
-            range(shards),
-            [shards] * shards,
-            batches,
-            [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds],
-            pure=False,
-            resources=resources.task(),
-            gpus=resources.lane_gpus(),
-        )
-        results = gathered(client, futures, where=functools.partial(where, state.spec, generation))
+        seeds = [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds]
+        if client is None:
+            results = [
+                evaluate_shard(
+                    run, batch=batch, seeds=rows, generation=generation, shard=k, shards=shards
+                )
+                for k, (batch, rows) in enumerate(zip(batches, seeds, strict=True))
+            ]
+        else:
+            # One client.map call: a single graph update for the whole generation.
+            futures = client.map(
+                evaluate_on_worker,
+                [state.spec] * shards,
+                [generation] * shards,
+                range(shards),
+                [shards] * shards,
+                batches,
+                seeds,
+                pure=False,
+                resources=resources.task(),
+                gpus=resources.lane_gpus(),
+            )
+            results = gathered(
+                client, futures, where=functools.partial(where, state.spec, generation)
+            )
         state = tell(state, results, workers=workers, storage=kept, run=run)
         told.append(state.evaluations)
         log(generation_line(state, total=total))
@@ -520,6 +535,10 @@ def run_segment(
 ) -> RunState:
     """Run generations after the checkpoint ``state_path`` up to ``until`` on Dask and
     write the resulting checkpoint to ``output``; ``log`` receives the progress lines.
+    ``workers`` 0 (``dask.workers: 0``, no ``scheduler_file``) starts no cluster: the
+    shards are evaluated in this process by the same shard step, so the results are
+    the same bits (for evaluations of microseconds, such as BBOB's, a Dask round trip
+    per generation and a LocalCluster per segment cost more than the evaluations).
     The evaluations of these generations, when kept (``evaluations``), are recorded
     first, in the run's evaluation window file named after ``until``
     (``<run>/evaluations/segment_<until>.h5``, the run being the folder of ``output``'s
@@ -537,20 +556,29 @@ def run_segment(
     state = dataclasses.replace(state, finished_at=max(state.finished_at, started))
     run = resolve_run(state.spec)
     resources = DaskResources.of(run, StepSettings.current())
-    with dask_client(
-        scheduler_file=scheduler_file,
-        workers=workers,
-        preload=run.batch_format.shard_modules,
-        allowed_failures=lost_worker_retries(run),
-        where=where(state.spec, state.generation + 1),
-        resources=resources,
+    in_process = workers == 0 and not scheduler_file
+    with (
+        contextlib.nullcontext()
+        if in_process
+        else dask_client(
+            scheduler_file=scheduler_file,
+            workers=workers,
+            preload=run.batch_format.shard_modules,
+            allowed_failures=lost_worker_retries(run),
+            where=where(state.spec, state.generation + 1),
+            resources=resources,
+        )
     ) as client:
         state = run_generations(
             state,
             until=until,
             shards=shards,
             client=client,
-            workers=cluster_workers(client) if scheduler_file else workers * resources.concurrency,
+            workers=(
+                cluster_workers(client)
+                if scheduler_file
+                else max(workers, 1) * resources.concurrency
+            ),
             total=total,
             log=log,
             storage=storage,

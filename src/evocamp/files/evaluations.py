@@ -234,17 +234,19 @@ def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
     blocks = [block for block in blocks if block is not None and len(block)]
     if not blocks:
         return None
+    held = [block.generations() for block in blocks]
     latest = {}
-    for number, block in enumerate(blocks):
-        for generation in block.generations():
+    for number, generations in enumerate(held):
+        for generation in generations:
             latest[int(generation)] = number
-    blocks = [
-        block.select(
-            np.isin(block.generation, [g for g, owner in latest.items() if owner == number])
-        )
-        for number, block in enumerate(blocks)
-    ]
-    blocks = [block for block in blocks if len(block)]
+    if len(latest) < sum(len(generations) for generations in held):  # some held twice
+        blocks = [
+            block.select(
+                np.isin(block.generation, [g for g, owner in latest.items() if owner == number])
+            )
+            for number, block in enumerate(blocks)
+        ]
+        blocks = [block for block in blocks if len(block)]
 
     def joined(name: str):
         parts = [getattr(block, name) for block in blocks]
@@ -268,6 +270,8 @@ def concatenate(blocks: list[EvaluationRows]) -> EvaluationRows | None:
         attempts=joined("attempts"),
     )
     order = np.lexsort((rows.index, rows.generation))
+    if np.array_equal(order, np.arange(len(order))):  # in order already (a segment's)
+        return rows
     return _reordered(rows, order)
 
 

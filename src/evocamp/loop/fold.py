@@ -298,7 +298,16 @@ def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
     ``checkpoint_every``), whose rows were already saved."""
     if closes_window(state.generation, every=state.spec["checkpoint_every"]):
         return row
-    return np.concatenate([state.metrics_window, row])
+    window = state.metrics_window
+    if window.dtype != row.dtype:
+        return np.concatenate([window, row])
+    # One copy into a new array: np.concatenate of structured arrays first promotes
+    # their fields, which cost more than the copy (Dask mode's segments: every
+    # generation of a window).
+    extended = np.empty(len(window) + len(row), dtype=window.dtype)
+    extended[: len(window)] = window
+    extended[len(window) :] = row
+    return extended
 
 
 def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:

@@ -16,6 +16,7 @@ defaults; ``--total`` and ``--full-every`` override them on its command line.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -104,6 +105,12 @@ class StepSettings:
     @classmethod
     def current(cls) -> StepSettings:
         """This step's settings: :data:`STEP_VARIABLE`'s, else the defaults (read
-        each time: a warm-started step takes its caller's environment)."""
-        text = os.environ.get(STEP_VARIABLE, "")
-        return cls.from_json(text) if text else cls()
+        each time: a warm-started step takes its caller's environment; parsed once per
+        text, as Dask mode's segments ask every generation)."""
+        return _settings_of(os.environ.get(STEP_VARIABLE, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _settings_of(text: str) -> StepSettings:
+    """The (frozen) settings a :data:`STEP_VARIABLE` text holds; the defaults for none."""
+    return StepSettings.from_json(text) if text else StepSettings()
