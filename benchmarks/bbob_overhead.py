@@ -47,7 +47,8 @@ from common import machine, table
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.catalogue.factory import build_optimizer
 from evocamp.config import run_spec, validate_config
-from evocamp.executors.dask_mode import dask_client, run_generations
+from evocamp.executors.dask_cluster import dask_client
+from evocamp.executors.dask_mode import run_generations
 from evocamp.loop.engine import initialise
 from evocamp.tasks import bbob
 

@@ -199,7 +199,7 @@ def test_concurrency_and_gpus_are_step_settings_not_part_of_the_run_spec(tmp_pat
 def test_dask_tasks_ask_their_workers_for_their_lanes_resources(tmp_path, mode):
     """Dask and asynchronous modes take the keys (the tasks ask for worker resources;
     the tests with real LocalClusters are in tests/workflow/test_concurrency_campaigns.py)."""
-    from evocamp.executors.dask_mode import DaskResources
+    from evocamp.executors.dask_cluster import DaskResources
 
     evaluation = {"concurrency": 2, "gpus_per_evaluation": 1}
     validate_config({**CONFIG, "mode": mode, "evaluation": evaluation})

@@ -557,7 +557,7 @@ def test_a_missing_or_silent_dask_scheduler_is_named_not_waited_for_forever(tmp_
     """dask.scheduler_file naming no file (a misspelt path, a scheduler that died at its
     start) or a scheduler that does not answer: one line naming the key and the path,
     after the wait, where distributed's client would wait forever."""
-    from evocamp.executors.dask_mode import existing_cluster
+    from evocamp.executors.dask_cluster import existing_cluster
 
     missing = tmp_path / "nowhere.json"
     began = time.monotonic()

@@ -82,7 +82,8 @@ def test_dask_workers_run_their_lanes_at_once_each_with_its_gpus(tmp_path, monke
     """Dask mode, a LocalCluster of 2 workers at concurrency 2 with 2 GPUs per
     evaluation: worker w sees GPUs 4w..4w+3, each task's evaluations run in a lane of
     its worker with 2 of them, and the archive is bitwise shard mode's at concurrency 1."""
-    from evocamp.executors.dask_mode import DaskResources, dask_client, run_generations
+    from evocamp.executors.dask_cluster import DaskResources, dask_client
+    from evocamp.executors.dask_mode import run_generations
 
     monkeypatch.delenv(STEP_VARIABLE, raising=False)
     config = {

@@ -362,7 +362,7 @@ def test_a_dask_worker_killed_while_the_cluster_starts_is_started_again():
     the cluster start again, as often as a task whose worker died is run again; when
     every start loses its worker, one line says so."""
     from evocamp.base.errors import EvaluationError
-    from evocamp.executors.dask_mode import dask_client
+    from evocamp.executors.dask_cluster import dask_client
 
     with (
         workers_killed_as_they_start(1) as killed,
@@ -389,7 +389,8 @@ def test_a_generation_sent_as_a_dask_worker_dies_runs_on_the_others(entry):
     failed with CommClosedError while the scheduler still listed the dead worker): the
     generation runs, and its archive is bitwise that of the shard step run here."""
     from evocamp.config import run_spec, validate_config
-    from evocamp.executors.dask_mode import dask_client, run_generations
+    from evocamp.executors.dask_cluster import dask_client
+    from evocamp.executors.dask_mode import run_generations
     from evocamp.loop.engine import initialise, tell
 
     config = validate_config(

@@ -53,7 +53,7 @@ def test_a_killed_dask_worker_takes_its_evaluations_processes_with_it(tmp_path):
     all gone within the grace, the worker being beyond any cleanup of its own."""
     from distributed import KilledWorker
 
-    from evocamp.executors.dask_mode import dask_client
+    from evocamp.executors.dask_cluster import dask_client
 
     pidfile = tmp_path / "tree"
     with dask_client(scheduler_file=None, workers=1, allowed_failures=0, where="test") as client:

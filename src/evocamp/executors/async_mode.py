@@ -21,14 +21,13 @@ from pathlib import Path
 from evocamp.base.errors import ConfigError
 from evocamp.base.lanes import worker_lane
 from evocamp.catalogue.factory import resolve_run
-from evocamp.executors.dask_mode import (
+from evocamp.executors.dask_cluster import (
     DaskResources,
     cluster_workers,
     configure_worker_logging,
     dask_client,
-    gathered,
-    lost_worker_retries,
 )
+from evocamp.executors.dask_mode import gathered, lost_worker_retries
 from evocamp.files.checkpoint import write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
 from evocamp.files.evaluations import StorageSettings, record_window_rows
@@ -52,9 +51,9 @@ from evocamp.model.state import RunState
 def evaluate_on_slot(spec: dict, entry: InFlight, *, gpus: int | None = None) -> Completion:
     """Dask task: evaluate one evaluation in flight
     (:func:`~evocamp.loop.in_flight.evaluate_in_flight`) in a worker whose logging
-    is evocamp's (:func:`~evocamp.executors.dask_mode.configure_worker_logging`);
+    is evocamp's (:func:`~evocamp.executors.dask_cluster.configure_worker_logging`);
     ``gpus`` (not ``None``) in a lane of the worker of its own with that many GPUs
-    (:meth:`~evocamp.executors.dask_mode.DaskResources.lane_gpus`)."""
+    (:meth:`~evocamp.executors.dask_cluster.DaskResources.lane_gpus`)."""
     configure_worker_logging()
     if gpus is None:
         return evaluate_in_flight(spec, entry)
