@@ -3,7 +3,6 @@ shard's results those of one lane, GPUs given out per lane."""
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 
@@ -11,15 +10,13 @@ import numpy as np
 import pytest
 from conftest import shard_results
 from test_failures import plugin_state, seed_at
-from test_journal import _lines, _step, _wait_for
+from test_journal import _lines, _wait_for, hanging_shard
 from test_programs import command_spec, evaluate, work
 
 from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.lanes import Lane, in_lanes, lane_devices, worker_devices
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import validate_config
-from evocamp.files.checkpoint import write_state
-from evocamp.files.journal import journal_path
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import held_batch
 from evocamp.loop.evaluation import evaluate_shard
@@ -258,24 +255,15 @@ def test_a_killed_shard_step_at_concurrency_3_reruns_only_its_unjournalled_call(
     7 others are journalled; the rerun evaluates solution 5 only, and the shard file
     is bitwise the undisturbed one's."""
     monkeypatch.setenv(STEP_VARIABLE, StepSettings(concurrency=3).to_json())
-    state = plugin_state(tmp_path)
-    seeds = [seed_at(state, k) for k in range(8)]
-    control = tmp_path / "control"
-    control.write_text(f"note %1\nhang {seeds[5]}")
-    state_file, output = tmp_path / "state.h5", tmp_path / "shard_0.h5"
-    write_state(state_file, state, run=resolve_run(state.spec))
-    journal, evaluated = journal_path(output), tmp_path / "evaluated"
-    step = _step(state_file, output)
-    _wait_for(lambda: len(_lines(journal)) == 8, "the journal's key and 7 calls")
-    step.send_signal(signal.SIGKILL)
-    assert step.wait(timeout=30) == -signal.SIGKILL
-    control.write_text("note %1")
-    rerun = _step(state_file, output)
-    _, log = rerun.communicate(timeout=120)
-    assert rerun.returncode == 0, log
+    shard = hanging_shard(tmp_path)
+    step = shard.start()
+    _wait_for(lambda: len(_lines(shard.journal)) == 8, "the journal's key and 7 calls")
+    shard.kill(step)
+    log = shard.rerun()
     assert "7 of 8 calls journalled by an earlier attempt, not evaluated again" in log
-    assert sorted(int(seed) for seed in _lines(evaluated)) == sorted(seeds + [seeds[5]])
-    (undisturbed,) = shard_results(state, 1)
-    written = read_shard(output)
+    seeds = shard.seeds
+    assert sorted(int(seed) for seed in _lines(shard.evaluated)) == sorted(seeds + [seeds[5]])
+    (undisturbed,) = shard_results(shard.state, 1)
+    written = read_shard(shard.output)
     for name in ("objective", "measures"):
         assert getattr(written, name).tobytes() == getattr(undisturbed, name).tobytes()

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,35 +53,70 @@ def _step(state_file, output) -> subprocess.Popen:
     )
 
 
-def test_a_killed_shard_step_reruns_only_the_calls_it_had_not_finished(tmp_path):
-    """SIGKILL of the shard step while its 6th solution runs: the rerun evaluates that
-    one and the two after it, never the five journalled, and its shard file holds
-    bitwise the values of an undisturbed shard and the journalled calls' own seconds;
-    the journal is gone once the shard file is written."""
+@dataclass
+class HangingShard:
+    """A plugin run's 8-solution shard whose step hangs at solution 5 until its control
+    file says otherwise (:func:`hanging_shard`)."""
+
+    state: object
+    seeds: list[int]
+    control: Path
+    state_file: Path
+    output: Path
+    journal: Path
+    evaluated: Path
+
+    def start(self) -> subprocess.Popen:
+        """The shard step started on it."""
+        return _step(self.state_file, self.output)
+
+    def kill(self, step: subprocess.Popen) -> None:
+        """SIGKILL ``step`` (and check that it died of it)."""
+        step.send_signal(signal.SIGKILL)
+        assert step.wait(timeout=30) == -signal.SIGKILL
+
+    def rerun(self) -> str:
+        """Solution 5 no longer hangs; the step run again to its end: its log."""
+        self.control.write_text("note %1")
+        rerun = self.start()
+        _, log = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, log
+        return log
+
+
+def hanging_shard(tmp_path) -> HangingShard:
+    """A state file whose shard step evaluates 8 plugin solutions, noting each one's
+    seed in ``evaluated`` as it starts, and hangs at solution 5."""
     state = plugin_state(tmp_path)
     seeds = [seed_at(state, k) for k in range(8)]
     control = tmp_path / "control"
     control.write_text(f"note %1\nhang {seeds[5]}")
     state_file, output = tmp_path / "state.h5", tmp_path / "shard_0.h5"
     write_state(state_file, state, run=resolve_run(state.spec))
-    journal, evaluated = journal_path(output), tmp_path / "evaluated"
+    return HangingShard(
+        state, seeds, control, state_file, output, journal_path(output), tmp_path / "evaluated"
+    )
 
-    step = _step(state_file, output)
-    _wait_for(lambda: len(_lines(journal)) == 6, "the journal's key and 5 calls")
-    _wait_for(lambda: len(_lines(evaluated)) == 6, "the 6th solution to start")
-    step.send_signal(signal.SIGKILL)
-    assert step.wait(timeout=30) == -signal.SIGKILL
-    assert not output.exists()
-    control.write_text("note %1")
-    rerun = _step(state_file, output)
-    _, log = rerun.communicate(timeout=120)
-    assert rerun.returncode == 0, log
+
+def test_a_killed_shard_step_reruns_only_the_calls_it_had_not_finished(tmp_path):
+    """SIGKILL of the shard step while its 6th solution runs: the rerun evaluates that
+    one and the two after it, never the five journalled, and its shard file holds
+    bitwise the values of an undisturbed shard and the journalled calls' own seconds;
+    the journal is gone once the shard file is written."""
+    shard = hanging_shard(tmp_path)
+    step = shard.start()
+    _wait_for(lambda: len(_lines(shard.journal)) == 6, "the journal's key and 5 calls")
+    _wait_for(lambda: len(_lines(shard.evaluated)) == 6, "the 6th solution to start")
+    shard.kill(step)
+    assert not shard.output.exists()
+    log = shard.rerun()
     assert "5 of 8 calls journalled by an earlier attempt, not evaluated again" in log
-    assert [int(seed) for seed in _lines(evaluated)] == seeds[:6] + seeds[5:]
-    assert not journal.exists()
+    seeds = shard.seeds
+    assert [int(seed) for seed in _lines(shard.evaluated)] == seeds[:6] + seeds[5:]
+    assert not shard.journal.exists()
 
-    (undisturbed,) = shard_results(state, 1)
-    written = read_shard(output)
+    (undisturbed,) = shard_results(shard.state, 1)
+    written = read_shard(shard.output)
     for name in ("objective", "measures"):
         assert getattr(written, name).tobytes() == getattr(undisturbed, name).tobytes()
     assert written.extra.keys() == undisturbed.extra.keys()
