@@ -234,10 +234,11 @@ def finish(
     invocations: int,
     extra: tuple[str, ...] = (),
     cores: int = 2,
+    env: dict[str, str] | None = None,
 ) -> Outcome:
     """Run the campaign in ``workdir`` to the end: the same Snakemake command (``runs``
     and ``extra``) again after each failed invocation (at most ``invocations``),
-    ``killer`` at work meanwhile."""
+    ``killer`` at work meanwhile; ``env``: variables added to Snakemake's environment."""
     began = time.perf_counter()
     if killer:
         killer.thread.start()
@@ -247,6 +248,7 @@ def finish(
             cwd=workdir,
             capture_output=True,
             text=True,
+            env={**os.environ, **(env or {})},
         )
         (workdir / f"snakemake_{invocation}.log").write_text(done.stdout + done.stderr)
         if done.returncode == 0:

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +236,30 @@ def same_as(workdir: Path, reference: Path) -> list[str]:
     return differ
 
 
+def node_cpus() -> int:
+    """The CPUs the local cluster's node declares (``EVOCAMP_SLURM_CPUS``)."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True)
+    return max((int(word) for word in out.stdout.split() if word.isdigit()), default=0)
+
+
+def one_run(name: str, workdir: Path, *, killer, args) -> tuple:
+    """Run one campaign to the end; its outcome, the program's processes and the Slurm
+    jobs of the campaign left after it."""
+    outcome = finish(
+        name,
+        workdir,
+        killer=killer,
+        invocations=args.invocations,
+        extra=("--profile", SLURM_PROFILE),
+        cores=CORES,
+        env={MARKER: workdir.name},
+    )
+    left = survivors(workdir.name, within=15.0)
+    jobs = campaign_jobs(workdir, states="PENDING,RUNNING,COMPLETING")
+    print(f"{name}: {outcome.seconds:.0f} s", file=sys.stderr, flush=True)
+    return outcome, left, jobs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -242,23 +267,35 @@ def main() -> None:
     parser.add_argument("--per-generation", type=int, default=125, help="a multiple of 5")
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--timeout", type=float, default=10.0, help="evaluation.timeout")
-    parser.add_argument("--cancels", type=int, default=3, help="scancels in the last run")
+    parser.add_argument("--concurrency", type=int, default=4, help="of the concurrent run")
+    parser.add_argument("--timeout", type=float, default=20.0, help="evaluation.timeout")
+    parser.add_argument("--cancels", type=int, default=3, help="scancels in the scancel run")
     parser.add_argument("--interval", type=float, default=20.0, help="mean s between them")
     parser.add_argument("--invocations", type=int, default=10, help="Snakemake runs at most")
     parser.add_argument("--seed", type=int, default=1, help="master seed (and the killer's)")
+    parser.add_argument("--parallel", action="store_true", help="the four runs at once")
     parser.add_argument("--workdir", type=Path, help="keep the campaigns here")
     args = parser.parse_args()
+    plans = [(2, 1, False), (2, args.concurrency, False), (8, 1, True), (8, 1, False)]
+    cpus = node_cpus()
+    needed = [shards * concurrency * args.ranks for shards, concurrency, _ in plans]
+    if args.concurrency * args.ranks > cpus or (args.parallel and sum(needed) > cpus):
+        raise SystemExit(
+            f"the local cluster's node has {cpus} CPUs: a shard job of concurrency "
+            f"{args.concurrency} x {args.ranks} ranks needs {args.concurrency * args.ranks}"
+            + (f", the four runs at once {sum(needed)}" if args.parallel else "")
+            + f" (restart it with EVOCAMP_SLURM_CPUS={max(sum(needed), 8)})"
+        )
     print(machine())
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    plans = [(2, 1, False), (2, 2, False), (8, 1, True), (8, 1, False)]
+    print(f"node CPUs: {cpus}; runs {'at once' if args.parallel else 'one after another'}")
     rows, reference = [], None
     with scratch_folder("evocamp-slurm-chaos-", keep=args.workdir) as folder:
+        runs = {}
         for shards, concurrency, cancel in plans:
             name = f"{shards} shards, concurrency {concurrency}" + (", scancel" if cancel else "")
             workdir = (folder / f"s{shards}_c{concurrency}{'_scancel' if cancel else ''}").resolve()
             write_config(workdir, campaign(args, shards=shards, concurrency=concurrency))
-            os.environ[MARKER] = workdir.name
             killer = cancel and Canceller(
                 workdir,
                 running_shard_jobs,
@@ -266,17 +303,25 @@ def main() -> None:
                 interval=args.interval,
                 seed=args.seed,
             )
-            outcome = finish(
-                name,
-                workdir,
-                killer=killer or None,
-                invocations=args.invocations,
-                extra=("--profile", SLURM_PROFILE),
-                cores=CORES,
-            )
-            left = survivors(workdir.name, within=15.0)
-            jobs = campaign_jobs(workdir, states="PENDING,RUNNING,COMPLETING")
-            statuses = check(name, workdir, args=args)
+            runs[name] = (workdir, killer or None)
+        with ThreadPoolExecutor(max_workers=len(runs) if args.parallel else 1) as pool:
+            futures = {
+                name: pool.submit(one_run, name, workdir, killer=killer, args=args)
+                for name, (workdir, killer) in runs.items()
+            }
+            done, problems = {}, []
+            for name, future in futures.items():
+                try:
+                    done[name] = future.result()
+                except (AssertionError, SystemExit) as error:
+                    problems.append(str(error))
+        for name, (outcome, left, jobs) in done.items():
+            workdir = outcome.workdir
+            try:
+                statuses = check(name, workdir, args=args)
+            except AssertionError as error:
+                problems.append(str(error))
+                statuses = dict(Counter(normalised_evaluations(workdir)["status"]))
             differ = same_as(workdir, reference) if reference else []
             reference = reference or workdir
             rows.append(
@@ -296,9 +341,12 @@ def main() -> None:
                 ]
             )
             print(rows[-1], file=sys.stderr, flush=True)
-            assert not left, f"{name}: processes of the program left: {left}"
-            assert not jobs, f"{name}: Slurm jobs left: {jobs}"
-            assert not differ, f"{name}: differs from the reference in {differ}"
+            if left:
+                problems.append(f"{name}: processes of the program left: {left}")
+            if jobs:
+                problems.append(f"{name}: Slurm jobs left: {jobs}")
+            if differ:
+                problems.append(f"{name}: differs from the reference in {differ}")
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(
         f"{args.per_generation} solutions x {args.generations} generations, {args.ranks} "
@@ -319,6 +367,8 @@ def main() -> None:
         "same archive, metrics, evaluations",
     ]
     print(table(header, rows))
+    if problems:
+        raise SystemExit("\n".join(problems))
 
 
 if __name__ == "__main__":
