@@ -2,10 +2,14 @@
 fails, with shard jobs cancelled (issue 42).
 
     python benchmarks/slurm_chaos.py [--per-generation 125] [--generations 8]
-        [--timeout 12] [--cancels 3] [--interval 20] [--workdir DIR]
+        [--concurrency 4] [--timeout 20] [--cancels 3] [--interval 20] [--parallel]
+        [--workdir DIR]
 
-Needs the local single-node cluster (``scripts/local-slurm start``: 8 CPUs on this
-machine's 2 real cores). One run of MAP-Elites (5 emitters, ``--per-generation``
+Needs the local single-node cluster with enough CPUs declared (the machine's real
+cores do not matter: the program's processes mostly sleep):
+``EVOCAMP_SLURM_CPUS=128 scripts/local-slurm start`` for ``--parallel``, 16 for the
+runs one after another (a shard job of concurrency 4 asks 4 x 4 ranks); the script
+refuses a node with fewer. One run of MAP-Elites (5 emitters, ``--per-generation``
 solutions a generation) on a ``type: command`` domain whose program,
 ``tests/programs/chaos_driver.py``, runs as 4 processes through the launcher
 ``srun --overlap --exact -n {ranks}`` (``ranks: 4``) inside each shard job's allocation;
@@ -13,15 +17,17 @@ the evaluation seed decides that about 5% of the evaluations crash (the last ran
 SIGKILLs itself), 2% hang (every rank and a child of each sleep for an hour,
 ignoring SIGTERM) and 3% write a ``fail`` results file. ``evaluation: {on_failure:
 retry, retries: 1, after_retries: discard, timeout: --timeout}``: a crash or a hang
-is tried twice and discarded, a ``fail`` is kept as ``failed`` at once.
+is tried twice and discarded, a ``fail`` is kept as ``failed`` at once. The timeout
+(20 s) is 20 times an evaluation's second or so, so that a loaded machine does not
+make a normal evaluation time out (which would change the archive).
 
 Four runs with the Slurm profile, each to the end with the same Snakemake command
-(rerun after a failed invocation, as a user would):
+(rerun after a failed invocation, as a user would), one after another or, with
+``--parallel``, all four at once (each in its own folder, with its own marker):
 
 - 2 shards, concurrency 1 (the reference);
-- 2 shards, concurrency 2: 2 evaluations of 4 ranks at once, 8 CPUs per shard job,
-  the whole node (concurrency 4 would ask 16 CPUs, more than the node has: Slurm
-  would never start the job);
+- 2 shards, concurrency ``--concurrency``: that many evaluations of 4 ranks at once,
+  16 CPUs per shard job at 4;
 - 8 shards, concurrency 1, while a killer ``scancel``s ``--cancels`` running shard
   jobs at random, one every ``--interval`` seconds on average;
 - 8 shards, concurrency 1.

@@ -79,6 +79,21 @@ def test_local_slurm_script_is_idempotent(slurm_cluster):
     assert "idle" in status.stdout or "mix" in status.stdout
 
 
+def test_local_slurm_script_names_a_cpus_count_it_cannot_apply(slurm_cluster):
+    """A running cluster keeps its node's CPUs: asked for another count, start says so."""
+    declared = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True)
+    cpus = int(declared.stdout.split()[0])
+    again = subprocess.run(
+        [LOCAL_SLURM, "start"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EVOCAMP_SLURM_CPUS": str(cpus + 1)},
+    )
+    assert again.returncode == 1
+    assert f"its node declares {cpus} CPUs, not {cpus + 1}: stop it" in again.stderr
+
+
 @pytest.fixture(scope="module")
 def local_tiny(tmp_path_factory):
     """A local run of the tiny campaign that the Slurm runs are compared with."""
