@@ -229,6 +229,12 @@ def check(name: str, workdir: Path, *, args) -> dict:
     return dict(Counter(frame["status"]))
 
 
+def archive_digest(workdir: Path) -> str:
+    """The first 12 hex digits of the run's ``archive.h5`` sha256 (one run per campaign)."""
+    digests = results_digests(workdir / "results" / CAMPAIGN)
+    return " ".join(d[:12] for key, d in digests.items() if key.endswith("archive.h5"))
+
+
 def same_as(workdir: Path, reference: Path) -> list[str]:
     """What differs from the reference run: archive and metrics digests, evaluations,
     failure counts."""
@@ -343,6 +349,7 @@ def main() -> None:
                     statuses.get("timed_out", 0),
                     len(left),
                     len(jobs),
+                    archive_digest(workdir),
                     "reference" if workdir == reference else ("yes" if not differ else differ),
                 ]
             )
@@ -370,6 +377,7 @@ def main() -> None:
         "timed out",
         "processes left",
         "jobs left",
+        "archive.h5 sha256",
         "same archive, metrics, evaluations",
     ]
     print(table(header, rows))
