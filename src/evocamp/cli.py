@@ -299,7 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--shards", type=int, required=True, help="Dask tasks per generation")
     sub.add_argument("--output", required=True)
     sub.add_argument("--scheduler-file", default="", help="existing Dask cluster")
-    sub.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
+    sub.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="LocalCluster workers (Dask mode: 0 starts none, the segment evaluates itself)",
+    )
     sub.add_argument(
         "--completions", default="", help="asynchronous mode: the run's completion log"
     )
