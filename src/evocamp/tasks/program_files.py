@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 #: Width of Dakota's right-aligned integer fields (``{:>43d}``).
 DAKOTA_WIDTH = 43
-#: Dakota's real values: 21 spaces, then the value right-aligned in 22 characters (a
-#: longer value, such as ``-1.000000000000000e-100``, widens the line instead of losing
-#: the spaces: what Dakota 6.24 writes, tests/data/dakota/).
-DAKOTA_REAL_INDENT, DAKOTA_REAL_WIDTH = 21, 22
+#: Dakota's variables' values: 21 spaces, then the value right-aligned in 22 characters
+#: (a longer value, such as ``-1.000000000000000e-100`` or a long string, widens the line
+#: instead of losing the spaces: what Dakota 6.24 writes, tests/data/dakota/).
+DAKOTA_VALUE_INDENT, DAKOTA_VALUE_WIDTH = 21, 22
 #: The objective's response descriptor in Dakota's parameters files (``ASV_1:obj_fn_1``).
 DAKOTA_OBJECTIVE = "obj_fn_1"
 
@@ -98,11 +98,13 @@ def dakota_problems(entries: list[dict]) -> list[str]:
 
 
 def _dakota_line(kind: str, name: str, value) -> str:
+    """A variable's line: 21 spaces, its value right-aligned in 22 characters (a longer
+    one widens the line, a string's too), its name."""
     if kind in ("continuous", "real_set"):
-        return f"{' ' * DAKOTA_REAL_INDENT}{float(value):>{DAKOTA_REAL_WIDTH}.15e} {name}"
-    if kind == "string_set":
-        return f"{dakota_string(value):>{DAKOTA_WIDTH}} {name}"
-    return f"{int(value):>{DAKOTA_WIDTH}d} {name}"
+        text = f"{float(value):.15e}"
+    else:
+        text = dakota_string(value) if kind == "string_set" else str(int(value))
+    return f"{' ' * DAKOTA_VALUE_INDENT}{text:>{DAKOTA_VALUE_WIDTH}} {name}"
 
 
 def dakota_parameters(
