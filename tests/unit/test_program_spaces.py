@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MIXED_SPACE, REPO, error_of
+from conftest import MIXED_SPACE, REPO, docs_block, error_of
 
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
@@ -206,3 +208,32 @@ def test_json_takes_what_dakotas_format_cannot_hold():
     space = {"learning rate": {"type": "categorical", "choices": [" a", "b"]}}
     domain = {**BASE, "space": space, "params_format": "json"}
     validate_config({"algorithms": {"rs": {"type": "random_search"}}, "domains": {"d": domain}})
+
+
+def test_the_docs_parameters_file_is_what_a_program_over_the_space_gets():
+    values = {"lr": 0.001, "layers": 3, "optimizer": "sgd", "momentum": 0.9, "width": 32}
+    program = Program({"command": "run", "space": space_entries(MIXED_SPACE), "solution_dim": 5})
+    evaluation = Evaluation(values=values, eval_id=5_000_012, seed=0, generation=5, solution=11)
+    text = dakota_parameters(evaluation, kinds=program.kinds, responses=["objective"])
+    assert text == docs_block("programs.md", " " * 42 + "5 variables")
+
+
+def test_the_tuning_recipe_passes_the_configuration_check(tmp_path):
+    """docs/tuning.md's training script and campaign file, as written, through the real
+    ``evocamp check-config`` (the program found, the space, the placeholders)."""
+    (tmp_path / "train.py").write_text(docs_block("tuning.md", "# train.py, run as"))
+    (tmp_path / "tune_script.yaml").write_text(docs_block("tuning.md", "# tune_script.yaml"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "evocamp", "check-config", "tune_script.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == [
+        f"{algorithm}/digits/seed{seed}" for algorithm in ("bo", "rs") for seed in range(3)
+    ]

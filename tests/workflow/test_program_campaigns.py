@@ -16,6 +16,7 @@ from conftest import (
     MIXED_SPACE,
     REPO,
     archive_digests,
+    docs_block,
     evaluation_digests,
     kill_tree_after,
     merged,
@@ -156,3 +157,53 @@ def test_a_program_over_a_mixed_space_gives_typed_columns_on_any_shards(tmp_path
     assert np.allclose(rows["objective"], expected, rtol=0, atol=1e-12)
     for digests in (archive_digests, evaluation_digests):
         assert digests(tmp_path / "shards2") == digests(tmp_path / "shards1")
+
+
+def test_the_tuning_recipes_script_trains_the_same_on_every_call(tmp_path, monkeypatch):
+    """docs/tuning.md's PyTorch training script as written (but 3 epochs, not 20), on the
+    CPU, through the shard step with the recipe's domain: an adam and an sgd
+    configuration get their accuracies, and the same bits when trained again with the
+    same seeds."""
+    pytest.importorskip("torch")
+    import yaml
+
+    from evocamp.catalogue.factory import resolve_run
+    from evocamp.config import run_spec, validate_config
+    from evocamp.loop.evaluation import evaluate_slice
+    from evocamp.model.space import Space
+
+    monkeypatch.chdir(tmp_path)
+    script = docs_block("tuning.md", "# train.py, run as")
+    assert "\nEPOCHS = 20\n" in script
+    (tmp_path / "train.py").write_text(script.replace("\nEPOCHS = 20\n", "\nEPOCHS = 3\n"))
+    config = yaml.safe_load(docs_block("tuning.md", "# tune_script.yaml"))
+    config["domains"]["digits"]["work_root"] = str(tmp_path / "scratch")
+    config["domains"]["digits"]["command"][0] = sys.executable
+    spec = run_spec(validate_config(config), algorithm="rs", domain="digits", seed=0)
+    space = Space(spec["domain_spec"]["space"])
+    configurations = [
+        {"lr": 3e-3, "width": 64, "depth": 2, "activation": "relu", "optimizer": "adam"},
+        {"lr": 3e-2, "width": 32, "depth": 1, "activation": "tanh", "optimizer": "sgd"}
+        | {"momentum": 0.9},
+    ]
+    for configuration in configurations:
+        configuration["batch_size"] = 64
+    solutions = np.array([space.solution(c) for c in configurations])
+    results = [
+        evaluate_slice(
+            resolve_run(spec),
+            generation=1,
+            shard=0,
+            start=0,
+            solutions=solutions,
+            seeds=np.array([5, 6], dtype=np.uint64),
+        )
+        for _ in range(2)
+    ]
+    assert results[0].status is None
+    assert ((results[0].objective > 0.8) & (results[0].objective <= 1)).all()
+    assert (results[0].extra["test_accuracy"] > 0.8).all()
+    assert results[0].objective.tobytes() == results[1].objective.tobytes()
+    assert (
+        results[0].extra["test_accuracy"].tobytes() == results[1].extra["test_accuracy"].tobytes()
+    )
