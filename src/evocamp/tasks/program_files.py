@@ -66,6 +66,13 @@ def dakota_kind(entry: dict) -> str:
     return "integer_set" if all(isinstance(c, int) for c in choices) else "real_set"
 
 
+def dakota_kinds(entries: list[dict]) -> dict[str, str]:
+    """A search space's parameters' Dakota kinds by name, in the order Dakota's
+    parameters files list them (by kind, then as declared)."""
+    kinds = {entry["name"]: dakota_kind(entry) for entry in entries}
+    return dict(sorted(kinds.items(), key=lambda item: DAKOTA_KINDS.index(item[1])))
+
+
 def dakota_string(value) -> str:
     """A value of a discrete string set as the parameters file writes it (a boolean as
     YAML writes it, ``true`` or ``false``)."""

@@ -41,7 +41,7 @@ from evocamp.base.files import unwritable_reason
 from evocamp.base.lanes import LANE_VARIABLES
 from evocamp.model.space import Space
 from evocamp.tasks import program_files
-from evocamp.tasks.program_files import DAKOTA_KINDS, Evaluation
+from evocamp.tasks.program_files import Evaluation
 
 #: Key of the outputs that maps a failed solution's offset in the call to its message.
 FAILED_ROWS = "_failed_rows"
@@ -119,13 +119,7 @@ class Program:
         self.space = Space(domain["space"]) if domain.get("space") else None
         if self.space is not None:
             self.variables = self.space.names
-            self.kinds = {
-                entry["name"]: program_files.dakota_kind(entry)
-                for entry in sorted(
-                    self.space.entries,
-                    key=lambda e: DAKOTA_KINDS.index(program_files.dakota_kind(e)),
-                )
-            }
+            self.kinds = program_files.dakota_kinds(self.space.entries)
         else:
             dim = int(domain["solution_dim"])
             self.variables = list(domain.get("variables") or [f"x{i + 1}" for i in range(dim)])
