@@ -204,6 +204,18 @@ def test_what_a_program_over_a_space_cannot_do_is_named_on_one_line(change, prob
     assert any(line.strip().startswith(problem) for line in lines), lines
 
 
+def test_a_configspace_file_names_the_parameters_the_command_may_use(monkeypatch):
+    """The space of a DeepHyper HpProblem's JSON file (tests/data/deephyper_space.json)
+    gives the placeholders; its conditional momentum is refused in the command."""
+    monkeypatch.chdir(REPO)
+    domain = {**BASE, "space": "tests/data/deephyper_space.json"}
+    config = {"algorithms": {"rs": {"type": "random_search"}}, "domains": {"d": domain}}
+    domain["command"] = "python train.py --lr={lr} --optimizer={optimizer}"
+    validate_config(config)
+    domain["command"] = "python train.py --momentum={momentum}"
+    assert "key 'domains.d.command': {momentum} names a conditional parameter" in error_of(config)
+
+
 def test_json_takes_what_dakotas_format_cannot_hold():
     space = {"learning rate": {"type": "categorical", "choices": [" a", "b"]}}
     domain = {**BASE, "space": space, "params_format": "json"}
