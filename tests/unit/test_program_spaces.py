@@ -23,7 +23,7 @@ from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.loop.evaluation import evaluate_slice
 from evocamp.model.space import Space, space_entries
-from evocamp.tasks.program_files import Evaluation, dakota_parameters
+from evocamp.tasks.program_files import Evaluation, dakota_parameters, parameters_text
 from evocamp.tasks.programs import Program, campaign_folder
 
 DRIVER = REPO / "tests" / "programs" / "space_driver.py"
@@ -142,6 +142,26 @@ def test_a_program_reads_each_configuration_typed_and_its_placeholders(tmp_path,
             + int(seeds[k]) % 1000 * 1e-6
         )
         assert result.objective[k] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_batch_holds_one_configuration_per_evaluation():
+    """Dakota's format: the blocks one after the other, each with its own active
+    parameters (read back one by one); JSON: one typed object per evaluation."""
+    program = Program({"command": "run", "space": space_entries(MIXED_SPACE), "solution_dim": 5})
+    evaluations = [
+        Evaluation(values=c, eval_id=k + 1, seed=k, generation=0, solution=k)
+        for k, c in enumerate(CONFIGURATIONS[:2])
+    ]
+    common = {"kinds": program.kinds, "responses": ["objective"], "run": "r", "batch": True}
+    text = parameters_text(evaluations, params_format="dakota", **common)
+    blocks = text.split(" metadata\n")[:-1]
+    assert [block.split()[0] for block in blocks] == ["4", "5"]
+    for block, configuration in zip(blocks, CONFIGURATIONS, strict=False):
+        lines = block.splitlines()
+        variables = lines[1 : 1 + int(lines[0].split()[0])]
+        assert {line.split()[1] for line in variables} == set(configuration)
+    document = json.loads(parameters_text(evaluations, params_format="json", **common))
+    assert [e["variables"] for e in document["evaluations"]] == CONFIGURATIONS[:2]
 
 
 BASE = {
