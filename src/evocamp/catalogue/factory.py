@@ -22,17 +22,12 @@ from evocamp.model.protocol import (
     call_optimizer,
     check_methods,
 )
-from evocamp.model.run import Run
 from evocamp.model.runspec import (
     COMMAND,
     PLUGIN,
-    evaluation_repeats,
-    failure_policy,
-    is_plugin,
-    measure_dim,
+    Run,
     run_label,
     spec_run_key,
-    stored_fields,
 )
 from evocamp.model.space import Space, SpaceEvaluation
 from evocamp.tasks.programs import Program
@@ -141,33 +136,21 @@ def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
         When a plugin's class cannot be imported or has a broken batch format.
     """
     # The entries from the catalogue's tables, a built-in type's class and batch format
-    # from its entry (made once with it), a plugin's imported and checked here; then the
-    # run spec's accessors, beside the run object they fill.
+    # from its entry (made once with it), a plugin's imported and checked here; the
+    # rest read from the spec by the run object's own module (Run.of).
     entry = ALGORITHMS[spec["algorithm_spec"]["type"]]
     domain = DOMAINS.get(spec["domain_spec"]["type"])
     if entry.cls is not None:
         cls, batch_kind = entry.cls, entry.batch_format
     else:
         cls, batch_kind = _plugin(spec["algorithm_spec"], where=f"run {run_label(spec)}")
-    recipe = entry.recipe
-    return Run(
-        spec=spec,
-        label=run_label(spec),
+    return Run.of(
+        spec,
         algorithm=entry,
         domain=domain,
         optimizer_class=cls,
         batch_format=batch_kind,
-        failure_policy=failure_policy(spec),
-        repeats=evaluation_repeats(spec),
-        measure_dim=measure_dim(spec["domain_spec"]),
-        stored_fields=tuple(stored_fields(spec)),
-        # Novelty search's emitters sample their parents from its novelty archive, not
-        # from the run's (a whole state holds its entries in /optimizer/rows/archive).
-        parents_in_own_archive=bool(
-            recipe is not None and recipe.result_archive and not recipe.emitters_on_result
-        ),
         packages=_packages(domain, entry),
-        plugin=is_plugin(spec),
         evaluator=load_evaluator(spec["domain_spec"]) if evaluates else None,
     )
 

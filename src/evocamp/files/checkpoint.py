@@ -39,8 +39,7 @@ from evocamp.files.optimizer_state import (
 )
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
 from evocamp.model.protocol import ELITES
-from evocamp.model.run import Run
-from evocamp.model.runspec import is_plugin, run_label
+from evocamp.model.runspec import Run, is_plugin, run_label
 from evocamp.model.state import RunState
 
 
@@ -185,7 +184,7 @@ class StoredElites:
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
     for are read. With ``own_archive`` (novelty search,
-    :attr:`~evocamp.model.run.Run.parents_in_own_archive`) the cells are entries of
+    :attr:`~evocamp.model.runspec.Run.parents_in_own_archive`) the cells are entries of
     the archive the emitters learn on, which a whole state holds in
     ``/optimizer/rows/archive`` (:func:`~evocamp.files.optimizer_state.own_archive_rows`)
     and a light one's ``/inserted`` as for the run's archive.

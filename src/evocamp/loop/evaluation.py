@@ -32,8 +32,7 @@ from evocamp.loop.outcomes import (
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.run import Run
-from evocamp.model.runspec import COMMAND, PLUGIN, where
+from evocamp.model.runspec import COMMAND, PLUGIN, Run, where
 
 
 def evaluate_shard(

@@ -60,8 +60,7 @@ from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
 from evocamp.model.protocol import ASKED
-from evocamp.model.run import Run
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import Run, run_label
 from evocamp.model.state import RunState
 
 #: Environment variable naming the cache folder (``0``: no cache, states written whole).
