@@ -43,6 +43,7 @@ from evocamp.loop.state_cache import (
     shard_batch,
     write_told_state,
 )
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import run_label
@@ -73,12 +74,21 @@ def init_step(*, spec: dict, output: str | Path) -> None:
     )
 
 
-def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
+def evaluate_step(
+    *,
+    state: str | Path,
+    shard: int,
+    shards: int,
+    output: str | Path,
+    settings: StepSettings | None = None,
+) -> None:
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
     from the node-local cache when the tell that wrote the checkpoint ran on this node,
     :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
     beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
-    evaluates only the calls that are missing."""
+    evaluates only the calls that are missing. ``settings``: the step settings the
+    command read (its evaluations at once and their GPUs; ``None``: this process's,
+    :meth:`~evocamp.loop.step_settings.StepSettings.current`)."""
     with shard_batch(state) as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
             run,
@@ -88,6 +98,7 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
             shard=shard,
             shards=shards,
             shard_file=output,
+            settings=settings,
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
