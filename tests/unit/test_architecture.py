@@ -343,8 +343,9 @@ def returns_of(walk: list[str]) -> list[str]:
 #: (docs/architecture.md, "A shard's walk").
 WALK_STOPS = 12
 #: The walk as it is (MAP-Elites and OpenAI-ES alike): stops and returns; it may get
-#: shorter, never longer (28 and 6 before the calls of a slice moved beside their
-#: outcomes, 26 and 10 before the run object).
+#: shorter, never longer (21 and 1 before the stops a shard does not need were cut, 28
+#: and 6 before the calls of a slice moved beside their outcomes, 26 and 10 before the
+#: run object).
 WALK_NOW = (14, 0)
 
 

@@ -46,7 +46,7 @@ from evocamp.loop.state_cache import (
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import Run, run_label
 from evocamp.model.state import RunState
 
 
@@ -166,7 +166,7 @@ def keep_step(
     # reruns this step, which records the same rows again in their place.
     record_window(
         RunFolder.holding(checkpoint),
-        spec=kept.spec,
+        run=run,
         up_to=kept.generation,
         total=total,
         storage=storage,
@@ -180,7 +180,7 @@ def keep_step(
 def record_window(
     folder: RunFolder,
     *,
-    spec: dict,
+    run: Run,
     up_to: int,
     total: int | None,
     storage: StorageSettings | None,
@@ -192,9 +192,10 @@ def record_window(
     (:func:`~evocamp.files.evaluations.record_window_rows`); when the run does not
     keep them (``storage`` ``None``), only that index of the windows
     recorded before. Dask and asynchronous modes record their rows in their segment
-    jobs, so there the working folder holds no shard files and only the index is left."""
-    rows = stored_rows(folder, spec=spec, up_to=up_to, storage=storage)
-    path = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
+    jobs, so there the working folder holds no shard files and only the index is left.
+    ``run``: the run object the step resolved (once, for every generation)."""
+    rows = stored_rows(folder, run=run, up_to=up_to, storage=storage)
+    path = record_window_rows(folder, rows, spec=run.spec, generation=up_to, total=total)
     if rows is not None:
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
     if path == folder.evaluations:
@@ -204,7 +205,7 @@ def record_window(
 
 
 def stored_rows(
-    folder: RunFolder, *, spec: dict, up_to: int, storage: StorageSettings | None
+    folder: RunFolder, *, run: Run, up_to: int, storage: StorageSettings | None
 ) -> EvaluationRows | None:
     """The evaluation rows of the generations whose shard files are in a run's working
     folder (``<= up_to``), made from files the run has already written (reads only):
@@ -219,12 +220,12 @@ def stored_rows(
     blocks = []
     for shard_folder in SHARD_FOLDER.in_folder(folder.work, up_to=up_to):
         generation = SHARD_FOLDER.number_of(shard_folder.name)
-        blocks.append(_generation_rows(folder, generation, spec=spec, storage=storage))
+        blocks.append(_generation_rows(folder, generation, run=run, storage=storage))
     return concatenate(blocks)
 
 
 def _generation_rows(
-    folder: RunFolder, generation: int, *, spec: dict, storage: StorageSettings
+    folder: RunFolder, generation: int, *, run: Run, storage: StorageSettings
 ) -> EvaluationRows | None:
     """One generation's rows from its shard files and the state of its batch."""
     holders = (folder.work_state(generation - 1), folder.checkpoint(generation - 1))
@@ -235,12 +236,10 @@ def _generation_rows(
     try:
         before = read_state(batch_state, with_optimizer=False)
         shards = [read_shard(path) for path in shard_files]
-        if before.spec != spec:
+        if before.spec != run.spec:
             return None
-        before.next_batch = with_stored_elites(
-            before.next_batch, run=resolve_run(spec), path=batch_state
-        )
-        results = combine_shards(spec, generation, len(before.next_seeds), shards)
+        before.next_batch = with_stored_elites(before.next_batch, run=run, path=batch_state)
+        results = combine_shards(run.spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
     return evaluation_rows(before, results, generation=generation, storage=storage)
@@ -305,7 +304,7 @@ def finalise_step(
     generation = final_state.generation
     record_window(
         RunFolder(Path(archive).parent),
-        spec=final_state.spec,
+        run=run,
         up_to=generation,
         total=generation,
         storage=(storage or StorageSettings()).for_run(
