@@ -243,6 +243,7 @@ def search_hpo(args) -> None:
                 "utilisation": float((frame["m:ended"] - frame["m:began"]).sum())
                 / (wall * args.workers),
                 "times": (frame["m:ended"] - began).tolist(),
+                "training_seconds": (frame["m:ended"] - frame["m:began"]).tolist(),
                 "values": frame["objective"].astype(float).tolist(),
                 "test_accuracy": frame["m:test_accuracy"].astype(float).tolist(),
                 "evaluated": in_order[: args.evaluations],
