@@ -189,10 +189,15 @@ def active(configuration: dict, space: dict) -> dict:
 
 def train(configuration: dict, *, seed: int, index: int, epochs: int) -> dict:
     """One evaluation of ``mlp_digits`` for a peer: validation and test accuracy, and
-    when it began and ended (``time.time()``, comparable across processes)."""
+    when it began and ended (``time.time()``, comparable across processes; scikit-learn
+    imported and the digits loaded before it begins, as evocamp's workers have them)."""
     sys.path.insert(0, str(SOURCE))
+    import sklearn.neural_network  # noqa: F401
+
+    from evocamp.tasks.functions import digits_data
     from evocamp.tasks.training import MLP_DIGITS_SPACE, mlp_digits
 
+    digits_data()
     began = time.time()
     out = mlp_digits(
         [active(configuration, MLP_DIGITS_SPACE)],
