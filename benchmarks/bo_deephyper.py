@@ -1,11 +1,12 @@
 """DeepHyper's CBO on Ackley or on the ``mlp_digits`` tuning task in its own loop: the
 peer of evocamp's BO family.
 
-Run with a Python that has ``deephyper==0.13.2`` (``benchmarks/bo.py`` does, given
-``--deephyper-python``); prints one JSON object per line.
+Run with a Python that has ``deephyper==0.13.2`` (``benchmarks/bo.py`` and
+``benchmarks/hpo_peers.py`` do, given ``--deephyper-python``); prints one JSON object
+per line.
 
     python bo_deephyper.py search --dim 5 --evaluations 200 --seed 0 --workers 8 --mean-seconds 0.5
-    python bo_deephyper.py search --task hpo --evaluations 60 --seed 0 --workers 4
+    python bo_deephyper.py search --task hpo --evaluations 60 --seed 0 --workers 4 --epochs 300
     python bo_deephyper.py timing --dim 5 --history 100 1000 5000 --batch 8
     python bo_deephyper.py space-json config/spaces/mlp_digits.json
 
