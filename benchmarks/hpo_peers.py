@@ -263,26 +263,38 @@ def peer_run(run: dict) -> dict:
 
 
 def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) -> dict[str, dict]:
-    """Every system's run of ``seed``, one after the other, by name."""
+    """Every system's run of ``seed``, by name: one after the other, or with
+    ``--together`` all at the same time (each its own ``--workers``)."""
+
+    def ours(clock: str) -> dict[str, dict]:
+        workdir = folder / f"seed{seed}_{clock}"
+        return evocamp_runs(
+            args, seed, workdir, clock=clock, epochs=epochs, evaluations=evaluations
+        )
+
+    def peer(system: str) -> dict[str, dict]:
+        run = deephyper_run if system == "deephyper_cbo" else optuna_tpe
+        return {system: run(args, seed, epochs=epochs, evaluations=evaluations)}
+
+    clocks = args.clocks if "evocamp" in args.systems else []
+    jobs = [(f"evocamp [{clock} clock]", lambda clock=clock: ours(clock)) for clock in clocks]
+    jobs += [(name, lambda name=name: peer(name)) for name in args.systems if name != "evocamp"]
     runs = {}
-    for system in args.systems:
-        if system == "evocamp":
-            for clock in args.clocks:
-                runs.update(
-                    evocamp_runs(
-                        args,
-                        seed,
-                        folder / f"seed{seed}_{clock}",
-                        clock=clock,
-                        epochs=epochs,
-                        evaluations=evaluations,
-                    )
-                )
-        elif system == "deephyper_cbo":
-            runs[system] = deephyper_run(args, seed, epochs=epochs, evaluations=evaluations)
-        else:
-            runs[system] = optuna_tpe(args, seed, epochs=epochs, evaluations=evaluations)
-        print(f"{time.strftime('%H:%M:%S')} seed {seed}: {system} done", flush=True)
+
+    def done(name: str, made: dict) -> None:
+        runs.update(made)
+        print(f"{time.strftime('%H:%M:%S')} seed {seed}: {name} done", flush=True)
+
+    if args.together:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            futures = {name: pool.submit(job) for name, job in jobs}
+            for name, future in futures.items():
+                done(name, future.result())
+    else:
+        for name, job in jobs:
+            done(name, job())
     return runs
 
 
@@ -360,6 +372,11 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=["qucb_decentralised"])
     parser.add_argument("--clocks", nargs="+", choices=["virtual", "real"], default=["virtual"])
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run a seed's systems at the same time, not one after the other",
+    )
     parser.add_argument(
         "--repeat-check",
         type=int,
