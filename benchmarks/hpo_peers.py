@@ -1,11 +1,13 @@
 """evocamp beside DeepHyper's CBO and Optuna's TPE on the ``mlp_digits`` tuning task,
-side by side: for every seed, every system in turn, so that all share the machine's load.
+side by side: for every seed, every system in turn (or all at once), so that all share
+the machine's load.
 
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
         [--algorithms qucb_decentralised] [--clocks virtual] \
-        [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check] \
-        [--results FILE] [--figure PATH] [--workdir FOLDER]
+        [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
+        [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
+    python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
 
 For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
 asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
@@ -14,11 +16,15 @@ of that seed per clock of ``--clocks``), DeepHyper's CBO (``bo_deephyper.py sear
 with its process evaluator of ``--workers``), then Optuna's TPE in its own
 ask-and-tell loop over a process pool of ``--workers`` (:func:`optuna_tpe`). Every
 system trains with evocamp's own ``mlp_digits`` at ``config/hpo.yaml``'s
-``params.epochs``, the same budget, the same workers and 10 random initial points.
-With ``--repeat-check`` seed 0 of every system runs again at the end and is compared,
-value for value in evaluation order, with its first run.
+``params.epochs`` (or ``--epochs``), the same budget, the same workers and 10 random initial points.
+With ``--together`` a seed's systems run at the same time (each with its own
+``--workers``), so that they share exactly the same load. With ``--repeat-check N``
+seed 0 of every system runs again at the end, N trainings, and is compared value for
+value in evaluation order with its first run's first N. ``--report`` gathers the
+``--results`` files of several processes (seeds run at once) into one report, and
+``--again`` compares a run of seed 0 made by another process with the first.
 
-Prints (and ``--results`` keeps, so a report can be redrawn with ``--report-only``)
+Prints (and ``--results`` keeps, so a report can be redrawn with ``--report``)
 per system: best validation accuracy at half the budget and at the budget, at equal
 wall time (the shortest of the systems' median search wall times), the test accuracy
 of the best configuration, search wall seconds and the whole command's, utilisation
@@ -388,13 +394,29 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep the campaigns in this folder")
     parser.add_argument("--results", type=Path, help="JSON file the runs are kept in")
     parser.add_argument(
-        "--report-only", action="store_true", help="redraw the report of --results, run nothing"
+        "--report",
+        type=Path,
+        nargs="+",
+        help="run nothing: report the runs of these --results files together (runs made "
+        "by several processes at once)",
+    )
+    parser.add_argument(
+        "--again",
+        type=Path,
+        help="with --report: a --results file of seed 0 run again, compared with the first",
     )
     args = parser.parse_args()
     epochs = args.epochs or epochs_of(hpo_config())
     results = stored_runs(args.results) if args.results else {}
     systems = results.setdefault(DOMAIN, {})
-    if not args.report_only:
+    for path in args.report or []:
+        for name, runs in stored_runs(path)[DOMAIN].items():
+            systems.setdefault(name, []).extend(runs)
+    if args.again:
+        for name, runs in stored_runs(args.again)[DOMAIN].items():
+            first = next(r for r in systems[name] if r["seed"] == runs[0]["seed"])
+            first["same_again"] = same_again(first, runs[0])
+    if not args.report:
         print(machine(), f"epochs {epochs}", flush=True)
         with scratch_folder("evocamp-hpo-", keep=args.workdir) as folder:
             for seed in args.seeds:
