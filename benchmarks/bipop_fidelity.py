@@ -5,7 +5,7 @@ within a budget, side by side.
 
     python benchmarks/bipop_fidelity.py [--budget 1000] [--instances 1-5] [--seeds 3]
         [--functions 1-24] [--ert-functions 1,8] [--ert-budget 100000]
-        [--setting evocamp|no-active|2009] [--cocopp-pickle PATH]
+        [--setting coco|x0-zero|no-active|x0-once] [--cocopp-pickle PATH]
 
 The published numbers are BBOB-2009's data of BIPOP-CMA-ES (coco's data archive
 ``bbob/2009/BIPOP-CMA-ES_hansen_noiseless.tgz``: 15 trials per function and dimension,
@@ -21,13 +21,15 @@ evocamp's runs: the campaign's own optimizer, ``build_optimizer`` of the run spe
 seed derivation, pycma's ask/tell as the tell step drives it (evaluations bitwise
 ``cma.fmin2``'s for the same seed: tests/unit/test_pycma.py), each batch evaluated by
 the domain function. It runs in one process until the target 1e-8 or the budget (the
-batch that hits it is counted to the evaluation that does, as COCO counts). What
-differs from the published setting: x0 = 0 (the domain's ``x0``) where Hansen 2009
-drew x0 uniformly in [-4, 4]^D; the domain's bounds [-5, 5] (pycma's boundary
-transformation) where the published runs had none; pycma 4.5's defaults, not those of
-cmaes.m 3.30 of 2009 (among them the active covariance update, ``CMA_active``).
-``--setting no-active`` and ``--setting 2009`` undo these in the f1, f8 part (an
-investigation of the differences, not a campaign's runs: :data:`SETTINGS`).
+batch that hits it is counted to the evaluation that does, as COCO counts). The
+setting (:data:`SETTINGS`) is the domain's: ``coco`` (the default) is BBOB-2009's
+setup, ``x0: random`` and ``bounded: false`` (x0 uniform in [-4, 4]^D, drawn anew at
+every restart, no bounds: cmaes.m 3.31.bbob's ``bipopcmaes('fgeneric', '8 *
+rand(10,1) - 4', 2, opts)``); ``x0-zero`` the domain's defaults (x0 = 0, pycma's
+boundary transformation into [-5, 5]). What still differs: pycma 4.5's defaults, not
+those of cmaes.m of 2009, among them the active covariance update (``CMA_active``):
+``--setting no-active`` turns it off, ``--setting x0-once`` the restarts' own x0 (an
+investigation of the differences, not a campaign's runs).
 
 ERT (:func:`~evocamp.reporting.runtime_to_target.expected_running_time`): the
 evaluations of every run (until the target, or all of them) over the runs that reach
@@ -232,12 +234,15 @@ SETTINGS = {
     "x0-zero": "x0 = 0 and bounds [-5, 5], the bbob domain's defaults",
     "no-active": "as coco, and pycma's CMA_active off (2009's CMA-ES had no active "
     "covariance update; an investigation, not a campaign's run)",
+    "x0-once": "as coco, but every restart from the run's first x0 (an investigation: "
+    "fmin2 with a fixed x0)",
 }
 #: The bbob domain's keys of each setting.
 DOMAIN_KEYS = {
     "coco": {"x0": "random", "bounded": False},
     "x0-zero": {},
     "no-active": {"x0": "random", "bounded": False},
+    "x0-once": {"x0": "random", "bounded": False},
 }
 
 
@@ -269,8 +274,10 @@ def run(
     evaluations: the evaluation at which the best precision first reaches each target
     (``inf``: never), the evaluations spent and the restarts made. ``setting``
     ``no-active`` turns pycma's active covariance update off before the first ask (its
-    restarts keep the option)."""
+    restarts keep the option), ``x0-once`` the restarts' own draws."""
     optimizer = build_optimizer(spec)
+    if setting == "x0-once":
+        optimizer.restart_x0 = None
     if setting == "no-active":
         optimizer.options["CMA_active"] = False
         optimizer.es = optimizer._start(sigma_factor=1.0)
