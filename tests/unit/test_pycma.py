@@ -139,7 +139,7 @@ def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_pat
     resumed = read_state(path)
     for _ in range(3):
         state = tell(state, shard_results(state, 2))
-        resumed = tell(resumed, shard_results(resumed, 2))
+        resumed = tell(resumed, shard_results(resumed, 3))
         assert state.next_batch.keys() == resumed.next_batch.keys()
         for key, value in state.next_batch.items():
             assert np.array_equal(value, resumed.next_batch[key]), key
@@ -190,9 +190,9 @@ def test_with_x0_random_every_restart_starts_from_its_own_point_and_runs_repeat(
     """BIPOP-CMA-ES on a bbob domain with ``x0: random`` and ``bounded: false`` through
     the campaign's loop (initialise, shard steps, tell): the first run starts from the
     run's draw in [-4, 4]^d and its first restart from a draw of its own; a second run
-    of the same seed, written as a checkpoint and read back every 10 generations (a
-    resumed run), gives the same batches, metrics and result bitwise; another seed
-    starts elsewhere."""
+    of the same seed in 3 shards instead of 2, written as a checkpoint and read back
+    every 10 generations (a resumed run), gives the same batches, metrics and result
+    bitwise; another seed starts elsewhere."""
     config = validate_config(
         {
             "algorithms": {"b": {"type": "bipop_cma_es", "sigma": 2}},
@@ -218,7 +218,7 @@ def test_with_x0_random_every_restart_starts_from_its_own_point_and_runs_repeat(
     assert state.optimizer.es.boundary_handler.bounds is None
     for generation in range(1, 400):
         state = tell(state, shard_results(state, 2))
-        resumed = tell(resumed, shard_results(resumed, 2))
+        resumed = tell(resumed, shard_results(resumed, 3))
         if generation % 10 == 0:
             path = tmp_path / f"g{generation}.h5"
             write_state(path, resumed, run=resolve_run(spec))
