@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evocamp.families.qd.components import QDRecipe
+from evocamp.model.protocol import BatchFormat, batch_format_of
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,10 @@ class AlgorithmType:
         family's own, e.g. IPOP's ``incpopsize``), added to the schema's algorithm keys
         when it is loaded (:func:`evocamp.config.load_schema`), as the type lists are:
         a family from another library needs no edit of the schema file.
+    batch_format : BatchFormat or None
+        How its class's batches are sized and materialised, made once with the entry
+        (:func:`~evocamp.model.protocol.batch_format_of`; ``None`` for plugins, whose
+        class a run names: :func:`~evocamp.catalogue.factory.resolve_run` makes theirs).
     """
 
     name: str
@@ -192,6 +197,11 @@ class AlgorithmType:
     keeps_evaluations: bool = False
     spec_names: tuple[SpecName, ...] = ()
     key_shapes: dict = field(default_factory=dict)
+    batch_format: BatchFormat | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        made = None if self.cls is None else batch_format_of(self.cls, name=self.name)
+        object.__setattr__(self, "batch_format", made)
 
     @property
     def keys(self) -> tuple[str, ...]:

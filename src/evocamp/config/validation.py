@@ -37,6 +37,7 @@ from evocamp.config.renamed_keys import read_renamed_keys
 from evocamp.config.run_specs import (
     experiments_of,
     failure_policy_spec,
+    readable_space,
     resolved_algorithm,
     resolved_domain,
     space_problems,
@@ -314,7 +315,7 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     kind = domain["type"]
     problems = []
     if kind == COMMAND:
-        problems += command_problems(key, domain)
+        problems += command_problems(key, domain, space=readable_space(domain))
     else:
         problems += [
             f"key '{key}.{setting}': only allowed for type command, not {kind}"

@@ -32,8 +32,7 @@ from evocamp.loop.outcomes import (
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.run import Run
-from evocamp.model.runspec import COMMAND, PLUGIN, where
+from evocamp.model.runspec import COMMAND, PLUGIN, Run, where
 
 
 def evaluate_shard(
@@ -46,6 +45,7 @@ def evaluate_shard(
     shards: int,
     shard_file: str | Path | None = None,
     lane: Lane | None = None,
+    settings: StepSettings | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -69,6 +69,8 @@ def evaluate_shard(
     lane : Lane, optional
         A Dask task's lane of its worker (:func:`~evocamp.base.lanes.worker_lane`):
         the shard's calls run there, one at a time (:func:`evaluate_slice`).
+    settings : StepSettings, optional
+        The step's settings, as its command read them (:func:`evaluate_slice`).
 
     Raises
     ------
@@ -104,6 +106,7 @@ def evaluate_shard(
         keep_solutions=batch_kind.proposes_in_shards,
         journal=None if shard_file is None else (shard_file, shard, shards),
         lane=lane,
+        settings=settings,
     )
 
 
@@ -122,6 +125,7 @@ def evaluate_slice(
     cells: np.ndarray | None = None,
     journal: tuple[str | Path, int, int] | None = None,
     lane: Lane | None = None,
+    settings: StepSettings | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -153,6 +157,10 @@ def evaluate_slice(
         A Dask task's lane of its worker: the calls run in supervised children with
         the lane's number and GPUs, one at a time (the worker's other lanes are its
         other tasks); ``None``: ``evaluation.concurrency`` lanes at once (shard mode).
+    settings : StepSettings, optional
+        The step settings, as the step's command read them (``evaluation.concurrency``,
+        ``evaluation.gpus_per_evaluation``); ``None``: this process's
+        (:meth:`~evocamp.loop.step_settings.StepSettings.current`).
 
     Raises
     ------
@@ -167,12 +175,14 @@ def evaluate_slice(
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
     # In the order a reader follows: the function, the journal, the step's settings,
     # then the calls, each module entered once (docs/architecture.md, "A shard's walk").
+    # The shard command passes the settings its command read; the other callers (Dask
+    # tasks, the re-evaluation) read this process's.
     function = run.evaluator if run.evaluator is not None else load_evaluator(domain)
     journalled = journal and ShardJournal(
         journal_path(journal[0]),
         key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
-    settings = StepSettings.current()
+    settings = settings if settings is not None else StepSettings.current()
     size = domain.get("chunk_size") or _default_chunk(domain, count)
     calls = [
         Call(
