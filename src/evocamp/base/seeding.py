@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +24,8 @@ ASYNCHRONOUS_EVALUATION_STREAM = 3
 SEED_BLOCK = 1024
 #: Seeds of the final re-evaluation of a run's elites (``evaluation.reevaluate``).
 REEVALUATION_STREAM = 4
+#: A run's initial points (a domain's ``x0: random``), one per restart.
+INITIAL_POINT_STREAM = 5
 #: Spawn key, under one evaluation seed, of the seeds of its repeats
 #: (``evaluation.repeats``; ``(1,)`` is the simulated evaluation time's).
 REPEAT_KEY = (2,)
@@ -91,6 +94,29 @@ def initial_population_rng(emitter_seed: int) -> np.random.Generator:
     return np.random.default_rng(
         np.random.SeedSequence(emitter_seed, spawn_key=(name_key("initial_population"),))
     )
+
+
+@dataclass(frozen=True)
+class RandomStart:
+    """A run's initial points drawn uniformly in ``[low, high]^dim`` (a domain's ``x0:
+    random``): point ``restart`` is ``uniform(low, high, dim)`` of
+    ``SeedSequence(master_seed, spawn_key=(*key, INITIAL_POINT_STREAM, restart))``, a
+    function of the run and the restart's number alone, so a run resumed from a
+    checkpoint draws what it would have drawn. Restart 0 is the run's ``x0``; an
+    optimizer that restarts (the ``pycma`` family) calls it with the restart's number,
+    as BBOB-2009's BIPOP-CMA-ES drew every restart's ``x0`` anew."""
+
+    master_seed: int
+    key: tuple[int, ...]
+    low: float
+    high: float
+    dim: int
+
+    def __call__(self, restart: int = 0) -> np.ndarray:
+        sequence = np.random.SeedSequence(
+            self.master_seed, spawn_key=(*self.key, INITIAL_POINT_STREAM, int(restart))
+        )
+        return np.random.default_rng(sequence).uniform(self.low, self.high, self.dim)
 
 
 def domain_rng(master_seed: int, domain: str) -> np.random.Generator:

@@ -124,7 +124,12 @@ class AlgorithmType:
     needs_measures : bool
         The type needs a domain with measures (QD).
     needs_bounds : bool
-        The type samples within the domain's bounds.
+        The type samples within the domain's bounds (it keeps them on a domain with
+        ``bounded: false``, which the others then run unbounded).
+    redraws_x0 : bool
+        The type restarts from a new initial point: on a domain with ``x0: random`` its
+        class gets ``restart_x0=`` (:class:`~evocamp.base.seeding.RandomStart`) and draws
+        restart ``k``'s from it.
     takes_space : bool
         The type samples and proposes in a domain's search space (``space``): its class
         gets the space's parameters as ``space=`` (:mod:`evocamp.model.space`); types
@@ -180,6 +185,7 @@ class AlgorithmType:
     generation_size: Callable[[dict], int] | None = None
     needs_measures: bool = False
     needs_bounds: bool = False
+    redraws_x0: bool = False
     takes_space: bool = False
     grid_archive: bool = True
     archive_defaults: dict = field(default_factory=dict)

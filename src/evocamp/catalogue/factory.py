@@ -12,7 +12,7 @@ import numpy as np
 
 from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.base.seeding import optimizer_seeds
+from evocamp.base.seeding import RandomStart, optimizer_seeds
 from evocamp.catalogue.algorithms import ALGORITHMS, algorithm_type
 from evocamp.catalogue.domains import DOMAINS, DomainType
 from evocamp.catalogue.entries import AlgorithmType
@@ -160,13 +160,30 @@ def owns_archive(spec: dict) -> bool:
     return algorithm_type(spec).recipe is not None
 
 
+def random_start(spec: dict) -> RandomStart:
+    """The initial points of a run on a domain with ``x0: random``: uniform in the box
+    its entry gives (``DomainType.random_x0``), drawn from the run's seed."""
+    domain = spec["domain_spec"]
+    low, high = DOMAINS[domain["type"]].random_x0
+    return RandomStart(
+        master_seed=int(spec["master_seed"]),
+        key=tuple(int(k) for k in spec_run_key(spec)),
+        low=float(low),
+        high=float(high),
+        dim=int(domain["solution_dim"]),
+    )
+
+
 def build_optimizer(spec: dict):
     """Create the seeded optimizer of a run spec.
 
     QD types get their pyribs scheduler (their entry's recipe); other classes are
-    called with ``solution_dim``, ``x0`` (the domain's initial solution), ``bounds``
-    (``(low, high)`` or ``None``), ``seed`` (the run's optimizer seed, from the master
-    seed) and their parameters (a plugin's ``params``), a plugin's through
+    called with ``solution_dim``, ``x0`` (the domain's initial solution; with ``x0:
+    random`` drawn from the run's seed, :func:`random_start`, and types that restart,
+    ``redraws_x0``, get ``restart_x0``, the draw of each restart), ``bounds`` (``(low,
+    high)`` or ``None``; ``None`` on a domain with ``bounded: false`` unless the type
+    ``needs_bounds``), ``seed`` (the run's optimizer seed, from the master seed) and
+    their parameters (a plugin's ``params``), a plugin's through
     :func:`~evocamp.model.protocol.call_optimizer`. On a domain with a space, ``x0`` is
     the solution of its defaults and ``space`` its parameters (types that take one).
     """
@@ -181,12 +198,19 @@ def build_optimizer(spec: dict):
         return cls.from_spec(spec, recipe=entry.recipe, draw=draw)
     algorithm = spec["algorithm_spec"]
     domain = spec["domain_spec"]
+    bounded = domain.get("bounded", True) or entry.needs_bounds
     common = {
         "solution_dim": domain["solution_dim"],
-        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
-        "bounds": tuple(domain["bounds"]) if "bounds" in domain else None,
+        "bounds": tuple(domain["bounds"]) if "bounds" in domain and bounded else None,
         "seed": optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0],
     }
+    if domain["x0"] == "random":
+        start = random_start(spec)
+        common["x0"] = start(0)
+        if entry.redraws_x0:
+            common["restart_x0"] = start
+    else:
+        common["x0"] = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
     if "space" in domain:
         common["x0"] = Space(domain["space"]).defaults()
         common["space"] = domain["space"]
