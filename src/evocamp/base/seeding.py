@@ -53,11 +53,66 @@ def evaluation_seeds(
     ``SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, g))``. Words do
     not depend on how many are drawn (``generate_state(n)[:k] == generate_state(k)``),
     so a solution's seed is the same whichever shard evaluates it and whatever the
-    batch size; one call per generation keeps it cheap (6 ms for 10,000 solutions,
-    against 0.23 s for a SeedSequence per solution).
+    batch size; one sequence per generation, its words computed at once
+    (:func:`sequence_words`: 0.01 ms for 1,000 solutions, against 0.1 ms for
+    ``generate_state``'s loop and 0.23 s for a SeedSequence per solution).
     """
     sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
-    return sequence.generate_state(count, dtype=np.uint64)
+    return sequence_words(sequence, count)
+
+
+#: SeedSequence's output hash (numpy's ``bit_generator.pyx``, O'Neill's seed_seq_fe):
+#: word ``i`` is ``((pool[i % 4] ^ h_i) * h_(i+1)) ^ (... >> 16)`` in uint32, with
+#: ``h_0 = INIT_B`` and ``h_(i+1) = h_i * MULT_B``.
+_INIT_B, _MULT_B, _XSHIFT = 0x8B51F9DD, 0x58F38DED, np.uint32(16)
+#: Words below this many are left to ``generate_state`` (its loop is cheaper than the
+#: arrays' set-up).
+_FEW_WORDS = 64
+
+
+def sequence_words(sequence: np.random.SeedSequence, count: int) -> np.ndarray:
+    """``sequence.generate_state(count, dtype=np.uint64)``, the same words computed with
+    array operations instead of numpy's loop of one word at a time (checked against it
+    once per process: another numpy whose hash differs gets its own loop)."""
+    if 2 * count < _FEW_WORDS or not _hash_matches():
+        return sequence.generate_state(count, dtype=np.uint64)
+    return _hashed(sequence.pool, count)
+
+
+def _hashed(pool: np.ndarray, count: int) -> np.ndarray:
+    """``count`` uint64 words of SeedSequence's output hash of ``pool`` (4 uint32)."""
+    words = 2 * count
+    constants = _hash_constants(words)
+    cycles = -(-words // len(pool))
+    data = np.bitwise_xor(constants[: cycles * len(pool)].reshape(cycles, -1), pool)
+    data = data.reshape(-1)[:words]
+    data *= constants[1 : words + 1]
+    data ^= data >> _XSHIFT
+    # As numpy: the uint32 words read as little-endian uint64, in native order.
+    return data.astype("<u4", copy=False).view("<u8").astype(np.uint64)
+
+
+def _hash_constants(words: int) -> np.ndarray:
+    """``h_0 .. h_n`` for at least ``n = words`` (+ a pool's cycle), from a cache that
+    doubles when a larger batch asks."""
+    size = max(1024, 1 << (words + 4).bit_length())
+    return _constants_of(size)
+
+
+@functools.lru_cache(maxsize=8)
+def _constants_of(size: int) -> np.ndarray:
+    factors = np.full(size, _MULT_B, dtype=np.uint32)
+    factors[0] = _INIT_B
+    constants = np.cumprod(factors, dtype=np.uint32)
+    constants.setflags(write=False)
+    return constants
+
+
+@functools.cache
+def _hash_matches() -> bool:
+    """Whether :func:`_hashed` gives this numpy's ``generate_state`` words."""
+    probe = np.random.SeedSequence(20261127, spawn_key=(EVALUATION_STREAM, 3))
+    return bool(np.array_equal(_hashed(probe.pool, 257), probe.generate_state(257, np.uint64)))
 
 
 def repeat_seeds(seeds: np.ndarray, repeats: int) -> np.ndarray:
