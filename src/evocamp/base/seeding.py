@@ -28,8 +28,10 @@ REEVALUATION_STREAM = 4
 REPEAT_KEY = (2,)
 
 
+@functools.lru_cache(maxsize=1024)
 def name_key(name: str) -> int:
-    """Return a stable 32-bit integer for a name (same on every machine and run)."""
+    """Return a stable 32-bit integer for a name (same on every machine and run; each
+    name hashed once per process: the tell asks for its run's every generation)."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
