@@ -91,7 +91,7 @@ def _hashed(pool: np.ndarray, count: int) -> np.ndarray:
     data *= constants[1 : words + 1]
     data ^= data >> _XSHIFT
     # As numpy: the uint32 words read as little-endian uint64, in native order.
-    return data.astype("<u4", copy=False).view("<u8").astype(np.uint64)
+    return data.astype("<u4", copy=False).view("<u8").astype(np.uint64, copy=False)
 
 
 def _hash_constants(words: int) -> np.ndarray:
