@@ -55,30 +55,87 @@ def evaluation_seeds(
     ``SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, g))``. Words do
     not depend on how many are drawn (``generate_state(n)[:k] == generate_state(k)``),
     so a solution's seed is the same whichever shard evaluates it and whatever the
-    batch size; one sequence per generation, its words computed at once
-    (:func:`sequence_words`: 0.01 ms for 1,000 solutions, against 0.1 ms for
-    ``generate_state``'s loop and 0.23 s for a SeedSequence per solution).
+    batch size. The same words are computed here without numpy's loops (its
+    ``SeedSequence`` mixes the key, then hashes one word at a time: 0.1 ms for 1,000
+    solutions, against 0.01 ms here and 0.23 s for a SeedSequence per solution): the
+    run's key mixed once per process, a generation's number mixed into it in Python,
+    its words hashed with array operations, checked against numpy once per process
+    (another numpy whose SeedSequence differs gets its own).
     """
-    sequence = np.random.SeedSequence(master_seed, spawn_key=(*key, EVALUATION_STREAM, generation))
-    return sequence_words(sequence, count)
-
-
-#: SeedSequence's output hash (numpy's ``bit_generator.pyx``, O'Neill's seed_seq_fe):
-#: word ``i`` is ``((pool[i % 4] ^ h_i) * h_(i+1)) ^ (... >> 16)`` in uint32, with
-#: ``h_0 = INIT_B`` and ``h_(i+1) = h_i * MULT_B``.
-_INIT_B, _MULT_B, _XSHIFT = 0x8B51F9DD, 0x58F38DED, np.uint32(16)
-#: Words below this many are left to ``generate_state`` (its loop is cheaper than the
-#: arrays' set-up).
-_FEW_WORDS = 64
-
-
-def sequence_words(sequence: np.random.SeedSequence, count: int) -> np.ndarray:
-    """``sequence.generate_state(count, dtype=np.uint64)``, the same words computed with
-    array operations instead of numpy's loop of one word at a time (checked against it
-    once per process: another numpy whose hash differs gets its own loop)."""
-    if 2 * count < _FEW_WORDS or not _hash_matches():
+    spawn_key = (*key, EVALUATION_STREAM, generation)
+    pool = _pool(master_seed, spawn_key) if count and _ours_match() else None
+    if pool is None:
+        sequence = np.random.SeedSequence(master_seed, spawn_key=spawn_key)
         return sequence.generate_state(count, dtype=np.uint64)
-    return _hashed(sequence.pool, count)
+    return _hashed(pool, count)
+
+
+# SeedSequence's constants (numpy's ``bit_generator.pyx``, O'Neill's seed_seq_fe), on
+# uint32 words: mixing the entropy into the pool of 4 (``hashmix`` with INIT_A,
+# MULT_A; ``mix`` with MIX_MULT_L, MIX_MULT_R) and the output hash (word ``i`` is
+# ``((pool[i % 4] ^ h_i) * h_(i+1)) ^ (... >> 16)``, ``h_0 = INIT_B``,
+# ``h_(i+1) = h_i * MULT_B``).
+_MASK = 0xFFFFFFFF
+_INIT_A, _MULT_A, _MIX_L, _MIX_R = 0x43B0D7E5, 0x931E8875, 0xCA01F9DD, 0x4973F715
+_INIT_B, _MULT_B, _XSHIFT = 0x8B51F9DD, 0x58F38DED, np.uint32(16)
+
+
+def _words(value: int) -> list[int]:
+    """A non-negative integer as SeedSequence takes it: 32-bit words, lowest first."""
+    words = [value & _MASK]
+    while value := value >> 32:
+        words.append(value & _MASK)
+    return words
+
+
+def _pool(master_seed: int, spawn_key: tuple[int, ...]) -> np.ndarray | None:
+    """``SeedSequence(master_seed, spawn_key=spawn_key).pool``: the key but its last
+    element mixed once per process, the last one here; ``None`` for a negative."""
+    if master_seed < 0 or min(spawn_key) < 0:
+        return None
+    pool, constant = _mixed_prefix(int(master_seed), tuple(int(k) for k in spawn_key[:-1]))
+    pool = list(pool)
+    for word in _words(int(spawn_key[-1])):
+        for d in range(4):
+            word_hash = word ^ constant
+            constant = (constant * _MULT_A) & _MASK
+            word_hash = (word_hash * constant) & _MASK
+            word_hash ^= word_hash >> 16
+            mixed = (_MIX_L * pool[d] - _MIX_R * word_hash) & _MASK
+            pool[d] = mixed ^ (mixed >> 16)
+    return np.array(pool, dtype=np.uint32)
+
+
+@functools.lru_cache(maxsize=256)
+def _mixed_prefix(master_seed: int, prefix: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The pool and hash constant of SeedSequence's mixing after the master seed's
+    words (padded to the pool's 4, as with a spawn key) and ``prefix``'s."""
+    entropy = _words(master_seed)
+    entropy += [0] * (4 - len(entropy))
+    for element in prefix:
+        entropy += _words(element)
+    constant = _INIT_A
+
+    def hashed(value: int) -> int:
+        nonlocal constant
+        value ^= constant
+        constant = (constant * _MULT_A) & _MASK
+        value = (value * constant) & _MASK
+        return value ^ (value >> 16)
+
+    def mixed(x: int, y: int) -> int:
+        result = (_MIX_L * x - _MIX_R * y) & _MASK
+        return result ^ (result >> 16)
+
+    pool = [hashed(word) for word in entropy[:4]]
+    for source in range(4):
+        for target in range(4):
+            if source != target:
+                pool[target] = mixed(pool[target], hashed(pool[source]))
+    for word in entropy[4:]:
+        for target in range(4):
+            pool[target] = mixed(pool[target], hashed(word))
+    return tuple(pool), constant
 
 
 def _hashed(pool: np.ndarray, count: int) -> np.ndarray:
@@ -111,10 +168,17 @@ def _constants_of(size: int) -> np.ndarray:
 
 
 @functools.cache
-def _hash_matches() -> bool:
-    """Whether :func:`_hashed` gives this numpy's ``generate_state`` words."""
-    probe = np.random.SeedSequence(20261127, spawn_key=(EVALUATION_STREAM, 3))
-    return bool(np.array_equal(_hashed(probe.pool, 257), probe.generate_state(257, np.uint64)))
+def _ours_match() -> bool:
+    """Whether :func:`_pool` and :func:`_hashed` give this numpy's SeedSequence pools
+    and ``generate_state`` words (probed on keys of one and several words)."""
+    for master_seed, spawn_key in ((20261127, (7, 9, 1, 3)), (2**40 + 5, (2**33, 1, 2**32 - 1))):
+        sequence = np.random.SeedSequence(master_seed, spawn_key=spawn_key)
+        ours = _pool(master_seed, spawn_key)
+        if not np.array_equal(ours, sequence.pool) or not np.array_equal(
+            _hashed(ours, 257), sequence.generate_state(257, np.uint64)
+        ):
+            return False
+    return True
 
 
 def repeat_seeds(seeds: np.ndarray, repeats: int) -> np.ndarray:
