@@ -336,3 +336,20 @@ def test_a_finished_run_given_more_generations_reads_its_new_windows(tmp_path):
     record_window_rows(folder, concatenate(blocks[2:4]), spec=spec, generation=4, total=4)
     record_window_rows(folder, concatenate(blocks[4:]), spec=spec, generation=6, total=8)
     assert same_rows(run_evaluations(folder.path), concatenate(blocks))
+
+
+def test_a_metrics_window_grows_in_place_and_a_second_tell_keeps_the_first_rows():
+    """A generation's metrics row is written in the spare rows after its window
+    (loop.fold.extended_window); telling the same state again (a second state after
+    it) gets a window of its own and leaves the first one's rows as they were."""
+    state = initialise(spec_of("oes", checkpoint_every=6))
+    first = tell(state, shard_results(state, 1))
+    results = shard_results(first, 1)
+    second = tell(first, results)
+    rows = second.metrics_window.copy()
+    assert np.shares_memory(first.metrics_window, second.metrics_window)
+    again = tell(first, results)
+    assert second.metrics_window.tobytes() == rows.tobytes()
+    assert not np.shares_memory(again.metrics_window, second.metrics_window)
+    assert again.metrics_window[:2].tobytes() == rows[:2].tobytes()
+    assert list(again.metrics_window["generation"]) == list(rows["generation"]) == [0, 1, 2]
