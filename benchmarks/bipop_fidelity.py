@@ -5,7 +5,7 @@ within a budget, side by side.
 
     python benchmarks/bipop_fidelity.py [--budget 1000] [--instances 1-5] [--seeds 3]
         [--functions 1-24] [--ert-functions 1,8] [--ert-budget 100000]
-        [--setting evocamp|no-active|2009] [--cocopp-pickle PATH]
+        [--setting coco|x0-zero|no-active|x0-once] [--cocopp-pickle PATH]
 
 The published numbers are BBOB-2009's data of BIPOP-CMA-ES (coco's data archive
 ``bbob/2009/BIPOP-CMA-ES_hansen_noiseless.tgz``: 15 trials per function and dimension,
@@ -21,13 +21,15 @@ evocamp's runs: the campaign's own optimizer, ``build_optimizer`` of the run spe
 seed derivation, pycma's ask/tell as the tell step drives it (evaluations bitwise
 ``cma.fmin2``'s for the same seed: tests/unit/test_pycma.py), each batch evaluated by
 the domain function. It runs in one process until the target 1e-8 or the budget (the
-batch that hits it is counted to the evaluation that does, as COCO counts). What
-differs from the published setting: x0 = 0 (the domain's ``x0``) where Hansen 2009
-drew x0 uniformly in [-4, 4]^D; the domain's bounds [-5, 5] (pycma's boundary
-transformation) where the published runs had none; pycma 4.5's defaults, not those of
-cmaes.m 3.30 of 2009 (among them the active covariance update, ``CMA_active``).
-``--setting no-active`` and ``--setting 2009`` undo these in the f1, f8 part (an
-investigation of the differences, not a campaign's runs: :data:`SETTINGS`).
+batch that hits it is counted to the evaluation that does, as COCO counts). The
+setting (:data:`SETTINGS`) is the domain's: ``coco`` (the default) is BBOB-2009's
+setup, ``x0: random`` and ``bounded: false`` (x0 uniform in [-4, 4]^D, drawn anew at
+every restart, no bounds: cmaes.m 3.31.bbob's ``bipopcmaes('fgeneric', '8 *
+rand(10,1) - 4', 2, opts)``); ``x0-zero`` the domain's defaults (x0 = 0, pycma's
+boundary transformation into [-5, 5]). What still differs: pycma 4.5's defaults, not
+those of cmaes.m of 2009, among them the active covariance update (``CMA_active``):
+``--setting no-active`` turns it off, ``--setting x0-once`` the restarts' own x0 (an
+investigation of the differences, not a campaign's runs).
 
 ERT (:func:`~evocamp.reporting.runtime_to_target.expected_running_time`): the
 evaluations of every run (until the target, or all of them) over the runs that reach
@@ -224,9 +226,30 @@ def numbers(text: str) -> list[int]:
     return suite_values([int(part) if part.isdigit() else part for part in text.split(",")])
 
 
-def campaign(functions: list[int], instances: list[int]) -> dict:
+#: The settings of evocamp's runs: the domain's (``x0``, ``bounded``) of a campaign, and
+#: one investigation (not a campaign's runs) of what else differs from the published runs.
+SETTINGS = {
+    "coco": "x0: random (uniform in [-4, 4]^D, anew every restart), bounded: false: "
+    "BBOB-2009's setup",
+    "x0-zero": "x0 = 0 and bounds [-5, 5], the bbob domain's defaults",
+    "no-active": "as coco, and pycma's CMA_active off (2009's CMA-ES had no active "
+    "covariance update; an investigation, not a campaign's run)",
+    "x0-once": "as coco, but every restart from the run's first x0 (an investigation: "
+    "fmin2 with a fixed x0)",
+}
+#: The bbob domain's keys of each setting.
+DOMAIN_KEYS = {
+    "coco": {"x0": "random", "bounded": False},
+    "x0-zero": {},
+    "no-active": {"x0": "random", "bounded": False},
+    "x0-once": {"x0": "random", "bounded": False},
+}
+
+
+def campaign(functions: list[int], instances: list[int], *, setting: str = "coco") -> dict:
     """The validated campaign whose run specs the runs are: ``bipop_cma_es`` with
-    ``sigma`` 2 on a ``bbob`` grid in dimension 10 (master seed 0)."""
+    ``sigma`` 2 on a ``bbob`` grid in dimension 10 (master seed 0), with the domain keys
+    of ``setting`` (:data:`DOMAIN_KEYS`)."""
     return validate_config(
         {
             "master_seed": 0,
@@ -237,36 +260,26 @@ def campaign(functions: list[int], instances: list[int]) -> dict:
                     "functions": functions,
                     "dimensions": [DIMENSION],
                     "instances": instances,
+                    **DOMAIN_KEYS[setting],
                 }
             },
         }
     )
 
 
-#: The settings of the f1, f8 part: the campaign's, and two investigations (not a
-#: campaign's runs) of what differs from the published runs.
-SETTINGS = {
-    "evocamp": "the campaign's run",
-    "no-active": "pycma's CMA_active off (2009's CMA-ES had no active covariance update)",
-    "2009": "as no-active, and unbounded, x0 uniform in [-4, 4]^D per run (Hansen 2009's)",
-}
-
-
 def run(
-    spec: dict, *, budget: int, targets: np.ndarray, setting: str = "evocamp"
+    spec: dict, *, budget: int, targets: np.ndarray, setting: str = "coco"
 ) -> tuple[np.ndarray, int, int]:
     """One run of the campaign's optimizer until the last target or ``budget``
     evaluations: the evaluation at which the best precision first reaches each target
-    (``inf``: never), the evaluations spent and the restarts made. ``setting``: a key
-    of :data:`SETTINGS` (the others change the optimizer's pycma options and x0 before
-    its first ask)."""
+    (``inf``: never), the evaluations spent and the restarts made. ``setting``
+    ``no-active`` turns pycma's active covariance update off before the first ask (its
+    restarts keep the option), ``x0-once`` the restarts' own draws."""
     optimizer = build_optimizer(spec)
-    if setting != "evocamp":
+    if setting == "x0-once":
+        optimizer.restart_x0 = None
+    if setting == "no-active":
         optimizer.options["CMA_active"] = False
-    if setting == "2009":
-        optimizer.options["bounds"] = [None, None]
-        optimizer.x0 = np.random.default_rng(optimizer.seed).uniform(-4, 4, DIMENSION)
-    if setting != "evocamp":
         optimizer.es = optimizer._start(sigma_factor=1.0)
     params = spec["domain_spec"]["params"]
     runtimes = np.full(len(targets), np.inf)
@@ -294,11 +307,11 @@ def evocamp_runs(
     *,
     budget: int,
     targets: np.ndarray,
-    setting: str = "evocamp",
+    setting: str = "coco",
 ) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
     """Per function, the ``(runs, targets)`` runtimes, the evaluations of each run and
     the runs that restarted before reaching the last target."""
-    config = campaign(functions, instances)
+    config = campaign(functions, instances, setting=setting)
     found = {}
     for function in functions:
         runtimes, spent, restarted = [], [], 0
@@ -416,8 +429,8 @@ def main() -> None:
     parser.add_argument(
         "--setting",
         choices=list(SETTINGS),
-        default="evocamp",
-        help="of the f1, f8 part: " + "; ".join(f"{k}: {v}" for k, v in SETTINGS.items()),
+        default="coco",
+        help="of the runs: " + "; ".join(f"{k}: {v}" for k, v in SETTINGS.items()),
     )
     parser.add_argument("--cocopp-pickle", help="cocopp's pprldistr2009_1e-8.pickle.gz")
     args = parser.parse_args()
@@ -438,7 +451,14 @@ def main() -> None:
     functions = numbers(args.functions)
     if args.budget:
         budget = args.budget * DIMENSION
-        ours = evocamp_runs(functions, instances, args.seeds, budget=budget, targets=BBOB_TARGETS)
+        ours = evocamp_runs(
+            functions,
+            instances,
+            args.seeds,
+            budget=budget,
+            targets=BBOB_TARGETS,
+            setting=args.setting,
+        )
         proportion_table(ours, functions, budget=budget)
 
 

@@ -1,11 +1,12 @@
 """DeepHyper's CBO on Ackley or on the ``mlp_digits`` tuning task in its own loop: the
 peer of evocamp's BO family.
 
-Run with a Python that has ``deephyper==0.13.2`` (``benchmarks/bo.py`` does, given
-``--deephyper-python``); prints one JSON object per line.
+Run with a Python that has ``deephyper==0.13.2`` (``benchmarks/bo.py`` and
+``benchmarks/hpo_peers.py`` do, given ``--deephyper-python``); prints one JSON object
+per line.
 
     python bo_deephyper.py search --dim 5 --evaluations 200 --seed 0 --workers 8 --mean-seconds 0.5
-    python bo_deephyper.py search --task hpo --evaluations 60 --seed 0 --workers 4
+    python bo_deephyper.py search --task hpo --evaluations 60 --seed 0 --workers 4 --epochs 300
     python bo_deephyper.py timing --dim 5 --history 100 1000 5000 --batch 8
     python bo_deephyper.py space-json config/spaces/mlp_digits.json
 
@@ -189,10 +190,15 @@ def active(configuration: dict, space: dict) -> dict:
 
 def train(configuration: dict, *, seed: int, index: int, epochs: int) -> dict:
     """One evaluation of ``mlp_digits`` for a peer: validation and test accuracy, and
-    when it began and ended (``time.time()``, comparable across processes)."""
+    when it began and ended (``time.time()``, comparable across processes; scikit-learn
+    imported and the digits loaded before it begins, as evocamp's workers have them)."""
     sys.path.insert(0, str(SOURCE))
+    import sklearn.neural_network  # noqa: F401
+
+    from evocamp.tasks.functions import digits_data
     from evocamp.tasks.training import MLP_DIGITS_SPACE, mlp_digits
 
+    digits_data()
     began = time.time()
     out = mlp_digits(
         [active(configuration, MLP_DIGITS_SPACE)],
@@ -243,6 +249,7 @@ def search_hpo(args) -> None:
                 "utilisation": float((frame["m:ended"] - frame["m:began"]).sum())
                 / (wall * args.workers),
                 "times": (frame["m:ended"] - began).tolist(),
+                "training_seconds": (frame["m:ended"] - frame["m:began"]).tolist(),
                 "values": frame["objective"].astype(float).tolist(),
                 "test_accuracy": frame["m:test_accuracy"].astype(float).tolist(),
                 "evaluated": in_order[: args.evaluations],

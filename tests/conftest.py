@@ -166,6 +166,14 @@ def error_of(config: dict) -> str:
     return str(caught.value)
 
 
+def docs_block(page: str, opening: str) -> str:
+    """The fenced block of ``docs/<page>`` whose text begins with ``opening``."""
+    text = (REPO / "docs" / page).read_text()
+    blocks = [block.split("\n", 1)[1] for block in text.split("```")[1::2]]
+    (found,) = [block for block in blocks if block.startswith(opening)]
+    return found
+
+
 def run_folder(workdir: Path, config: dict, algorithm: str, domain: str, seed: int) -> Path:
     return workdir / "results" / config["campaign"] / algorithm / domain / f"seed{seed}"
 

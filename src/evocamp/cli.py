@@ -57,7 +57,13 @@ def cmd_init(args) -> None:
 
 def cmd_evaluate(args) -> None:
     """Evaluate one shard of the batch stored in a checkpoint."""
-    steps.evaluate_step(state=args.state, shard=args.shard, shards=args.shards, output=args.output)
+    steps.evaluate_step(
+        state=args.state,
+        shard=args.shard,
+        shards=args.shards,
+        output=args.output,
+        settings=args.settings,
+    )
 
 
 def cmd_tell(args) -> None:
@@ -86,7 +92,7 @@ def cmd_segment(args) -> None:
             workers=args.workers,
             total=args.total,
             log=steps.progress,
-            storage=StepSettings.current().storage,
+            storage=args.settings.storage,
             full_every=args.full_every,
         )
         return
@@ -101,7 +107,7 @@ def cmd_segment(args) -> None:
         workers=args.workers,
         total=args.total,
         log=steps.progress,
-        storage=StepSettings.current().storage,
+        storage=args.settings.storage,
         full_every=args.full_every,
     )
 
@@ -123,7 +129,7 @@ def cmd_keep(args) -> None:
         metrics_window=args.metrics_window,
         logs=args.logs,
         total=args.total,
-        storage=StepSettings.current().storage,
+        storage=args.settings.storage,
         full_every=args.full_every,
     )
 
@@ -139,7 +145,7 @@ def cmd_finalise(args) -> None:
         summary=args.summary,
         work=args.work,
         logs=args.logs,
-        storage=StepSettings.current().storage,
+        storage=args.settings.storage,
         reevaluation=args.reevaluation or None,
         full_every=args.full_every,
     )
@@ -231,22 +237,22 @@ def cmd_export(args) -> None:
     print(f"{rows} rows ({args.what}) -> {args.to[0]}")
 
 
-def _add_total(sub: argparse.ArgumentParser) -> None:
+def _add_total(sub: argparse.ArgumentParser, settings: StepSettings) -> None:
     """The ``--total`` option of the steps that need the run's length."""
     sub.add_argument(
         "--total",
         type=int,
-        default=StepSettings.current().generations,
+        default=settings.generations,
         help=f"generations of the run (default: the step settings' in ${STEP_VARIABLE})",
     )
 
 
-def _add_full_every(sub: argparse.ArgumentParser) -> None:
+def _add_full_every(sub: argparse.ArgumentParser, settings: StepSettings) -> None:
     """The ``--full-every`` option of the steps that write a whole state or keep one."""
     sub.add_argument(
         "--full-every",
         type=int,
-        default=StepSettings.current().full_every,
+        default=settings.full_every,
         help="checkpoint_full_every: a kept checkpoint's archive may be a delta of the "
         "previous kept one, in full at least every this many (default: the step "
         f"settings' in ${STEP_VARIABLE}, else 1: always in full)",
@@ -271,6 +277,10 @@ def _command(commands, name: str, func) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The ``evocamp`` argument parser."""
     parser = argparse.ArgumentParser(prog="evocamp", description=DESCRIPTION)
+    # The step settings, read once per command: its options' defaults, and every
+    # command's args.settings (the shard step's concurrency and GPUs, the storage).
+    settings = StepSettings.current()
+    parser.set_defaults(settings=settings)
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     sub = _command(commands, "check-config", cmd_check_config)
@@ -290,8 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--state", required=True)
     sub.add_argument("--shard-files", nargs="+", required=True)
     sub.add_argument("--output", required=True)
-    _add_total(sub)
-    _add_full_every(sub)
+    _add_total(sub, settings)
+    _add_full_every(sub, settings)
 
     sub = _command(commands, "segment", cmd_segment)
     sub.add_argument("--state", required=True)
@@ -299,12 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--shards", type=int, required=True, help="Dask tasks per generation")
     sub.add_argument("--output", required=True)
     sub.add_argument("--scheduler-file", default="", help="existing Dask cluster")
-    sub.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
+    sub.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="LocalCluster workers (Dask mode: 0 starts none, the segment evaluates itself)",
+    )
     sub.add_argument(
         "--completions", default="", help="asynchronous mode: the run's completion log"
     )
-    _add_total(sub)
-    _add_full_every(sub)
+    _add_total(sub, settings)
+    _add_full_every(sub, settings)
 
     sub = _command(commands, "replay", cmd_replay)
     sub.add_argument("run", help="the run's folder (results/<campaign>/<alg>/<dom>/seed<k>)")
@@ -317,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--checkpoint", required=True)
     sub.add_argument("--metrics-window", required=True, help="the metrics window CSV to write")
     sub.add_argument("--logs", required=True, help="the run's log folder")
-    _add_total(sub)
-    _add_full_every(sub)
+    _add_total(sub, settings)
+    _add_full_every(sub, settings)
 
     sub = _command(commands, "finalise", cmd_finalise)
     sub.add_argument("--state", required=True)
@@ -332,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--reevaluation", default="", help="the run's re-evaluation file (corrected metrics)"
     )
-    _add_full_every(sub)
+    _add_full_every(sub, settings)
 
     sub = _command(commands, "reevaluate-shard", cmd_reevaluate_shard)
     sub.add_argument("--state", required=True, help="the run's final state")

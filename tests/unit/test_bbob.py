@@ -12,6 +12,7 @@ from campaigns import REPO
 
 from evocamp.base.errors import ConfigError
 from evocamp.catalogue.domains import minimised_value, objective_max
+from evocamp.catalogue.factory import build_optimizer
 from evocamp.cli import main
 from evocamp.config import (
     experiments_of,
@@ -101,6 +102,60 @@ def test_check_config_lists_the_expanded_runs(tmp_path, capsys):
 def test_a_wrong_grid_is_named_with_its_key(domain, problem):
     with pytest.raises(ConfigError, match=problem.replace(".", r"\.")):
         validate_config(grid_config(**domain), check_results_dir=False)
+
+
+@pytest.mark.parametrize(
+    ("domain", "problem"),
+    [
+        ({"x0": "centre"}, "key 'domains.bbob.x0': 'centre' is neither a number nor random"),
+        ({"bounded": "no"}, "key 'domains.bbob.bounded': 'no' is not of type 'boolean'"),
+        (
+            {"type": "ackley", "x0": "random"},
+            "key 'domains.bbob.x0': random draws in a built-in domain's box (bbob), which "
+            "type ackley has not; give a number",
+        ),
+    ],
+)
+def test_a_wrong_start_or_bounded_is_one_line_naming_its_key(domain, problem):
+    with pytest.raises(ConfigError) as raised:
+        validate_config(grid_config(**domain), check_results_dir=False)
+    assert str(raised.value).splitlines()[1:] == [f"  {problem}"]
+
+
+def test_x0_random_draws_in_cocos_box_from_the_run_and_bounded_false_unbounds_who_can():
+    """``x0: random``: every run's initial point is uniform in [-4, 4]^d, drawn from its
+    seed (the same for the same run, another for another seed); ``bounded: false``: the
+    pycma family and evocamp's CMA-ES get no bounds, random search keeps [-5, 5]."""
+    config = validate_config(
+        {
+            "algorithms": {
+                "bipop": {"type": "bipop_cma_es"},
+                "cma": {"type": "cma_es"},
+                "rs": {"type": "random_search"},
+            },
+            "domains": {
+                "bbob": {"type": "bbob", "solution_dim": 10, "x0": "random", "bounded": False}
+            },
+            "seeds": 2,
+        },
+        check_results_dir=False,
+    )
+
+    def built(algorithm: str, seed: int):
+        return build_optimizer(run_spec(config, algorithm=algorithm, domain="bbob", seed=seed))
+
+    first, again, other = built("bipop", 0), built("bipop", 0), built("bipop", 1)
+    assert np.array_equal(first.x0, again.x0) and not np.array_equal(first.x0, other.x0)
+    assert np.all(np.abs(np.concatenate([first.x0, other.x0])) <= bbob.START)
+    assert len(np.unique(first.x0)) == 10 and first.es.boundary_handler.bounds is None
+    assert first.restart_x0(0).tolist() == first.x0.tolist()
+    assert not np.array_equal(first.restart_x0(1), first.x0)  # the first restart's own
+    assert np.array_equal(built("cma", 0).x0, built("cma", 0).x0)
+    assert np.isinf(built("cma", 0).es.upper_bounds).all()
+    assert (built("rs", 0).low, built("rs", 0).high) == (-5.0, 5.0)
+    default = validate_config(grid_config(dimensions=[3]), check_results_dir=False)
+    cma = build_optimizer(run_spec(default, algorithm="cma", domain="bbob_f1_d3_i1", seed=0))
+    assert not cma.x0.any() and (cma.es.upper_bounds == 5.0).all()
 
 
 def test_values_are_ioh_s_and_precision_is_zero_at_the_optimum():

@@ -99,6 +99,13 @@ def test_step_settings_reach_a_step_through_one_variable(monkeypatch):
     assert StepSettings.current() == settings
     args = build_parser().parse_args(KEEP_ARGS)
     assert (args.total, args.full_every) == (9, 4)
+    # Every command gets them as one typed value, read once (the evaluate command
+    # passes them to the shard step: its evaluations at once and their GPUs).
+    assert args.settings == settings
+    lanes = StepSettings(concurrency=3, gpus_per_evaluation=1)
+    monkeypatch.setenv(STEP_VARIABLE, lanes.to_json())
+    evaluate = ["evaluate", "--state", "s.h5", "--shard", "0", "--shards", "2", "--output", "o"]
+    assert build_parser().parse_args(evaluate).settings == lanes
 
 
 def test_no_other_environment_variable_of_evocamp_carries_a_setting():

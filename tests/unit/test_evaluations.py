@@ -122,12 +122,12 @@ def test_rows_rebuilt_from_the_files_are_the_told_rows(tmp_path, algorithm):
         spec = spec_of(algorithm)
     told = shard_mode_files(tmp_path / "run", spec, generations=3, shards=3)
     folder = RunFolder(tmp_path / "run")
-    rebuilt = stored_rows(folder, spec=spec, up_to=3, storage=StorageSettings())
+    rebuilt = stored_rows(folder, run=resolve_run(spec), up_to=3, storage=StorageSettings())
     assert same_rows(rebuilt, concatenate(told))
     assert np.array_equal(rebuilt.eval_seconds, concatenate(told).eval_seconds)
-    assert stored_rows(folder, spec=spec, up_to=3, storage=None) is None, "not kept"
+    assert stored_rows(folder, run=resolve_run(spec), up_to=3, storage=None) is None, "not kept"
     assert list(
-        stored_rows(folder, spec=spec, up_to=2, storage=StorageSettings()).generations()
+        stored_rows(folder, run=resolve_run(spec), up_to=2, storage=StorageSettings()).generations()
     ) == [1, 2]
 
 
@@ -205,10 +205,10 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
     shard_mode_files(run, spec, generations=5, shards=2)
     settings = StorageSettings()
     for _ in range(2):
-        record_window(folder, spec=spec, up_to=3, total=5, storage=settings)
+        record_window(folder, run=resolve_run(spec), up_to=3, total=5, storage=settings)
     shutil.rmtree(folder.work / "gen_000002")  # killed while pruning the window
     folder.work_state(1).unlink()
-    record_window(folder, spec=spec, up_to=3, total=5, storage=settings)
+    record_window(folder, run=resolve_run(spec), up_to=3, total=5, storage=settings)
     assert list(read_evaluations(segment, spec=spec).generations()) == [1, 2, 3]
     folder.checkpoint(3).parent.mkdir(exist_ok=True)
     shutil.copyfile(folder.work_state(3), folder.checkpoint(3))  # the kept checkpoint
@@ -217,7 +217,7 @@ def test_keep_and_finalise_record_each_row_once_when_run_again(tmp_path):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     kept = segment.read_bytes()
     for _ in range(2):  # finalise, killed after writing evaluations.h5 and run again
-        record_window(folder, spec=spec, up_to=5, total=5, storage=settings)
+        record_window(folder, run=resolve_run(spec), up_to=5, total=5, storage=settings)
     assert segment.read_bytes() == kept
     assert [p.name for p in folder.evaluation_window_files()] == [
         "segment_000003.h5",
@@ -240,14 +240,14 @@ def test_the_last_window_is_written_once(tmp_path):
     folder = RunFolder(tmp_path / "run")
     told = shard_mode_files(folder.path, spec, generations=6, shards=2)
     settings = StorageSettings()
-    record_window(folder, spec=spec, up_to=3, total=6, storage=settings)
+    record_window(folder, run=resolve_run(spec), up_to=3, total=6, storage=settings)
     folder.checkpoint(3).write_bytes(folder.work_state(3).read_bytes())
     prune_work_files(folder.work, up_to=3)
-    record_window(folder, spec=spec, up_to=6, total=6, storage=settings)  # keep 6
+    record_window(folder, run=resolve_run(spec), up_to=6, total=6, storage=settings)  # keep 6
     windows = {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()}
     assert len(windows) == 2
     prune_work_files(folder.work, up_to=6)
-    record_window(folder, spec=spec, up_to=6, total=6, storage=settings)  # finalise
+    record_window(folder, run=resolve_run(spec), up_to=6, total=6, storage=settings)  # finalise
     assert {p: p.stat().st_mtime_ns for p in folder.evaluation_window_files()} == windows
     assert folder.evaluations.stat().st_size < 20_000 < sum(p.stat().st_size for p in windows)
     assert same_rows(read_evaluations(folder.evaluations, spec=spec), concatenate(told))
@@ -336,3 +336,20 @@ def test_a_finished_run_given_more_generations_reads_its_new_windows(tmp_path):
     record_window_rows(folder, concatenate(blocks[2:4]), spec=spec, generation=4, total=4)
     record_window_rows(folder, concatenate(blocks[4:]), spec=spec, generation=6, total=8)
     assert same_rows(run_evaluations(folder.path), concatenate(blocks))
+
+
+def test_a_metrics_window_grows_in_place_and_a_second_tell_keeps_the_first_rows():
+    """A generation's metrics row is written in the spare rows after its window
+    (loop.fold.extended_window); telling the same state again (a second state after
+    it) gets a window of its own and leaves the first one's rows as they were."""
+    state = initialise(spec_of("oes", checkpoint_every=6))
+    first = tell(state, shard_results(state, 1))
+    results = shard_results(first, 1)
+    second = tell(first, results)
+    rows = second.metrics_window.copy()
+    assert np.shares_memory(first.metrics_window, second.metrics_window)
+    again = tell(first, results)
+    assert second.metrics_window.tobytes() == rows.tobytes()
+    assert not np.shares_memory(again.metrics_window, second.metrics_window)
+    assert again.metrics_window[:2].tobytes() == rows[:2].tobytes()
+    assert list(again.metrics_window["generation"]) == list(rows["generation"]) == [0, 1, 2]

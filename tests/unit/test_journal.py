@@ -172,6 +172,19 @@ def _journal_of_two(path) -> None:
         journal.append(2, Outcome(None, 0.0, 1, 3, "timed out", 2, 7.5))
 
 
+def test_a_first_attempt_opens_its_journal_with_its_first_call(tmp_path):
+    """No journal yet: opening and closing one writes nothing (a shard killed before
+    any call finished leaves no file); the first call journalled writes the key line
+    and its own."""
+    path = tmp_path / "s.h5.journal"
+    with ShardJournal(path, key=KEY) as journal:
+        assert journal.finished == {}
+    assert not path.exists()
+    _journal_of_two(path)
+    assert len(_lines(path)) == 3
+    assert sorted(ShardJournal(path, key=KEY).finished) == [0, 2]
+
+
 def test_a_torn_last_record_is_ignored_and_cut_off(tmp_path):
     path = tmp_path / "s.h5.journal"
     _journal_of_two(path)

@@ -259,3 +259,26 @@ def test_reevaluation_shards_combine_to_the_whole(small_config, shards):
     assert combined.corrected == whole.corrected
     with pytest.raises(EvaluationError, match="the re-evaluation shards cover elites"):
         combine_reevaluation(state, repeats=2, shards=parts[1:])
+
+
+@pytest.mark.parametrize("count", [0, 1, 31, 32, 33, 1000, 4099])
+def test_evaluation_seeds_are_their_seed_sequences_words(count):
+    """Evaluation seeds, computed without numpy's SeedSequence (its mixing in Python,
+    its output hash with array operations), are word for word those of
+    ``SeedSequence.generate_state`` (what every recorded run was seeded with), for keys
+    and generations of one and several 32-bit words."""
+    from evocamp.base.seeding import EVALUATION_STREAM, _ours_match, evaluation_seeds
+
+    assert _ours_match()  # the pinned numpy's SeedSequence: the words are computed here
+
+    for master_seed, key, generation in (
+        (0, (1, 2, 0), 1),
+        (2**40 + 7, (4294967295, 5, 9), 123),
+        (5, (2**32 + 3, 0, 1), 2**33 + 1),
+    ):
+        expected = np.random.SeedSequence(
+            master_seed, spawn_key=(*key, EVALUATION_STREAM, generation)
+        ).generate_state(count, dtype=np.uint64)
+        seeds = evaluation_seeds(master_seed, key, generation, count)
+        assert seeds.dtype == np.uint64 and seeds.flags.writeable
+        np.testing.assert_array_equal(seeds, expected)

@@ -40,11 +40,14 @@ DAKOTA_WROTE = """\
 
 
 def test_the_parameters_file_is_dakotas_byte_for_byte():
-    evaluation = Evaluation(values=(0.5, 1.0), eval_id=1, seed=9, generation=1, solution=0)
-    text = dakota_parameters(evaluation, variables=["x1", "x2"], responses=["objective"])
-    assert text == DAKOTA_WROTE
-    negative = Evaluation(values=(-0.25, 3e-7), eval_id=12, seed=0, generation=1, solution=0)
-    lines = dakota_parameters(negative, variables=["a", "b"], responses=["objective"]).splitlines()
+    values = {"x1": 0.5, "x2": 1.0}
+    evaluation = Evaluation(values=values, eval_id=1, seed=9, generation=1, solution=0)
+    kinds = dict.fromkeys(values, "continuous")
+    assert dakota_parameters(evaluation, kinds=kinds, responses=["objective"]) == DAKOTA_WROTE
+    values = {"a": -0.25, "b": 3e-7}
+    negative = Evaluation(values=values, eval_id=12, seed=0, generation=1, solution=0)
+    kinds = dict.fromkeys(values, "continuous")
+    lines = dakota_parameters(negative, kinds=kinds, responses=["objective"]).splitlines()
     assert lines[1] == " " * 21 + "-2.500000000000000e-01 a"
     assert len(lines[2].split(" b")[0]) == 43
 

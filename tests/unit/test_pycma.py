@@ -19,6 +19,7 @@ from evocamp.config import run_spec, validate_config
 from evocamp.families.pycma import BIPOPCMAES, IPOPCMAES, QUIET, pycma_seed
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.loop.engine import initialise, tell
+from evocamp.model.metrics import METRIC_DTYPE, TIMING_COLUMNS
 from evocamp.model.numerics import NUMERIC_PACKAGES
 from evocamp.reporting.runtime_to_target import first_hits
 from evocamp.reporting.suite import BBOB_TARGETS
@@ -138,7 +139,7 @@ def test_its_runs_record_pycmas_version_and_resume_from_their_checkpoint(tmp_pat
     resumed = read_state(path)
     for _ in range(3):
         state = tell(state, shard_results(state, 2))
-        resumed = tell(resumed, shard_results(resumed, 2))
+        resumed = tell(resumed, shard_results(resumed, 3))
         assert state.next_batch.keys() == resumed.next_batch.keys()
         for key, value in state.next_batch.items():
             assert np.array_equal(value, resumed.next_batch[key]), key
@@ -183,3 +184,57 @@ def test_the_fidelity_benchmark_counts_the_campaigns_own_runs():
     assert np.array_equal(reached, np.isfinite(per_generation))
     assert np.all(per_generation[reached] - 10 < runtimes[reached])
     assert np.all(runtimes[reached] <= per_generation[reached])
+
+
+def test_with_x0_random_every_restart_starts_from_its_own_point_and_runs_repeat(tmp_path):
+    """BIPOP-CMA-ES on a bbob domain with ``x0: random`` and ``bounded: false`` through
+    the campaign's loop (initialise, shard steps, tell): the first run starts from the
+    run's draw in [-4, 4]^d and its first restart from a draw of its own; a second run
+    of the same seed in 3 shards instead of 2, written as a checkpoint and read back
+    every 10 generations (a resumed run), gives the same batches, metrics and result
+    bitwise; another seed starts elsewhere."""
+    config = validate_config(
+        {
+            "algorithms": {"b": {"type": "bipop_cma_es", "sigma": 2}},
+            "domains": {
+                "f": {
+                    "type": "bbob",
+                    "solution_dim": 2,
+                    "x0": "random",
+                    "bounded": False,
+                    "params": {"function": 3},  # separable Rastrigin: restarts soon
+                }
+            },
+            "seeds": 2,
+            "shards": 2,
+        },
+        check_results_dir=False,
+    )
+    spec = run_spec(config, algorithm="b", domain="f", seed=0)
+    state, resumed = initialise(spec), initialise(spec)
+    first = state.optimizer.x0.copy()
+    assert np.array_equal(first, state.optimizer.restart_x0(0))
+    assert np.all(np.abs(first) <= bbob.START)
+    assert state.optimizer.es.boundary_handler.bounds is None
+    for generation in range(1, 400):
+        state = tell(state, shard_results(state, 2))
+        resumed = tell(resumed, shard_results(resumed, 3))
+        if generation % 10 == 0:
+            path = tmp_path / f"g{generation}.h5"
+            write_state(path, resumed, run=resolve_run(spec))
+            resumed = read_state(path)
+        if state.optimizer.irun == 1:
+            break
+    restarted = state.optimizer.restart_x0(1)
+    assert state.optimizer.irun == 1 and np.array_equal(state.optimizer.es.x0, restarted)
+    assert not np.array_equal(restarted, first)
+    assert resumed.optimizer.irun == 1 and resumed.generation == state.generation
+    for name in set(METRIC_DTYPE.names) - set(TIMING_COLUMNS):
+        ours, theirs = state.metrics_window[name], resumed.metrics_window[name]
+        assert ours.tobytes() == theirs.tobytes(), name
+    for key, value in state.next_batch.items():
+        assert np.array_equal(value, resumed.next_batch[key]), key
+    for key, value in state.optimizer.result().items():
+        assert np.array_equal(value, resumed.optimizer.result()[key]), key
+    other = initialise(run_spec(config, algorithm="b", domain="f", seed=1))
+    assert not np.array_equal(other.optimizer.x0, first)

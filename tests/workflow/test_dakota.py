@@ -126,6 +126,60 @@ def test_dakota_writes_the_reference_parameters_files(
     assert (folder / "params.in.1").read_bytes() == (DATA / reference).read_bytes()
 
 
+#: The variables of params_space.in: one of each kind Dakota has for a search space's
+#: parameters (test_program_spaces.py writes the same file from a space), and the point.
+SPACE_VARIABLES = """continuous_design = 2
+    descriptors 'lr' 'wd'
+  discrete_design_range = 1
+    lower_bounds 1
+    upper_bounds 6
+    descriptors 'depth'
+  discrete_design_set
+    integer = 1
+      elements 16 32 64
+      descriptors 'batch'
+    string = 1
+      elements 'a_rather_long_activation_name' 'tanh'
+      descriptors 'act'
+    real = 1
+      elements 0.25 0.5
+      descriptors 'drop'"""
+SPACE_POINT = "0.001 3.5e-05 4 32 a_rather_long_activation_name 0.25"
+
+
+def test_dakota_writes_the_reference_parameters_file_of_typed_variables(tmp_path):
+    """A list_parameter_study cannot list strings: the point comes from a points file."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "any_driver.sh").write_text(ANY_DRIVER)
+    (folder / "any_driver.sh").chmod(0o755)
+    (folder / "points.dat").write_text(SPACE_POINT + "\n")
+    (folder / "study.in").write_text(
+        f"""method
+  list_parameter_study
+    import_points_file = 'points.dat' freeform
+variables
+  {SPACE_VARIABLES}
+interface
+  analysis_drivers = './any_driver.sh'
+    fork
+    parameters_file = 'params.in'
+    results_file = 'results.out'
+    file_tag
+    file_save
+responses
+  objective_functions = 1
+  no_gradients
+  no_hessians
+"""
+    )
+    completed = subprocess.run(
+        ["dakota", "-i", "study.in"], cwd=folder, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert (folder / "params.in.1").read_bytes() == (DATA / "params_space.in").read_bytes()
+
+
 #: The side-by-side studies: Dakota's responses and the evocamp domain's outputs that
 #: make the same parameters files (Dakota names responses by their descriptors; evocamp's
 #: are obj_fn_1, measure_1 ..., then the extra fields).

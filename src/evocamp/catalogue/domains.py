@@ -70,6 +70,9 @@ class DomainType:
         the domain's own initialisation (a policy's weights as QDax draws them), what QD
         emitters start from with ``initial_population: random``; ``None``: the domain
         has none.
+    random_x0 : tuple or None
+        ``(low, high)``: where the domain's ``x0: random`` draws the initial points,
+        uniformly in every coordinate (``None``: the domain takes a number only).
     space : dict or None
         The domain's search space when it has named, typed parameters instead of a
         ``solution_dim`` of reals (:mod:`evocamp.model.space`: ``name -> {type, ...}``, as
@@ -92,6 +95,7 @@ class DomainType:
     extra: Extra | None = None
     param_rules: Callable[[dict], list[tuple[str, str]]] | None = None
     initial_solutions: Callable[[np.random.Generator, int, dict], np.ndarray] | None = None
+    random_x0: tuple[float, float] | None = None
     space: dict | None = None
 
     def score_offset(self, params: dict) -> float:
@@ -327,7 +331,8 @@ DOMAINS: dict[str, DomainType] = {
                 "a noiseless BBOB function (COCO's suite, through ioh), maximised as minus f; "
                 "extra field precision = f - f_opt (the minimised value); bounds [-5, 5] "
                 "(params: function 1-24, instance; keys functions, dimensions, instances: "
-                "a suite grid, one domain each)"
+                "a suite grid, one domain each; x0: random draws in [-4, 4]^d, "
+                "bounded: false)"
             ),
             evaluate=bbob.bbob,
             measure_ranges=_no_measures,
@@ -339,6 +344,7 @@ DOMAINS: dict[str, DomainType] = {
             objective_max=_bbob_best,
             extra=BBOB,
             param_rules=bbob.param_problems,
+            random_x0=(-bbob.START, bbob.START),
         ),
         _locomotion("hopper_uni", _uni("hopper_uni", "foot_geom")),
         _locomotion("walker2d_uni", _uni("walker2d_uni", "foot_geom, foot_left_geom")),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evocamp.families.qd.components import QDRecipe
+from evocamp.model.protocol import BatchFormat, batch_format_of
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,12 @@ class AlgorithmType:
     needs_measures : bool
         The type needs a domain with measures (QD).
     needs_bounds : bool
-        The type samples within the domain's bounds.
+        The type samples within the domain's bounds (it keeps them on a domain with
+        ``bounded: false``, which the others then run unbounded).
+    redraws_x0 : bool
+        The type restarts from a new initial point: on a domain with ``x0: random`` its
+        class gets ``restart_x0=`` (:class:`~evocamp.base.seeding.RandomStart`) and draws
+        restart ``k``'s from it.
     takes_space : bool
         The type samples and proposes in a domain's search space (``space``): its class
         gets the space's parameters as ``space=`` (:mod:`evocamp.model.space`); types
@@ -160,6 +166,10 @@ class AlgorithmType:
         family's own, e.g. IPOP's ``incpopsize``), added to the schema's algorithm keys
         when it is loaded (:func:`evocamp.config.load_schema`), as the type lists are:
         a family from another library needs no edit of the schema file.
+    batch_format : BatchFormat or None
+        How its class's batches are sized and materialised, made once with the entry
+        (:func:`~evocamp.model.protocol.batch_format_of`; ``None`` for plugins, whose
+        class a run names: :func:`~evocamp.catalogue.factory.resolve_run` makes theirs).
     """
 
     name: str
@@ -175,6 +185,7 @@ class AlgorithmType:
     generation_size: Callable[[dict], int] | None = None
     needs_measures: bool = False
     needs_bounds: bool = False
+    redraws_x0: bool = False
     takes_space: bool = False
     grid_archive: bool = True
     archive_defaults: dict = field(default_factory=dict)
@@ -186,6 +197,11 @@ class AlgorithmType:
     keeps_evaluations: bool = False
     spec_names: tuple[SpecName, ...] = ()
     key_shapes: dict = field(default_factory=dict)
+    batch_format: BatchFormat | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        made = None if self.cls is None else batch_format_of(self.cls, name=self.name)
+        object.__setattr__(self, "batch_format", made)
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -12,8 +12,8 @@ import numpy as np
 
 from evocamp.base.errors import OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
-from evocamp.base.seeding import optimizer_seeds
-from evocamp.catalogue.algorithms import algorithm_type
+from evocamp.base.seeding import RandomStart, optimizer_seeds
+from evocamp.catalogue.algorithms import ALGORITHMS, algorithm_type
 from evocamp.catalogue.domains import DOMAINS, DomainType
 from evocamp.catalogue.entries import AlgorithmType
 from evocamp.model.protocol import (
@@ -22,17 +22,12 @@ from evocamp.model.protocol import (
     call_optimizer,
     check_methods,
 )
-from evocamp.model.run import Run
 from evocamp.model.runspec import (
     COMMAND,
     PLUGIN,
-    evaluation_repeats,
-    failure_policy,
-    is_plugin,
-    measure_dim,
+    Run,
     run_label,
     spec_run_key,
-    stored_fields,
 )
 from evocamp.model.space import Space, SpaceEvaluation
 from evocamp.tasks.programs import Program
@@ -64,7 +59,10 @@ def run_packages(spec: dict) -> tuple[str, ...]:
     type's) that decide its numbers: what its numeric provenance records after
     :data:`evocamp.model.numerics.NUMERIC_PACKAGES`
     (:func:`evocamp.model.numerics.environment`); ``()`` for every run without one."""
-    entries = (DOMAINS.get(spec["domain_spec"]["type"]), algorithm_type(spec))
+    return _packages(DOMAINS.get(spec["domain_spec"]["type"]), algorithm_type(spec))
+
+
+def _packages(*entries: DomainType | AlgorithmType | None) -> tuple[str, ...]:
     return tuple(
         name
         for entry in entries
@@ -99,6 +97,11 @@ def plugin_class(algorithm: dict, *, where: str) -> type:
         When it cannot be imported, lacks ``ask``/``tell`` or has an old or broken
         batch format.
     """
+    return _plugin(algorithm, where=where)[0]
+
+
+def _plugin(algorithm: dict, *, where: str) -> tuple[type, BatchFormat]:
+    """A plugin optimizer class, imported and checked, and its batch format."""
     target = algorithm["class"]
     try:
         cls = import_plugin(target, algorithm.get("python_path"))
@@ -107,10 +110,9 @@ def plugin_class(algorithm: dict, *, where: str) -> type:
         raise OptimizerError(f"{where}: optimizer class {failure}") from None
     try:
         check_methods(cls, name=target)
-        batch_format_of(cls, name=target)
+        return cls, batch_format_of(cls, name=target)
     except OptimizerError as error:
         raise OptimizerError(f"{where}: {error}") from None
-    return cls
 
 
 def optimizer_class(spec: dict) -> type:
@@ -119,11 +121,6 @@ def optimizer_class(spec: dict) -> type:
     if entry.cls is not None:
         return entry.cls
     return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
-
-
-def _batch_format(spec: dict, cls: type) -> BatchFormat:
-    algorithm = spec["algorithm_spec"]
-    return batch_format_of(cls, name=algorithm.get("class", algorithm["type"]))
 
 
 def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
@@ -138,31 +135,22 @@ def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
     OptimizerError
         When a plugin's class cannot be imported or has a broken batch format.
     """
-    # Each module asked once, in turn: the catalogue's entries, the protocol (the
-    # batch format), the run spec's accessors.
-    entry = algorithm_type(spec)
-    cls = optimizer_class(spec)
-    packages = run_packages(spec)
-    batch_kind = _batch_format(spec, cls)
-    recipe = entry.recipe
-    return Run(
-        spec=spec,
-        label=run_label(spec),
+    # The entries from the catalogue's tables, a built-in type's class and batch format
+    # from its entry (made once with it), a plugin's imported and checked here; the
+    # rest read from the spec by the run object's own module (Run.of).
+    entry = ALGORITHMS[spec["algorithm_spec"]["type"]]
+    domain = DOMAINS.get(spec["domain_spec"]["type"])
+    if entry.cls is not None:
+        cls, batch_kind = entry.cls, entry.batch_format
+    else:
+        cls, batch_kind = _plugin(spec["algorithm_spec"], where=f"run {run_label(spec)}")
+    return Run.of(
+        spec,
         algorithm=entry,
-        domain=DOMAINS.get(spec["domain_spec"]["type"]),
+        domain=domain,
         optimizer_class=cls,
         batch_format=batch_kind,
-        failure_policy=failure_policy(spec),
-        repeats=evaluation_repeats(spec),
-        measure_dim=measure_dim(spec["domain_spec"]),
-        stored_fields=tuple(stored_fields(spec)),
-        # Novelty search's emitters sample their parents from its novelty archive, not
-        # from the run's (a whole state holds its entries in /optimizer/rows/archive).
-        parents_in_own_archive=bool(
-            recipe is not None and recipe.result_archive and not recipe.emitters_on_result
-        ),
-        packages=packages,
-        plugin=is_plugin(spec),
+        packages=_packages(domain, entry),
         evaluator=load_evaluator(spec["domain_spec"]) if evaluates else None,
     )
 
@@ -172,13 +160,30 @@ def owns_archive(spec: dict) -> bool:
     return algorithm_type(spec).recipe is not None
 
 
+def random_start(spec: dict) -> RandomStart:
+    """The initial points of a run on a domain with ``x0: random``: uniform in the box
+    its entry gives (``DomainType.random_x0``), drawn from the run's seed."""
+    domain = spec["domain_spec"]
+    low, high = DOMAINS[domain["type"]].random_x0
+    return RandomStart(
+        master_seed=int(spec["master_seed"]),
+        key=tuple(int(k) for k in spec_run_key(spec)),
+        low=float(low),
+        high=float(high),
+        dim=int(domain["solution_dim"]),
+    )
+
+
 def build_optimizer(spec: dict):
     """Create the seeded optimizer of a run spec.
 
     QD types get their pyribs scheduler (their entry's recipe); other classes are
-    called with ``solution_dim``, ``x0`` (the domain's initial solution), ``bounds``
-    (``(low, high)`` or ``None``), ``seed`` (the run's optimizer seed, from the master
-    seed) and their parameters (a plugin's ``params``), a plugin's through
+    called with ``solution_dim``, ``x0`` (the domain's initial solution; with ``x0:
+    random`` drawn from the run's seed, :func:`random_start`, and types that restart,
+    ``redraws_x0``, get ``restart_x0``, the draw of each restart), ``bounds`` (``(low,
+    high)`` or ``None``; ``None`` on a domain with ``bounded: false`` unless the type
+    ``needs_bounds``), ``seed`` (the run's optimizer seed, from the master seed) and
+    their parameters (a plugin's ``params``), a plugin's through
     :func:`~evocamp.model.protocol.call_optimizer`. On a domain with a space, ``x0`` is
     the solution of its defaults and ``space`` its parameters (types that take one).
     """
@@ -193,12 +198,19 @@ def build_optimizer(spec: dict):
         return cls.from_spec(spec, recipe=entry.recipe, draw=draw)
     algorithm = spec["algorithm_spec"]
     domain = spec["domain_spec"]
+    bounded = domain.get("bounded", True) or entry.needs_bounds
     common = {
         "solution_dim": domain["solution_dim"],
-        "x0": np.full(domain["solution_dim"], domain["x0"], dtype=np.float64),
-        "bounds": tuple(domain["bounds"]) if "bounds" in domain else None,
+        "bounds": tuple(domain["bounds"]) if "bounds" in domain and bounded else None,
         "seed": optimizer_seeds(spec["master_seed"], spec_run_key(spec), 1)[0],
     }
+    if domain["x0"] == "random":
+        start = random_start(spec)
+        common["x0"] = start(0)
+        if entry.redraws_x0:
+            common["restart_x0"] = start
+    else:
+        common["x0"] = np.full(domain["solution_dim"], domain["x0"], dtype=np.float64)
     if "space" in domain:
         common["x0"] = Space(domain["space"]).defaults()
         common["space"] = domain["space"]

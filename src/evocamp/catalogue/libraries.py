@@ -67,13 +67,15 @@ def _pycma(name: str, summary: str, reference: str, *, cls: type) -> AlgorithmTy
         async_refusal=_WHOLE_POPULATIONS,
         extra=PYCMA_EXTRA,
         key_shapes={"incpopsize": _INCPOPSIZE},
+        redraws_x0=True,
     )
 
 
 _PYCMA_TYPES = (
     _pycma(
         "ipop_cma_es",
-        "IPOP-CMA-ES: pycma's CMA-ES through its ask/tell, restarted from x0 with a "
+        "IPOP-CMA-ES: pycma's CMA-ES through its ask/tell, restarted from x0 (a new "
+        "one each time with x0: random) with a "
         "doubled population whenever pycma's stopping tests fire, as cma.fmin2 restarts "
         "(needs pycma: pip install 'evocamp[cma]')",
         "Auger & Hansen 2005; pycma 4.5",

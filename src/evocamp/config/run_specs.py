@@ -18,7 +18,7 @@ from evocamp.catalogue.algorithms import (
 )
 from evocamp.catalogue.domains import DEFAULT_SOLUTION_DIM, DOMAINS
 from evocamp.catalogue.entries import AlgorithmType, Derived
-from evocamp.model.runspec import COMMAND, FailurePolicy
+from evocamp.model.runspec import FailurePolicy
 from evocamp.model.space import SpaceError, from_configspace, space_entries
 
 
@@ -98,8 +98,6 @@ def space_problems(key: str, domain: dict) -> list[str]:
     """Problems of a domain entry's ``space`` (its key ``key``), one line each."""
     if "space" not in domain:
         return []
-    if domain["type"] == COMMAND:
-        return [f"key '{key}.space': not for type command (a program's variables are reals)"]
     problems = [
         f"key '{key}.{name}': a domain with a space has one parameter per entry of it; "
         f"leave {name} out"
@@ -111,6 +109,15 @@ def space_problems(key: str, domain: dict) -> list[str]:
     except SpaceError as error:
         problems.append(f"key '{key}.space': {error}")
     return problems
+
+
+def readable_space(domain: dict) -> list[dict] | None:
+    """A domain entry's ``space`` as read (:func:`read_space`); ``None`` when it has none
+    or one that cannot be read (:func:`space_problems` says why)."""
+    try:
+        return read_space(domain["space"]) if "space" in domain else None
+    except SpaceError:
+        return None
 
 
 def space_refusal(entry: AlgorithmType, domain_name: str) -> str:

@@ -37,6 +37,7 @@ from evocamp.config.renamed_keys import read_renamed_keys
 from evocamp.config.run_specs import (
     experiments_of,
     failure_policy_spec,
+    readable_space,
     resolved_algorithm,
     resolved_domain,
     space_problems,
@@ -97,6 +98,8 @@ def _describe(error) -> str:
             f"key '{key}': {error.instance!r} is neither a positive number of seeds "
             "nor a list of distinct non-negative seeds"
         )
+    if error.validator == "oneOf" and list(error.absolute_path)[-1:] == ["x0"]:
+        return f"key '{key}': {error.instance!r} is neither a number nor random"
     return f"key '{key}': {error.message}"
 
 
@@ -312,7 +315,7 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     kind = domain["type"]
     problems = []
     if kind == COMMAND:
-        problems += command_problems(key, domain)
+        problems += command_problems(key, domain, space=readable_space(domain))
     else:
         problems += [
             f"key '{key}.{setting}': only allowed for type command, not {kind}"
@@ -371,6 +374,12 @@ def _domain_problems(name: str, domain: dict) -> list[str]:
     if "bounds" in domain and domain["bounds"][0] >= domain["bounds"][1]:
         low, high = domain["bounds"]
         problems.append(f"key '{key}.bounds': low {low} must be below high {high}")
+    if domain.get("x0") == "random" and (kind not in DOMAINS or DOMAINS[kind].random_x0 is None):
+        takers = ", ".join(name for name, other in DOMAINS.items() if other.random_x0)
+        problems.append(
+            f"key '{key}.x0': random draws in a built-in domain's box ({takers}), "
+            f"which type {kind} has not; give a number"
+        )
     return problems
 
 

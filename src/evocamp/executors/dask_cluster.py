@@ -20,7 +20,7 @@ from pathlib import Path
 from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.base.lanes import worker_devices
 from evocamp.loop.step_settings import StepSettings
-from evocamp.model.run import Run
+from evocamp.model.runspec import Run
 
 #: The Dask worker resources an evaluation task asks for when its evaluations need
 #: more than a core (``ranks`` of a command domain) or GPUs

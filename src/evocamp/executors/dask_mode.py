@@ -37,8 +37,7 @@ from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import RunFolder
-from evocamp.model.run import Run
-from evocamp.model.runspec import where
+from evocamp.model.runspec import Run, where
 from evocamp.model.state import RunState
 
 

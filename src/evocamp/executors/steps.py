@@ -43,9 +43,10 @@ from evocamp.loop.state_cache import (
     shard_batch,
     write_told_state,
 )
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import Run, run_label
 from evocamp.model.state import RunState
 
 
@@ -73,12 +74,21 @@ def init_step(*, spec: dict, output: str | Path) -> None:
     )
 
 
-def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | Path) -> None:
+def evaluate_step(
+    *,
+    state: str | Path,
+    shard: int,
+    shards: int,
+    output: str | Path,
+    settings: StepSettings | None = None,
+) -> None:
     """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
     from the node-local cache when the tell that wrote the checkpoint ran on this node,
     :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
     beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
-    evaluates only the calls that are missing."""
+    evaluates only the calls that are missing. ``settings``: the step settings the
+    command read (its evaluations at once and their GPUs; ``None``: this process's,
+    :meth:`~evocamp.loop.step_settings.StepSettings.current`)."""
     with shard_batch(state) as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
             run,
@@ -88,6 +98,7 @@ def evaluate_step(*, state: str | Path, shard: int, shards: int, output: str | P
             shard=shard,
             shards=shards,
             shard_file=output,
+            settings=settings,
         )
     # A warning in this shard's log when it runs under another kernel than the run so far
     # (the tell notes the shard's environment in the run's records).
@@ -155,7 +166,7 @@ def keep_step(
     # reruns this step, which records the same rows again in their place.
     record_window(
         RunFolder.holding(checkpoint),
-        spec=kept.spec,
+        run=run,
         up_to=kept.generation,
         total=total,
         storage=storage,
@@ -169,7 +180,7 @@ def keep_step(
 def record_window(
     folder: RunFolder,
     *,
-    spec: dict,
+    run: Run,
     up_to: int,
     total: int | None,
     storage: StorageSettings | None,
@@ -181,9 +192,10 @@ def record_window(
     (:func:`~evocamp.files.evaluations.record_window_rows`); when the run does not
     keep them (``storage`` ``None``), only that index of the windows
     recorded before. Dask and asynchronous modes record their rows in their segment
-    jobs, so there the working folder holds no shard files and only the index is left."""
-    rows = stored_rows(folder, spec=spec, up_to=up_to, storage=storage)
-    path = record_window_rows(folder, rows, spec=spec, generation=up_to, total=total)
+    jobs, so there the working folder holds no shard files and only the index is left.
+    ``run``: the run object the step resolved (once, for every generation)."""
+    rows = stored_rows(folder, run=run, up_to=up_to, storage=storage)
+    path = record_window_rows(folder, rows, spec=run.spec, generation=up_to, total=total)
     if rows is not None:
         log(f"generation {up_to}: {len(rows)} evaluations recorded in {path}")
     if path == folder.evaluations:
@@ -193,7 +205,7 @@ def record_window(
 
 
 def stored_rows(
-    folder: RunFolder, *, spec: dict, up_to: int, storage: StorageSettings | None
+    folder: RunFolder, *, run: Run, up_to: int, storage: StorageSettings | None
 ) -> EvaluationRows | None:
     """The evaluation rows of the generations whose shard files are in a run's working
     folder (``<= up_to``), made from files the run has already written (reads only):
@@ -208,12 +220,12 @@ def stored_rows(
     blocks = []
     for shard_folder in SHARD_FOLDER.in_folder(folder.work, up_to=up_to):
         generation = SHARD_FOLDER.number_of(shard_folder.name)
-        blocks.append(_generation_rows(folder, generation, spec=spec, storage=storage))
+        blocks.append(_generation_rows(folder, generation, run=run, storage=storage))
     return concatenate(blocks)
 
 
 def _generation_rows(
-    folder: RunFolder, generation: int, *, spec: dict, storage: StorageSettings
+    folder: RunFolder, generation: int, *, run: Run, storage: StorageSettings
 ) -> EvaluationRows | None:
     """One generation's rows from its shard files and the state of its batch."""
     holders = (folder.work_state(generation - 1), folder.checkpoint(generation - 1))
@@ -224,12 +236,10 @@ def _generation_rows(
     try:
         before = read_state(batch_state, with_optimizer=False)
         shards = [read_shard(path) for path in shard_files]
-        if before.spec != spec:
+        if before.spec != run.spec:
             return None
-        before.next_batch = with_stored_elites(
-            before.next_batch, run=resolve_run(spec), path=batch_state
-        )
-        results = combine_shards(spec, generation, len(before.next_seeds), shards)
+        before.next_batch = with_stored_elites(before.next_batch, run=run, path=batch_state)
+        results = combine_shards(run.spec, generation, len(before.next_seeds), shards)
     except (OSError, KeyError, CorruptFileError, EvaluationError):
         return None
     return evaluation_rows(before, results, generation=generation, storage=storage)
@@ -294,7 +304,7 @@ def finalise_step(
     generation = final_state.generation
     record_window(
         RunFolder(Path(archive).parent),
-        spec=final_state.spec,
+        run=run,
         up_to=generation,
         total=generation,
         storage=(storage or StorageSettings()).for_run(

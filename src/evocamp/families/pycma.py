@@ -52,7 +52,7 @@ class RestartCMAES:
     solution_dim : int
         Parameters of a solution.
     x0 : numpy.ndarray
-        The mean every restart starts from.
+        The mean the first run starts from (and every restart, without ``restart_x0``).
     bounds : tuple or None
         ``(low, high)`` of every parameter: pycma's ``bounds`` option (its boundary
         transformation: asked solutions lie within).
@@ -64,6 +64,11 @@ class RestartCMAES:
         The initial step size sigma0 (BIPOP's local runs start from a smaller one).
     incpopsize : int
         Factor of the population from one large restart to the next (``fmin2``'s).
+    restart_x0 : callable or None
+        ``k -> x0`` of restart ``k`` (a domain's ``x0: random``:
+        :class:`~evocamp.base.seeding.RandomStart`): every restart starts from a point
+        of its own, as ``fmin2`` does with a callable ``x0`` and as BBOB-2009's
+        BIPOP-CMA-ES did; ``None``: every restart from ``x0``.
     """
 
     #: The BIPOP regime (``fmin2``'s ``bipop=True``) instead of IPOP.
@@ -79,10 +84,12 @@ class RestartCMAES:
         popsize: int,
         sigma: float,
         incpopsize: int = 2,
+        restart_x0=None,
     ):
         import cma
 
         self.x0 = np.array(x0, dtype=np.float64).reshape(int(solution_dim))
+        self.restart_x0 = restart_x0
         self.sigma0 = float(sigma)
         self.incpopsize = int(incpopsize)
         self.seed = pycma_seed(seed)
@@ -152,6 +159,8 @@ class RestartCMAES:
             opts["popsize"] = self.popsize0 * multiplier
             opts["maxiter"] = self.maxiter0
         self.options = opts
+        if self.restart_x0 is not None:
+            self.x0 = np.array(self.restart_x0(self.irun), dtype=np.float64)
         self.es = self._start(sigma_factor=sigma_factor)
 
     def ask(self) -> np.ndarray:

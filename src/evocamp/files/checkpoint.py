@@ -23,9 +23,15 @@ import numpy as np
 from evocamp.base.errors import CorruptFileError, OptimizerError
 from evocamp.base.plugins import describe_import_failure, import_plugin
 from evocamp.files.archive import write_archive_group, write_best_group, write_inserted_group
-from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
+from evocamp.files.hdf5 import (
+    SCHEMA_VERSION,
+    atomic_h5,
+    open_for_reading,
+    write_dataset,
+    write_identity,
+)
 from evocamp.files.kept_archive import delta_base, elite_rows, is_delta, read_archive_table, rows_of
-from evocamp.files.legacy import is_plain_solutions_batch, next_seeds_path
+from evocamp.files.legacy import old_next_batch
 from evocamp.files.optimizer_state import (
     own_archive_rows,
     read_optimizer_group,
@@ -33,8 +39,7 @@ from evocamp.files.optimizer_state import (
 )
 from evocamp.model.metrics import METRIC_DTYPE, as_metric_rows
 from evocamp.model.protocol import ELITES
-from evocamp.model.run import Run
-from evocamp.model.runspec import is_plugin, run_label
+from evocamp.model.runspec import Run, is_plugin, run_label
 from evocamp.model.state import RunState
 
 
@@ -179,7 +184,7 @@ class StoredElites:
     ``/inserted`` those its generation changed, and the states before it the rest, back
     to the window's whole state (``light_previous``). Only the rows of the cells asked
     for are read. With ``own_archive`` (novelty search,
-    :attr:`~evocamp.model.run.Run.parents_in_own_archive`) the cells are entries of
+    :attr:`~evocamp.model.runspec.Run.parents_in_own_archive`) the cells are entries of
     the archive the emitters learn on, which a whole state holds in
     ``/optimizer/rows/archive`` (:func:`~evocamp.files.optimizer_state.own_archive_rows`)
     and a light one's ``/inserted`` as for the run's archive.
@@ -354,14 +359,16 @@ def stored_numerics(handle: h5py.File) -> list[dict]:
 
 def next_seeds(handle: h5py.File) -> h5py.Dataset:
     """The evaluation seeds of the next batch (read lazily)."""
-    return handle[next_seeds_path(handle.attrs["schema_version"])]
+    if handle.attrs["schema_version"] < SCHEMA_VERSION:  # where schema 1-2 kept them
+        return old_next_batch(handle)[1]
+    return handle["next_seeds"]
 
 
 def stored_batch(handle: h5py.File, *, lazy: bool = False) -> dict:
     """The next batch of an open state file: arrays, or h5py datasets when ``lazy``
     (a shard reads only its rows)."""
-    if is_plain_solutions_batch(handle.attrs["schema_version"]):
-        group = {"solutions": handle["next_batch/solutions"]}
+    if handle.attrs["schema_version"] < SCHEMA_VERSION:  # schema 1-2: plain (QD only)
+        group = old_next_batch(handle)[0]
     else:
         group = dict(handle["next_batch"].items())
     return group if lazy else {name: dataset[()] for name, dataset in group.items()}

@@ -44,7 +44,7 @@ from evocamp.files.evaluation_index import (
 )
 from evocamp.files.hdf5 import atomic_h5, open_for_reading, write_dataset, write_identity
 from evocamp.model.layout import RunFolder
-from evocamp.model.run import Run
+from evocamp.model.runspec import Run
 
 #: Name of the group (state files) and of the file kind (``kind`` attribute).
 GROUP = "evaluations"

@@ -109,11 +109,15 @@ def _decode(line: str) -> tuple[int, dict]:
     }
 
 
-class ShardJournal(LineLog):
+class ShardJournal:
     """The journal of one shard, opened for a rerun and appended to.
 
     Opening reads what a previous attempt journalled (:attr:`finished`, by call
-    index) when its key is ``key``; else the journal starts again with ``key``.
+    index) when its key is ``key``; a journal of another key starts again with
+    ``key``. A shard's first attempt (no journal yet) opens its line log
+    (:class:`~evocamp.files.completions.LineLog`) when its first call is journalled,
+    not before: a shard killed before any call finished leaves no journal. Use as a
+    context manager (:meth:`close` at the end).
 
     Parameters
     ----------
@@ -131,12 +135,15 @@ class ShardJournal(LineLog):
     """
 
     def __init__(self, path: str | Path, *, key: dict) -> None:
-        lines = read_lines(path, what="shard journal")
-        super().__init__(path)
-        header = json.dumps({"journal": key}, sort_keys=True, separators=(",", ":"))
+        self.path = Path(path)
+        self._header = json.dumps({"journal": key}, sort_keys=True, separators=(",", ":"))
+        self._log: LineLog | None = None
         #: The outcome of each call a previous attempt journalled, by its index.
         self.finished: dict[int, dict] = {}
-        if lines and lines[0] == header:
+        if not self.path.exists():  # a first attempt: nothing to read or start again
+            return
+        lines = read_lines(self.path, what="shard journal")
+        if lines and lines[0] == self._header:
             for number, line in enumerate(lines[1:], start=2):
                 try:
                     call, outcome = _decode(line)
@@ -146,9 +153,16 @@ class ShardJournal(LineLog):
                         f"({error}); remove the file to evaluate the shard again"
                     ) from None
                 self.finished[call] = outcome
+            self._log = LineLog(self.path)  # cuts off a torn last line
             return
-        self.clear()
-        self.append_line(header, sync=True)
+        self._started_again()
+
+    def _started_again(self) -> LineLog:
+        """The line log, emptied and holding this journal's key line only."""
+        self._log = LineLog(self.path)
+        self._log.clear()
+        self._log.append_line(self._header, sync=True)
+        return self._log
 
     def append(self, call: int, outcome) -> None:
         """Journal call ``call``'s outcome (a dataclass with the fields ``outputs``,
@@ -157,9 +171,21 @@ class ShardJournal(LineLog):
         before this returns (a kill of the process loses nothing) and fsynced when the
         call took :data:`SYNC_SECONDS` or more (a crash of the machine loses none of
         the calls up to it)."""
+        log = self._log if self._log is not None else self._started_again()
         record = {f.name: getattr(outcome, f.name) for f in fields(outcome)}
         spent = record["seconds"] + record["failed_seconds"]
-        self.append_line(_encode(call, record), sync=spent >= SYNC_SECONDS)
+        log.append_line(_encode(call, record), sync=spent >= SYNC_SECONDS)
+
+    def close(self) -> None:
+        """fsync and close the journal (nothing to do when no call was journalled)."""
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def remove_journal(shard_file: str | Path) -> None:

@@ -2,7 +2,9 @@
 
 - Checkpoints of schema versions 1 and 2 (QD runs only) hold the pyribs scheduler
   alone, as a plain (1) or compact (2) pickle; :func:`wrapped_scheduler` puts it
-  behind today's optimizer protocol.
+  behind today's optimizer protocol, and keep the next batch (always its solutions)
+  and its seeds under ``/next_batch`` (:func:`old_next_batch`);
+  ``files/checkpoint.py`` enters this module only for a file of such a version.
 - Pickles name classes by module; :data:`MOVED_MODULES` maps the modules of version
   0.1's flat package to where their classes live now, so checkpoints written before
   the package was layered still resume, and :data:`MOVED_CLASSES` the classes of
@@ -50,11 +52,7 @@ def wrapped_scheduler(scheduler) -> tuple[QDOptimizer, object]:
     return optimizer, optimizer.archive
 
 
-def next_seeds_path(schema_version: int) -> str:
-    """Where a state file keeps the next batch's evaluation seeds."""
-    return "next_batch/seeds" if schema_version < 3 else "next_seeds"
-
-
-def is_plain_solutions_batch(schema_version: int) -> bool:
-    """Before version 3 the batch was always ``/next_batch/solutions`` (QD)."""
-    return schema_version < 3
+def old_next_batch(handle) -> tuple[dict, object]:
+    """A schema 1-2 state file's next batch (always ``/next_batch/solutions``: QD runs
+    only) and its evaluation seeds (``/next_batch/seeds``), as h5py datasets."""
+    return {"solutions": handle["next_batch/solutions"]}, handle["next_batch/seeds"]

@@ -65,8 +65,8 @@ from evocamp.loop.in_flight import (
 )
 from evocamp.model.metrics import SHARD_STATS
 from evocamp.model.protocol import call_method, checked_proposals
-from evocamp.model.run import Run
 from evocamp.model.runspec import (
+    Run,
     run_label,
     spec_run_key,
 )

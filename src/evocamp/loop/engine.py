@@ -30,8 +30,7 @@ from evocamp.loop.fold import (
 from evocamp.loop.generation_results import GenerationResults, combine_shards
 from evocamp.model.metrics import metrics_row
 from evocamp.model.protocol import ELITES, call_method, call_optimizer, checked_batch
-from evocamp.model.run import Run
-from evocamp.model.runspec import spec_run_key
+from evocamp.model.runspec import Run, spec_run_key
 from evocamp.model.state import RunState
 
 

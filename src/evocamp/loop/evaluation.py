@@ -32,8 +32,7 @@ from evocamp.loop.outcomes import (
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.run import Run
-from evocamp.model.runspec import COMMAND, PLUGIN, where
+from evocamp.model.runspec import COMMAND, PLUGIN, Run, where
 
 
 def evaluate_shard(
@@ -46,6 +45,7 @@ def evaluate_shard(
     shards: int,
     shard_file: str | Path | None = None,
     lane: Lane | None = None,
+    settings: StepSettings | None = None,
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a generation's batch.
 
@@ -69,6 +69,8 @@ def evaluate_shard(
     lane : Lane, optional
         A Dask task's lane of its worker (:func:`~evocamp.base.lanes.worker_lane`):
         the shard's calls run there, one at a time (:func:`evaluate_slice`).
+    settings : StepSettings, optional
+        The step's settings, as its command read them (:func:`evaluate_slice`).
 
     Raises
     ------
@@ -104,6 +106,7 @@ def evaluate_shard(
         keep_solutions=batch_kind.proposes_in_shards,
         journal=None if shard_file is None else (shard_file, shard, shards),
         lane=lane,
+        settings=settings,
     )
 
 
@@ -122,6 +125,7 @@ def evaluate_slice(
     cells: np.ndarray | None = None,
     journal: tuple[str | Path, int, int] | None = None,
     lane: Lane | None = None,
+    settings: StepSettings | None = None,
 ) -> ShardResult:
     """Evaluate a contiguous slice of a generation's batch.
 
@@ -153,6 +157,10 @@ def evaluate_slice(
         A Dask task's lane of its worker: the calls run in supervised children with
         the lane's number and GPUs, one at a time (the worker's other lanes are its
         other tasks); ``None``: ``evaluation.concurrency`` lanes at once (shard mode).
+    settings : StepSettings, optional
+        The step settings, as the step's command read them (``evaluation.concurrency``,
+        ``evaluation.gpus_per_evaluation``); ``None``: this process's
+        (:meth:`~evocamp.loop.step_settings.StepSettings.current`).
 
     Raises
     ------
@@ -167,12 +175,14 @@ def evaluate_slice(
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
     # In the order a reader follows: the function, the journal, the step's settings,
     # then the calls, each module entered once (docs/architecture.md, "A shard's walk").
+    # The shard command passes the settings its command read; the other callers (Dask
+    # tasks, the re-evaluation) read this process's.
     function = run.evaluator if run.evaluator is not None else load_evaluator(domain)
     journalled = journal and ShardJournal(
         journal_path(journal[0]),
         key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
-    settings = StepSettings.current()
+    settings = settings if settings is not None else StepSettings.current()
     size = domain.get("chunk_size") or _default_chunk(domain, count)
     calls = [
         Call(
@@ -275,6 +285,34 @@ def _shard_result(
     """The slice's results from its calls' outcomes (a failed call's rows NaN)."""
     names = {"objective": (), "measures": (run.measure_dim,)}
     names.update({name: () for name in run.stored_fields})
+    columns = _whole_slice(outcomes, names, count=count) or _merged(
+        outcomes, names, start=start, count=count
+    )
+    merged = columns["outputs"]
+    return ShardResult(
+        generation=generation,
+        shard=shard,
+        start=start,
+        stop=start + count,
+        objective=merged["objective"],
+        measures=merged["measures"],
+        eval_seconds=columns["eval_seconds"],
+        extra={name: merged[name] for name in run.stored_fields},
+        solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
+        stats=dict(stats or {}),
+        numerics=environment(run.packages),
+        status=columns["status"],
+        messages=columns["messages"],
+        attempts=columns["attempts"],
+        failed_seconds=columns["failed_seconds"],
+    )
+
+
+def _merged(outcomes: list[Outcome], names: dict, *, start: int, count: int) -> dict:
+    """The shard result's columns from its calls' outcomes, in order: ``outputs`` (the
+    ``names`` of ``(count, *shape)`` each, a failed call's rows NaN), ``eval_seconds``,
+    ``status``, ``messages``, ``attempts``, ``failed_seconds`` (``None``: 0 failed, 1
+    attempt each, no failed seconds)."""
     merged = {name: np.full((count, *shape), np.nan) for name, shape in names.items()}
     eval_seconds, failed_seconds = np.zeros(count), np.zeros(count)
     status = np.zeros(count, dtype=np.uint8)
@@ -297,20 +335,38 @@ def _shard_result(
                 messages[start + row + offset] = message
                 eval_seconds[row + offset] = 0.0
         row += size
-    return ShardResult(
-        generation=generation,
-        shard=shard,
-        start=start,
-        stop=start + count,
-        objective=merged["objective"],
-        measures=merged["measures"],
-        eval_seconds=eval_seconds,
-        extra={name: merged[name] for name in run.stored_fields},
-        solutions=None if solutions is None else np.asarray(solutions, dtype=np.float64),
-        stats=dict(stats or {}),
-        numerics=environment(run.packages),
-        status=status if status.any() else None,
-        messages=messages,
-        attempts=attempts if (attempts > 1).any() else None,
-        failed_seconds=failed_seconds if failed_seconds.any() else None,
-    )
+    return {
+        "outputs": merged,
+        "eval_seconds": eval_seconds,
+        "status": status if status.any() else None,
+        "messages": messages,
+        "attempts": attempts if (attempts > 1).any() else None,
+        "failed_seconds": failed_seconds if failed_seconds.any() else None,
+    }
+
+
+def _whole_slice(outcomes: list[Outcome], names: dict, *, count: int) -> dict | None:
+    """:func:`_merged`'s columns of a slice evaluated by one call with no failed row (a
+    built-in domain's shard, as a Dask mode segment evaluating in its own process makes
+    every generation), its checked outputs taken as they are, without copies; ``None``
+    for any other slice."""
+    if len(outcomes) != 1 or outcomes[0].outputs is None or outcomes[0].failed_rows:
+        return None
+    (outcome,) = outcomes
+    outputs = {}
+    for name, shape in names.items():
+        values = outcome.outputs.get(name)
+        if values is None or values.dtype != np.float64 or values.shape != (count, *shape):
+            return None
+        outputs[name] = values
+    failed_seconds = outcome.failed_seconds / count
+    return {
+        "outputs": outputs,
+        "eval_seconds": np.full(count, outcome.seconds / count),
+        "status": None,
+        "messages": {},
+        "attempts": (
+            np.full(count, outcome.attempts, dtype=ATTEMPTS_DTYPE) if outcome.attempts > 1 else None
+        ),
+        "failed_seconds": np.full(count, failed_seconds) if failed_seconds else None,
+    }

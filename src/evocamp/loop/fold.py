@@ -295,19 +295,41 @@ def note_numerics(
 def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
     """The metrics window after ``state`` with the next generation's ``row``: it
     restarts after every kept checkpoint (a generation that is a positive multiple of
-    ``checkpoint_every``), whose rows were already saved."""
+    ``checkpoint_every``), whose rows were already saved.
+
+    The window is the start of a larger buffer whose spare rows are marked
+    (:data:`SPARE_GENERATION`): the next row is written in place when the window's
+    next row is spare, so a window of ``n`` generations costs ``n`` row copies, not
+    ``n**2 / 2`` (Dask mode's segments: every generation of a window). Rows once
+    written never change: a window extended twice (two states after the same one)
+    gets its own buffer the second time.
+    """
     if closes_window(state.generation, every=state.spec["checkpoint_every"]):
         return row
     window = state.metrics_window
     if window.dtype != row.dtype:
         return np.concatenate([window, row])
-    # One copy into a new array: np.concatenate of structured arrays first promotes
-    # their fields, which cost more than the copy (Dask mode's segments: every
-    # generation of a window).
-    extended = np.empty(len(window) + len(row), dtype=window.dtype)
-    extended[: len(window)] = window
-    extended[len(window) :] = row
-    return extended
+    size = len(window) + len(row)
+    buffer = window.base
+    if (
+        isinstance(buffer, np.ndarray)
+        and buffer.dtype == window.dtype
+        and buffer.ndim == 1
+        and len(buffer) >= size
+        and window.ctypes.data == buffer.ctypes.data
+        and (buffer["generation"][len(window) : size] == SPARE_GENERATION).all()
+    ):
+        buffer[len(window) : size] = row
+        return buffer[:size]
+    buffer = np.empty(max(2 * size, 16), dtype=window.dtype)
+    buffer["generation"][size:] = SPARE_GENERATION
+    buffer[: len(window)] = window
+    buffer[len(window) : size] = row
+    return buffer[:size]
+
+
+#: The ``generation`` of a metrics window buffer's spare rows (no row has it).
+SPARE_GENERATION = np.iinfo(np.int64).min
 
 
 def improved_best(best: dict | None, *, objective: np.ndarray, extra: dict, solutions_of) -> dict:

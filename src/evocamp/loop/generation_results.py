@@ -72,12 +72,12 @@ def combine_shards(
         if result.numerics is not None and result.numerics not in environments:
             environments.append(result.numerics)
     return GenerationResults(
-        objective=np.concatenate([r.objective for r in ordered]),
-        measures=np.concatenate([r.measures for r in ordered]),
-        extra={name: np.concatenate([r.extra[name] for r in ordered]) for name in extra_names},
+        objective=_joined([r.objective for r in ordered]),
+        measures=_joined([r.measures for r in ordered]),
+        extra={name: _joined([r.extra[name] for r in ordered]) for name in extra_names},
         eval_seconds=float(sum(r.eval_seconds.sum() for r in ordered)),
-        seconds=np.concatenate([r.eval_seconds for r in ordered]),
-        solutions=np.concatenate(proposed) if len(proposed) == len(ordered) else None,
+        seconds=_joined([r.eval_seconds for r in ordered]),
+        solutions=_joined(proposed) if len(proposed) == len(ordered) else None,
         shard_stats={
             name: float(np.mean([r.stats[name] for r in ordered if name in r.stats]))
             for name in stat_names
@@ -99,9 +99,16 @@ def _combined(ordered: list[ShardResult], name: str, blank: int, dtype) -> np.nd
     parts = [getattr(r, name) for r in ordered]
     if all(part is None for part in parts):
         return None
-    return np.concatenate(
+    return _joined(
         [
             np.full(r.stop - r.start, blank, dtype) if part is None else part
             for r, part in zip(ordered, parts, strict=True)
         ]
     )
+
+
+def _joined(parts: list) -> np.ndarray:
+    """The shards' arrays of one column in index order: one shard's as it is (a
+    generation of one shard, as a Dask mode segment evaluating in its own process
+    makes every generation, is not copied)."""
+    return np.asarray(parts[0]) if len(parts) == 1 else np.concatenate(parts)

@@ -22,8 +22,8 @@ from evocamp.files.completions import Completion
 from evocamp.loop.evaluation import evaluate_slice
 from evocamp.loop.outcomes import simulated_seconds
 from evocamp.model.protocol import call_optimizer
-from evocamp.model.run import Run
 from evocamp.model.runspec import (
+    Run,
     evaluation_repeats,
 )
 

@@ -451,13 +451,14 @@ def _check_outputs(
             raise EvaluationError(
                 f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
             )
-        bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
-        bad[list(failed)] = False
-        if bad.any():
-            offset = int(np.flatnonzero(bad)[0])
-            raise EvaluationError(
-                f"{call.solution(offset)}: '{name}' is not finite ({values[offset]})"
-            )
+        if not np.isfinite(values).all():  # which row (a program's failed rows are NaN)
+            bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
+            bad[list(failed)] = False
+            if bad.any():
+                offset = int(np.flatnonzero(bad)[0])
+                raise EvaluationError(
+                    f"{call.solution(offset)}: '{name}' is not finite ({values[offset]})"
+                )
         checked[name] = values
     return checked
 

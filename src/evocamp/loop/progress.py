@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import numpy as np
 
@@ -24,14 +25,17 @@ def generation_line(state: RunState, *, total: int | None) -> str:
     """One log line: run, generation/total, evaluations (and the repeats of each, with
     ``evaluation.repeats``), QD score and coverage (runs with an archive), best
     objective so far, seconds per generation and the ETA."""
+    # Python floats and sums: numpy's mean and isfinite on scalars cost more than the
+    # rest of the line (Dask mode's segments write one every generation).
     row = state.metrics_window[-1]
-    recent = state.metrics_window["wall_seconds"][-RATE_WINDOW:]
-    per_generation = float(np.mean(recent)) if len(recent) else float("nan")
+    recent = state.metrics_window["wall_seconds"][-RATE_WINDOW:].tolist()
+    per_generation = sum(recent) / len(recent) if recent else float("nan")
     progress = f"{state.generation}/{total}" if total else f"{state.generation}"
     remaining = (total - state.generation) * per_generation if total else float("nan")
-    quality = f"best {row['best_objective']:.4g}"
-    if np.isfinite(row["qd_score"]):
-        quality = f"qd_score {row['qd_score']:.4g} | coverage {row['coverage']:.3f} | {quality}"
+    quality = f"best {float(row['best_objective']):.4g}"
+    qd_score = float(row["qd_score"])
+    if math.isfinite(qd_score):
+        quality = f"qd_score {qd_score:.4g} | coverage {float(row['coverage']):.3f} | {quality}"
     repeats = evaluation_repeats(state.spec)
     evaluations = f"{int(row['evaluations'])}" + (f" ({repeats} repeats)" if repeats > 1 else "")
     return (

@@ -60,8 +60,7 @@ from evocamp.files.shard import read_shard
 from evocamp.loop.engine import tell
 from evocamp.model.layout import ends_window
 from evocamp.model.protocol import ASKED
-from evocamp.model.run import Run
-from evocamp.model.runspec import run_label
+from evocamp.model.runspec import Run, run_label
 from evocamp.model.state import RunState
 
 #: Environment variable naming the cache folder (``0``: no cache, states written whole).
@@ -74,15 +73,27 @@ def cache_folder() -> Path | None:
     ``$EVOCAMP_STATE_CACHE`` when set (``0`` for none), else a private folder in
     ``$XDG_RUNTIME_DIR`` or ``/dev/shm`` (both memory on Linux).
     """
+    folder = _cache_location()
+    return None if folder is None else private_folder(folder)
+
+
+def _cache_location() -> Path | None:
+    """Where this user's cache folder is (:func:`cache_folder`), neither made nor
+    checked: a lookup that finds no entry there needs neither."""
     setting = os.environ.get(CACHE_VARIABLE, "")
     if setting == "0":
         return None
     if setting:
-        return private_folder(Path(setting))
+        return Path(setting)
     for base in (os.environ.get("XDG_RUNTIME_DIR", ""), "/dev/shm"):
         if base and os.path.isdir(base):
-            return private_folder(Path(base) / f"evocamp-states-{os.getuid()}")
+            return Path(base) / f"evocamp-states-{os.getuid()}"
     return None
+
+
+def _run_key(work: str | Path) -> str:
+    """The name of a run's folder in the cache: a digest of its working folder."""
+    return hashlib.sha256(str(Path(work).resolve()).encode()).hexdigest()[:24]
 
 
 def run_cache(work: str | Path) -> Path | None:
@@ -91,8 +102,22 @@ def run_cache(work: str | Path) -> Path | None:
     folder = cache_folder()
     if folder is None:
         return None
-    key = hashlib.sha256(str(Path(work).resolve()).encode()).hexdigest()[:24]
-    return folder / key
+    return folder / _run_key(work)
+
+
+def _entry(path: Path, name_of) -> Path | None:
+    """The cache entry ``name_of(run cache, path)`` of the state file ``path`` when it
+    exists in this user's private cache folder, else ``None``; the folder is checked
+    (:func:`~evocamp.base.files.private_folder`) only when it holds the entry, so a
+    step that finds nothing cached (a shard on another node than the tell, the first
+    generation) makes and checks no folder."""
+    folder = _cache_location()
+    if folder is None:
+        return None
+    entry = name_of(folder / _run_key(path.parent), path)
+    if not entry.is_file() or private_folder(folder) is None:
+        return None
+    return entry
 
 
 def forget_run(work: str | Path) -> None:
@@ -399,10 +424,9 @@ class _CachedRows:
 def _cached_rows(path: Path) -> tuple[dict, _CachedRows] | None:
     """The header and the rows (read where indexed) of the rows entry of the state
     file ``path``, when the cache holds this very file's (:func:`_cache`)."""
-    cache = run_cache(path.parent)
-    if cache is None:
+    entry = _entry(path, _rows_file)
+    if entry is None:
         return None
-    entry = _rows_file(cache, path)
     try:
         with open(entry, "rb") as stream:
             length = int.from_bytes(stream.read(8), "little")
@@ -424,11 +448,11 @@ def _cached(path: Path) -> RunState | None:
     The cache is a private folder in memory, written by this user's tell jobs (a
     temporary file renamed when complete), so a plain pickle is safe and fast there.
     """
-    cache = run_cache(path.parent)
-    if cache is None:
+    entry = _entry(path, _state_file)
+    if entry is None:
         return None
     try:
-        with open(_state_file(cache, path), "rb") as stream:
+        with open(entry, "rb") as stream:
             identity, spec = pickle.load(stream)
             if identity != _file_identity(path):
                 return None

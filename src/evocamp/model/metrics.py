@@ -73,6 +73,8 @@ def _blank_metric_row() -> np.ndarray:
 
 
 _BLANK_METRIC_ROW = _blank_metric_row()
+#: A blank row's values by column, in :data:`METRIC_DTYPE`'s order.
+_BLANK_VALUES = dict(zip(METRIC_DTYPE.names, _BLANK_METRIC_ROW[0].item(), strict=True))
 
 
 def as_metric_rows(rows: np.ndarray) -> np.ndarray:
@@ -118,7 +120,9 @@ def metrics_row(
     ``failed``, ``timed_out`` and ``failed_total`` counts, the ``attempts`` and
     ``retries`` and the ``failed_seconds`` (0 when not given).
     """
-    row = blank_metric_rows(1)
+    # The row's values in a dict, then one structured row: setting a structured
+    # array's fields one by one costs more (Dask mode's segments: every generation).
+    row = dict(_BLANK_VALUES)
     row["generation"] = generation
     row["evaluations"] = evaluations
     if archive is not None:
@@ -136,9 +140,9 @@ def metrics_row(
     row["cqd_score"] = cqd_score
     row["failed_seconds"] = 0.0
     for name, value in (failures or {}).items():
-        row[name] = value
+        row[_field(name)] = value
     for name, value in (shard_stats or {}).items():
-        row[name] = value
+        row[_field(name)] = value
     for name, value in (optimizer_stats or {}).items():
         if name in OPTIMIZER_STATS:
             row[name] = value
@@ -146,7 +150,14 @@ def metrics_row(
     row["eval_seconds"] = eval_seconds
     if workers and wall_seconds > 0:
         row["utilisation"] = eval_seconds / (wall_seconds * workers)
-    return row
+    return np.array([tuple(row.values())], dtype=METRIC_DTYPE)
+
+
+def _field(name: str) -> str:
+    """``name``, a column of :data:`METRIC_DTYPE` (as setting a row's field checks)."""
+    if name not in _BLANK_VALUES:
+        raise ValueError(f"no field of name {name}")
+    return name
 
 
 def rows_to_csv(rows: np.ndarray) -> str:

@@ -194,14 +194,19 @@ def noted(
         under kernel Haswell; ..."`` when the step's deciding fields are new to the
         run, else ``None``.
     """
-    current = dict(environment() if current is None else current)
-    updated = [dict(record) for record in records]
-    for record in updated:
+    current = environment() if current is None else current
+    # The records are never changed in place: the new list shares those it keeps
+    # (Dask mode's segments note two steps every generation).
+    updated = list(records)
+    for index, record in enumerate(records):
         if record["step"] == step and all(
             record[k] == current[k] for k in (*DECIDING_FIELDS, "cpu")
         ):
             first, last = record["generations"]
-            record["generations"] = [min(first, generation), max(last, generation)]
+            updated[index] = {
+                **record,
+                "generations": [min(first, generation), max(last, generation)],
+            }
             return updated, None
     warning = None
     if updated and all(deciding(record) != deciding(current) for record in updated):

@@ -13,11 +13,21 @@ whether a kept checkpoint still belongs to the run)::
 run's results is in it, and nothing that may change during its life
 (``generations``; ``shards`` only where it is part of the algorithm). The helpers
 here name and key a spec for every layer above.
+
+A step resolves the spec it reads once into the **run object**, :class:`Run` (frozen:
+the spec as stored, its catalogue entries, its batch format, its failure policy and
+evaluation settings; :func:`evocamp.catalogue.factory.resolve_run` looks up what needs
+the catalogue, :meth:`Run.of` reads the rest from the spec with the accessors here),
+and passes it down instead of the dict. It lives here, below the files layer, so that
+the files layer reads what it needs of the catalogue from it and never calls up into
+the catalogue.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 from evocamp.base.seeding import run_key
 
@@ -161,3 +171,99 @@ def failure_policy(spec: dict) -> FailurePolicy:
     stored = spec.get("evaluation") or {}  # the repeats live there too
     names = [field.name for field in fields(FailurePolicy)]
     return FailurePolicy(**{name: stored[name] for name in names if name in stored})
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A run spec resolved (:func:`evocamp.catalogue.factory.resolve_run`).
+
+    Attributes
+    ----------
+    spec : dict
+        The run spec as stored (never modified).
+    label : str
+        ``algorithm/domain/seed<k>``, how messages name the run.
+    algorithm : AlgorithmType
+        The catalogue entry of its algorithm type (``plugin``'s for a user's class).
+    domain : DomainType or None
+        The catalogue entry of its domain type (``None`` for a user's function).
+    optimizer_class : type
+        The optimizer's class (a plugin's imported and checked).
+    batch_format : BatchFormat
+        How its batches are sized and materialised.
+    failure_policy : FailurePolicy
+        What it does when an evaluation fails.
+    repeats : int
+        Evaluations per solution (``evaluation.repeats``).
+    measure_dim : int
+        Its domain's number of measures.
+    stored_fields : tuple of str
+        The extra fields its evaluations keep (the domain's, and the spread of repeats).
+    parents_in_own_archive : bool
+        A QD run whose emitters sample parents from an archive of their own.
+    packages : tuple of str
+        The distributions of its optional extras that decide its numbers, which its
+        numeric provenance records (:func:`evocamp.model.numerics.environment`).
+    plugin : bool
+        Its optimizer class is a user's (``type: plugin``): calls into it and into its
+        batch format go through :func:`evocamp.model.protocol.call_optimizer`, which
+        names their failures.
+    evaluator : callable or None
+        Its domain's evaluation function, when the step evaluates
+        (``resolve_run(spec, evaluates=True)``: the shard step); ``None`` in the other
+        steps, which never import a user's evaluation module.
+    """
+
+    spec: dict
+    label: str
+    algorithm: Any
+    domain: Any
+    optimizer_class: type
+    batch_format: Any  # a model.protocol.BatchFormat (the protocol reads this module)
+    failure_policy: FailurePolicy
+    repeats: int
+    measure_dim: int
+    stored_fields: tuple[str, ...]
+    parents_in_own_archive: bool
+    packages: tuple[str, ...]
+    plugin: bool
+    evaluator: Callable | None = None
+
+    @classmethod
+    def of(
+        cls,
+        spec: dict,
+        *,
+        algorithm,
+        domain,
+        optimizer_class: type,
+        batch_format,
+        packages: tuple[str, ...],
+        evaluator: Callable | None = None,
+    ) -> Run:
+        """The run object of ``spec`` from what the catalogue resolved (its entries,
+        class, batch format, packages and evaluation function; what the catalogue's
+        :func:`~evocamp.catalogue.factory.resolve_run` looks up); the rest is read from
+        the spec here, by this module's accessors."""
+        recipe = algorithm.recipe
+        return cls(
+            spec=spec,
+            label=run_label(spec),
+            algorithm=algorithm,
+            domain=domain,
+            optimizer_class=optimizer_class,
+            batch_format=batch_format,
+            failure_policy=failure_policy(spec),
+            repeats=evaluation_repeats(spec),
+            measure_dim=measure_dim(spec["domain_spec"]),
+            stored_fields=tuple(stored_fields(spec)),
+            # Novelty search's emitters sample their parents from its novelty archive,
+            # not from the run's (a whole state holds its entries in
+            # /optimizer/rows/archive).
+            parents_in_own_archive=bool(
+                recipe is not None and recipe.result_archive and not recipe.emitters_on_result
+            ),
+            packages=packages,
+            plugin=is_plugin(spec),
+            evaluator=evaluator,
+        )

@@ -19,6 +19,11 @@ import numpy as np
 FUNCTIONS = tuple(range(1, 25))
 #: The search box of every BBOB function, ``[-5, 5]^d``.
 BOUND = 5.0
+#: Where ``x0: random`` draws a BBOB run's initial points, uniformly: ``[-4, 4]^d``, the
+#: box of the optima's shifts, as BBOB-2009's BIPOP-CMA-ES drew every restart's x0
+#: (cmaes.m 3.31.bbob's call ``bipopcmaes('fgeneric', '8 * rand(10,1) - 4', 2, opts)``,
+#: the string evaluated again at every restart).
+START = 4.0
 #: COCO's function groups (their names as COCO's figures give them), by function.
 GROUPS = {
     "separable": (1, 2, 3, 4, 5),

@@ -2,6 +2,11 @@
 (Dakota's standard format, byte for byte as Dakota 6.24 writes them, or JSON) and
 results files (Dakota's standard format or JSON), one evaluation or a batch.
 
+A domain with a search space writes each evaluation's active parameters by name with
+their typed values, in the blocks of Dakota's kinds of variables (:data:`DAKOTA_KINDS`:
+reals as continuous, integers as discrete integer, categories as discrete string,
+integer or real sets), so that ``dakota.interfacing`` reads ints, floats and strings.
+
 Reading a results file never raises: it gives, per evaluation, the values (objective,
 measures, extra fields in order) or why they cannot be had (``fail``, a value that is
 not a number, the wrong number of values), naming the file's offending line.
@@ -15,19 +20,28 @@ from dataclasses import dataclass
 
 #: Width of Dakota's right-aligned integer fields (``{:>43d}``).
 DAKOTA_WIDTH = 43
-#: Dakota's real values: 21 spaces, then the value right-aligned in 22 characters (a
-#: longer value, such as ``-1.000000000000000e-100``, widens the line instead of losing
-#: the spaces: what Dakota 6.24 writes, tests/data/dakota/).
-DAKOTA_REAL_INDENT, DAKOTA_REAL_WIDTH = 21, 22
+#: Dakota's variables' values: 21 spaces, then the value right-aligned in 22 characters
+#: (a longer value, such as ``-1.000000000000000e-100`` or a long string, widens the line
+#: instead of losing the spaces: what Dakota 6.24 writes, tests/data/dakota/).
+DAKOTA_VALUE_INDENT, DAKOTA_VALUE_WIDTH = 21, 22
 #: The objective's response descriptor in Dakota's parameters files (``ASV_1:obj_fn_1``).
 DAKOTA_OBJECTIVE = "obj_fn_1"
 
 
+#: Dakota's kinds of variables in the order its parameters files list them (a
+#: continuous variable: ``%.15e``; a discrete integer range or set: an integer; a
+#: discrete string set: its string; a discrete real set: ``%.15e``), as Dakota 6.24
+#: writes a study of ``continuous_design``, ``discrete_design_range`` and
+#: ``discrete_design_set`` ``integer``, ``string`` and ``real`` variables.
+DAKOTA_KINDS = ("continuous", "integer_range", "integer_set", "string_set", "real_set")
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """One evaluation as its parameters file describes it."""
+    """One evaluation as its parameters file describes it: ``values`` maps each active
+    variable's name to its value (a float; with a space, an int, a str or a bool too)."""
 
-    values: tuple[float, ...]
+    values: dict
     eval_id: int
     seed: int
     generation: int
@@ -40,29 +54,104 @@ def response_names(measure_dim: int, extra_fields: list[str]) -> list[str]:
     return ["objective", *(f"measure_{j + 1}" for j in range(measure_dim)), *extra_fields]
 
 
-def dakota_parameters(evaluation: Evaluation, *, variables: list[str], responses: list[str]) -> str:
-    """One evaluation's parameters in Dakota's standard format (``continuous_design``
-    variables, function values only, no analysis components, no metadata)."""
+def dakota_kind(entry: dict) -> str:
+    """The Dakota kind (:data:`DAKOTA_KINDS`) of a search space's parameter: a real is
+    continuous, an integer a discrete integer range; a categorical or ordinal parameter
+    a discrete set of its choices' kind (integers, numbers, else strings)."""
+    if entry["type"] in ("real", "integer"):
+        return "continuous" if entry["type"] == "real" else "integer_range"
+    choices = entry["choices"]
+    if any(isinstance(choice, (bool, str)) for choice in choices):
+        return "string_set"
+    return "integer_set" if all(isinstance(c, int) for c in choices) else "real_set"
+
+
+def dakota_kinds(entries: list[dict]) -> dict[str, str]:
+    """A search space's parameters' Dakota kinds by name, in the order Dakota's
+    parameters files list them (by kind, then as declared)."""
+    kinds = {entry["name"]: dakota_kind(entry) for entry in entries}
+    return dict(sorted(kinds.items(), key=lambda item: DAKOTA_KINDS.index(item[1])))
+
+
+def dakota_string(value) -> str:
+    """A value of a discrete string set as the parameters file writes it (a boolean as
+    YAML writes it, ``true`` or ``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def dakota_problems(entries: list[dict]) -> list[str]:
+    """What of a search space Dakota's parameters format cannot hold, one line each: a
+    name that is not one word (a descriptor), a choice written as a string that is
+    empty, starts or ends with a space or breaks a line."""
+    problems = [
+        f"parameter {entry['name']!r}: Dakota's parameters file needs a name without "
+        "spaces (params_format: json takes any)"
+        for entry in entries
+        if entry["name"].split() != [entry["name"]]
+    ]
+    for entry in entries:
+        if entry["type"] in ("categorical", "ordinal") and dakota_kind(entry) == "string_set":
+            bad = [c for c in map(dakota_string, entry["choices"]) if c.strip() != c or not c]
+            bad += [c for c in map(dakota_string, entry["choices"]) if len(c.splitlines()) > 1]
+            if bad:
+                problems.append(
+                    f"parameter '{entry['name']}': choice {bad[0]!r} cannot be written in "
+                    "Dakota's parameters file (empty, a space at an end, or a line break; "
+                    "params_format: json takes it)"
+                )
+    return problems
+
+
+def _dakota_line(kind: str, name: str, value) -> str:
+    """A variable's line: 21 spaces, its value right-aligned in 22 characters (a longer
+    one widens the line, a string's too), its name."""
+    if kind in ("continuous", "real_set"):
+        text = f"{float(value):.15e}"
+    else:
+        text = dakota_string(value) if kind == "string_set" else str(int(value))
+    return f"{' ' * DAKOTA_VALUE_INDENT}{text:>{DAKOTA_VALUE_WIDTH}} {name}"
+
+
+def dakota_parameters(
+    evaluation: Evaluation, *, kinds: dict[str, str], responses: list[str]
+) -> str:
+    """One evaluation's parameters in Dakota's standard format (function values only,
+    no analysis components, no metadata).
+
+    Parameters
+    ----------
+    evaluation : Evaluation
+        Its active variables' values by name.
+    kinds : dict
+        Every variable's Dakota kind (:data:`DAKOTA_KINDS`), in the order the file
+        lists them (Dakota's: by kind, then as declared); a variable missing from
+        ``evaluation.values`` (an inactive parameter) is left out.
+    responses : list of str
+        The outputs (:func:`response_names`).
+    """
     width = DAKOTA_WIDTH
     labels = [DAKOTA_OBJECTIVE, *responses[1:]]
-    lines = [f"{len(variables):>{width}d} variables"]
-    pairs = zip(evaluation.values, variables, strict=True)
-    indent = " " * DAKOTA_REAL_INDENT
-    lines += [f"{indent}{value:>{DAKOTA_REAL_WIDTH}.15e} {name}" for value, name in pairs]
+    written = [(kind, name) for name, kind in kinds.items() if name in evaluation.values]
+    lines = [f"{len(written):>{width}d} variables"]
+    lines += [_dakota_line(kind, name, evaluation.values[name]) for kind, name in written]
     lines.append(f"{len(labels):>{width}d} functions")
     lines += [f"{1:>{width}d} ASV_{i}:{label}" for i, label in enumerate(labels, 1)]
-    lines.append(f"{len(variables):>{width}d} derivative_variables")
-    lines += [f"{i:>{width}d} DVV_{i}:{name}" for i, name in enumerate(variables, 1)]
+    continuous = [name for kind, name in written if kind == "continuous"]
+    lines.append(f"{len(continuous):>{width}d} derivative_variables")
+    lines += [f"{i:>{width}d} DVV_{i}:{name}" for i, name in enumerate(continuous, 1)]
     lines.append(f"{0:>{width}d} analysis_components")
     lines.append(f"{evaluation.eval_id:>{width}d} eval_id")
     lines.append(f"{0:>{width}d} metadata")
     return "\n".join(lines) + "\n"
 
 
-def json_parameters(evaluation: Evaluation, *, variables: list[str], run: str) -> dict:
-    """One evaluation's parameters as a JSON object (variables by name, ids, seed)."""
+def json_parameters(evaluation: Evaluation, *, run: str) -> dict:
+    """One evaluation's parameters as a JSON object (variables by name with their typed
+    values, inactive parameters absent; ids, seed)."""
     return {
-        "variables": dict(zip(variables, evaluation.values, strict=True)),
+        "variables": dict(evaluation.values),
         "eval_id": evaluation.eval_id,
         "seed": evaluation.seed,
         "generation": evaluation.generation,
@@ -75,21 +164,19 @@ def parameters_text(
     evaluations: list[Evaluation],
     *,
     params_format: str,
-    variables: list[str],
+    kinds: dict[str, str],
     responses: list[str],
     run: str,
     batch: bool,
 ) -> str:
     """The text of a parameters file: one evaluation, or a batch (Dakota: the blocks
     one after the other, as Dakota's batch mode writes them; JSON: ``{"evaluations":
-    [...]}``)."""
+    [...]}``); ``kinds`` as :func:`dakota_parameters` takes them."""
     if params_format == "json":
-        objects = [json_parameters(e, variables=variables, run=run) for e in evaluations]
+        objects = [json_parameters(e, run=run) for e in evaluations]
         document = {"evaluations": objects} if batch else objects[0]
         return json.dumps(document, indent=1) + "\n"
-    return "".join(
-        dakota_parameters(e, variables=variables, responses=responses) for e in evaluations
-    )
+    return "".join(dakota_parameters(e, kinds=kinds, responses=responses) for e in evaluations)
 
 
 def read_results(

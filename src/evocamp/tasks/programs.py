@@ -8,6 +8,11 @@ folder, its files copied or linked), writes the parameters file, runs the progra
 (:mod:`evocamp.tasks.program_files`) and removes the directory, or keeps it after a
 failure (``keep_work``), at most ``keep_work_max`` of them per run.
 
+A domain with a search space (``space:``) gives the program each solution as its
+configuration: the parameters file names the active parameters with their typed
+values (:mod:`evocamp.tasks.program_files`), and ``{name}`` in the command is a
+parameter's value.
+
 A failure raises :class:`~evocamp.base.errors.EvaluationError` (a results file that says
 ``fail`` or cannot be read) or :class:`~evocamp.base.errors.ProgramCrashed` (a non-zero
 exit status, a signal), naming the solution, the work directory, the offending line
@@ -34,6 +39,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.files import unwritable_reason
 from evocamp.base.lanes import LANE_VARIABLES
+from evocamp.model.space import Space
 from evocamp.tasks import program_files
 from evocamp.tasks.program_files import Evaluation
 
@@ -45,9 +51,9 @@ RESULTS_FILE = "results.out"
 PROGRAM_LOG = "program.log"
 #: The folder under the work root that holds every work directory.
 WORK_FOLDER = "evocamp-work"
-#: Placeholders of ``command``.
+#: Placeholders of ``command`` (with a space, its parameters' names too).
 PLACEHOLDERS = ("params", "results", "workdir", "seed", "ranks", "eval_id")
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_ANY_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 #: Lines of the program's output quoted in a failure's message.
 TAIL_LINES = 3
 #: Default of ``keep_work_max``: work directories kept per run.
@@ -110,14 +116,20 @@ class Program:
 
     def __init__(self, domain: dict) -> None:
         here = Path.cwd()
+        self.space = Space(domain["space"]) if domain.get("space") else None
+        if self.space is not None:
+            self.variables = self.space.names
+            self.kinds = program_files.dakota_kinds(self.space.entries)
+        else:
+            dim = int(domain["solution_dim"])
+            self.variables = list(domain.get("variables") or [f"x{i + 1}" for i in range(dim)])
+            self.kinds = dict.fromkeys(self.variables, "continuous")
         self.words = [_resolved_word(word, here) for word in command_words(domain["command"])]
         if not any("{params}" in word or "{results}" in word for word in self.words):
             self.words += [PARAMETERS_FILE, RESULTS_FILE]  # as Dakota calls analysis drivers
         # The launcher starts the program's ranks: its words go first, not resolved.
         self.words = command_words(domain.get("launcher") or "") + self.words
         self.ranks = str(int(domain.get("ranks") or 1))
-        dim = int(domain["solution_dim"])
-        self.variables = list(domain.get("variables") or [f"x{i + 1}" for i in range(dim)])
         self.measure_dim = len(domain.get("measure_ranges") or [])
         self.extra_fields = list(domain.get("extra_fields") or [])
         self.responses = program_files.response_names(self.measure_dim, self.extra_fields)
@@ -146,9 +158,13 @@ class Program:
         """Evaluate ``solutions`` (one call of the program each, or one for all with
         ``batch: true``); ``call`` names them."""
         solutions = np.asarray(solutions, dtype=np.float64)
+        if self.space is not None:
+            values = self.space.configurations(solutions)
+        else:
+            values = [dict(zip(self.variables, map(float, row), strict=True)) for row in solutions]
         evaluations = [
             Evaluation(
-                values=tuple(float(v) for v in solutions[k]),
+                values=values[k],
                 eval_id=call.eval_ids[k],
                 seed=int(seeds[k]),
                 generation=call.generation,
@@ -194,7 +210,7 @@ class Program:
         text = program_files.parameters_text(
             evaluations,
             params_format=self.params_format,
-            variables=self.variables,
+            kinds=self.kinds,
             responses=self.responses,
             run=call.label,
             batch=self.batch,
@@ -202,6 +218,7 @@ class Program:
         (folder / PARAMETERS_FILE).write_text(text)
         first = evaluations[0]
         values = {
+            **({} if self.space is None else {k: _word(v) for k, v in first.values.items()}),
             "params": PARAMETERS_FILE,
             "results": RESULTS_FILE,
             "workdir": str(folder),
@@ -209,7 +226,10 @@ class Program:
             "ranks": self.ranks,
             "eval_id": str(first.eval_id),
         }
-        argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in self.words]
+        argv = [
+            _ANY_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), word)
+            for word in self.words
+        ]
         environment = dict(self.environment, EVOCAMP_WORKDIR=str(folder))
         environment.update(
             {name: os.environ[name] for name in LANE_VARIABLES if name in os.environ}
@@ -362,10 +382,16 @@ def _remove_empty_folders(run: Path, *, but: str) -> None:
             continue
 
 
+def _word(value) -> str:
+    """A parameter's value in the command line: a real with every digit (Python's
+    shortest form that reads back as the same float), a boolean as YAML writes it."""
+    return repr(value) if isinstance(value, float) else program_files.dakota_string(value)
+
+
 def _resolved_word(word: str, here: Path) -> str:
     """A command word naming an existing file or folder relative to ``here``, made
     absolute (the program runs in its work directory)."""
-    if _PLACEHOLDER.search(word) or os.path.isabs(word) or word.startswith("-"):
+    if _ANY_PLACEHOLDER.search(word) or os.path.isabs(word) or word.startswith("-"):
         return word
     path = here / word
     if ("/" in word or os.sep in word or path.is_file()) and path.exists():
@@ -477,9 +503,10 @@ def _launcher_problems(key: str, domain: dict, command: str) -> list[str]:
     return problems
 
 
-def command_problems(key: str, domain: dict) -> list[str]:
+def command_problems(key: str, domain: dict, *, space: list[dict] | None = None) -> list[str]:
     """What is wrong with a ``type: command`` domain entry ``key`` (its shape: the
-    schema checked the types of its values)."""
+    schema checked the types of its values); ``space``: its search space's parameters
+    (complete dicts), when it has one that can be read."""
     problems = [
         f"key '{key}.{required}': required for type command"
         for required in ("command", "measure_ranges")
@@ -494,25 +521,32 @@ def command_problems(key: str, domain: dict) -> list[str]:
     if not words:
         problems.append(f"key '{key}.command': names no program")
     text = " ".join(words)
-    for name in re.findall(r"\{([^{}]*)\}", text):
-        if name not in PLACEHOLDERS:
+    names = [entry["name"] for entry in space or ()]
+    conditional = {entry["name"] for entry in space or () if entry["condition"]}
+    for name in dict.fromkeys(_ANY_PLACEHOLDER.findall(text)):
+        if name not in (*PLACEHOLDERS, *names):
             problems.append(
                 f"key '{key}.command': unknown placeholder {{{name}}} (placeholders: "
-                + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+                + ", ".join(f"{{{p}}}" for p in (*PLACEHOLDERS, *names))
                 + ")"
             )
-    if domain.get("batch"):
-        for name in ("seed", "eval_id"):
-            if f"{{{name}}}" in text:
-                problems.append(
-                    f"key '{key}.command': {{{name}}} names one evaluation, and a batch holds "
-                    f"several: read each one's from the parameters file (params_format: json)"
-                )
-    elif domain.get("chunk_size", 1) != 1:
+        elif name in conditional:
+            problems.append(
+                f"key '{key}.command': {{{name}}} names a conditional parameter, absent when "
+                "inactive: read it from the parameters file"
+            )
+        elif domain.get("batch") and name in ("seed", "eval_id", *names):
+            problems.append(
+                f"key '{key}.command': {{{name}}} names one evaluation, and a batch holds "
+                f"several: read each one's from the parameters file (params_format: json)"
+            )
+    if not domain.get("batch") and domain.get("chunk_size", 1) != 1:
         problems.append(
             f"key '{key}.chunk_size': a program evaluates one solution per call; "
             "batch: true calls it once for chunk_size solutions"
         )
+    if space is not None:
+        problems += _space_problems(key, domain, space)
     problems += _launcher_problems(key, domain, text)
     variables = domain.get("variables")
     if variables is not None and "solution_dim" in domain:
@@ -521,6 +555,21 @@ def command_problems(key: str, domain: dict) -> list[str]:
                 f"key '{key}.variables': {len(variables)} names for solution_dim "
                 f"{domain['solution_dim']}"
             )
+    return problems
+
+
+def _space_problems(key: str, domain: dict, space: list[dict]) -> list[str]:
+    """``variables`` beside a space, a parameter named as a placeholder, a name or a
+    choice Dakota's parameters format cannot hold."""
+    problems = [f"key '{key}.variables': the space names the parameters; leave variables out"]
+    problems = problems if "variables" in domain else []
+    problems += [
+        f"key '{key}.space': parameter '{name}' is named as the placeholder {{{name}}}; rename it"
+        for name in (entry["name"] for entry in space)
+        if name in PLACEHOLDERS
+    ]
+    if domain.get("params_format", "dakota") == "dakota":
+        problems += [f"key '{key}.space': {line}" for line in program_files.dakota_problems(space)]
     return problems
 
 

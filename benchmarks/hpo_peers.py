@@ -1,0 +1,444 @@
+"""evocamp beside DeepHyper's CBO and Optuna's TPE on the ``mlp_digits`` tuning task,
+side by side: for every seed, every system in turn (or all at once), so that all share
+the machine's load.
+
+    python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
+        [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
+        [--algorithms qucb_decentralised] [--clocks virtual] \
+        [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
+        [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
+    python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
+
+For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
+asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
+of that seed per clock of ``--clocks``), DeepHyper's CBO (``bo_deephyper.py search
+--task hpo``: ``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")``
+with its process evaluator of ``--workers``), then Optuna's TPE in its own
+ask-and-tell loop over a process pool of ``--workers`` (:func:`optuna_tpe`). Every
+system trains with evocamp's own ``mlp_digits`` at ``config/hpo.yaml``'s
+``params.epochs`` (or ``--epochs``), the same budget, the same workers and 10 random initial points.
+With ``--together`` a seed's systems run at the same time (each with its own
+``--workers``), so that they share exactly the same load. With ``--repeat-check N``
+seed 0 of every system runs again at the end, N trainings, and is compared value for
+value in evaluation order with its first run's first N. ``--report`` gathers the
+``--results`` files of several processes (seeds run at once) into one report, and
+``--again`` compares a run of seed 0 made by another process with the first.
+
+Prints (and ``--results`` keeps, so a report can be redrawn with ``--report``)
+per system: best validation accuracy at half the budget and at the budget, at equal
+wall time (the shortest of the systems' median search wall times), the test accuracy
+of the best configuration, search wall seconds and the whole command's, utilisation
+(training seconds / (search wall seconds x workers)), proposal latency (evocamp's), mean
+and 95% bootstrap CI over seeds; writes the figure (best validation accuracy against
+trainings and against wall seconds, bands).
+
+``deephyper==0.13.2`` is not a dependency of evocamp: install it into its own
+environment (``python -m venv --system-site-packages /opt/dhenv && /opt/dhenv/bin/pip
+install deephyper==0.13.2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from common import (
+    REPO,
+    best_at,
+    best_at_time,
+    curves_figure,
+    interval,
+    known_interval,
+    machine,
+    scratch_folder,
+    snakemake,
+    store_runs,
+    stored_runs,
+    table,
+    write_config,
+)
+
+import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
+
+DOMAIN = "mlp_digits"
+TITLE = "mlp_digits (MLPClassifier on digits)"
+VALUE = "best validation accuracy"
+INITIAL_POINTS = 10
+SYSTEMS = ("evocamp", "deephyper_cbo", "optuna_tpe")
+VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
+
+
+def hpo_config() -> dict:
+    """``config/hpo.yaml`` as a dict."""
+    return yaml.safe_load((REPO / "config" / "hpo.yaml").read_text())
+
+
+def epochs_of(config: dict) -> int:
+    """The training epochs of the campaign file's ``mlp_digits``: what every system trains."""
+    return int(config["domains"][DOMAIN]["params"]["epochs"])
+
+
+def evocamp_runs(
+    args, seed: int, workdir: Path, *, clock: str, epochs: int, evaluations: int
+) -> dict[str, dict]:
+    """One campaign of ``config/hpo.yaml`` for ``seed`` (``--algorithms``, asynchronous
+    mode with ``clock``, ``--workers`` slots and workers, ``evaluations`` trainings of
+    ``epochs``): its runs by name (``<algorithm> [<clock> clock]``)."""
+    config = hpo_config()
+    config["campaign"] = f"hpo_{clock}"
+    config["mode"] = "async"
+    config["async"] = {**config.get("async", {}), "slots": args.workers, "clock": clock}
+    config["seeds"] = [seed]
+    batch = config["algorithms"][args.algorithms[0]]["batch_size"]
+    config["generations"] = evaluations // batch
+    config["checkpoint_every"] = config["generations"]
+    config["algorithms"] = {name: config["algorithms"][name] for name in args.algorithms}
+    config["dask"]["workers"] = args.workers
+    config["domains"][DOMAIN]["params"]["epochs"] = epochs
+    write_config(workdir, config)
+    began = time.time()
+    subprocess.run(
+        snakemake(workdir, "runs", cores=args.cores, snakefile=REPO / "Snakefile"),
+        check=True,
+        capture_output=True,
+    )
+    command = time.time() - began
+    runs = {}
+    for name, run in read_runs(args, workdir / "results" / config["campaign"], seed).items():
+        runs[f"{name} [{clock} clock]"] = {**run, "command_seconds": command}
+    return runs
+
+
+def read_runs(args, campaign: Path, seed: int) -> dict[str, dict]:
+    """The runs of seed ``seed`` of a finished campaign, by algorithm: the best value
+    after each generation, the cumulative wall time, utilisation, latency, the values
+    in evaluation order and the test accuracy of the best configuration."""
+    from evocamp.model.metrics import read_metrics_csv
+    from evocamp.results import load_evaluations
+
+    evaluations = load_evaluations(campaign)
+    runs = {}
+    for variant in args.algorithms:
+        rows = read_metrics_csv(campaign / variant / DOMAIN / f"seed{seed}" / "metrics.csv")[1:]
+        wall = np.cumsum(rows["wall_seconds"])
+        latency = np.nan_to_num(rows["fit_seconds"]) + np.nan_to_num(rows["propose_seconds"])
+        own = evaluations[
+            (evaluations.algorithm == variant) & (evaluations.seed == seed)
+        ].sort_values(["generation", "index"])
+        log = campaign / variant / DOMAIN / f"seed{seed}" / "completions.jsonl"
+        runs[variant] = {
+            "seed": seed,
+            "training_seconds": [
+                json.loads(line)["eval_seconds"] for line in log.read_text().splitlines()
+            ],
+            "evaluations": rows["evaluations"],
+            "best": rows["best_objective"],
+            "times": wall,
+            "wall_seconds": float(wall[-1]),
+            "utilisation": float(rows["eval_seconds"].sum() / (wall[-1] * args.workers)),
+            "latency": float(latency.mean()),
+            "evaluated": own.objective.tolist(),
+            "test_accuracy": float(
+                own.test_accuracy.iloc[int(np.argmax(own.objective.to_numpy()))]
+            ),
+        }
+    return runs
+
+
+def deephyper_run(args, seed: int, *, epochs: int, evaluations: int) -> dict:
+    """DeepHyper's CBO in its own process (``bo_deephyper.py search --task hpo``)."""
+    began = time.time()
+    out = subprocess.run(
+        [
+            args.deephyper_python,
+            str(REPO / "benchmarks" / "bo_deephyper.py"),
+            "search",
+            "--task=hpo",
+            f"--evaluations={evaluations}",
+            f"--seed={seed}",
+            f"--workers={args.workers}",
+            f"--epochs={epochs}",
+            f"--initial-points={INITIAL_POINTS}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()[-1]
+    return peer_run({**json.loads(out), "command_seconds": time.time() - began})
+
+
+def optuna_tpe(args, seed: int, *, epochs: int, evaluations: int) -> dict:
+    """Optuna's TPE on ``mlp_digits`` in Optuna's own ask-and-tell loop: ``--workers``
+    trainings at once in a process pool, a finished one told at once and its worker
+    given the next trial (``TPESampler(seed=seed, n_startup_trials=10)``, otherwise
+    Optuna's defaults; the ordinal ``batch_size`` as a categorical, Optuna having no
+    ordinal kind; ``momentum`` suggested only with the ``sgd`` solver)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    import optuna
+    from bo_deephyper import train
+
+    from evocamp.tasks.training import MLP_DIGITS_SPACE
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=INITIAL_POINTS),
+    )
+    finished, evaluated, asked = [], {}, 0
+    began = time.time()
+    with ProcessPoolExecutor(args.workers) as pool:
+        running = {}
+
+        def submit():
+            nonlocal asked
+            asked += 1
+            trial = study.ask()
+            configuration = suggested(trial, MLP_DIGITS_SPACE)
+            future = pool.submit(train, configuration, seed=seed, index=trial.number, epochs=epochs)
+            running[future] = trial
+
+        for _ in range(min(args.workers, evaluations)):
+            submit()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                trial = running.pop(future)
+                out = future.result()
+                study.tell(trial, out["objective"])
+                finished.append(out)
+                evaluated[trial.number] = out["objective"]
+                if asked < evaluations:
+                    submit()
+    wall = time.time() - began
+    return peer_run(
+        {
+            "seed": seed,
+            "wall_seconds": wall,
+            "command_seconds": wall,
+            "utilisation": sum(o["ended"] - o["began"] for o in finished) / (wall * args.workers),
+            "training_seconds": [o["ended"] - o["began"] for o in finished],
+            "times": [o["ended"] - began for o in finished],
+            "values": [o["objective"] for o in finished],
+            "test_accuracy": [o["test_accuracy"] for o in finished],
+            "evaluated": [evaluated[number] for number in sorted(evaluated)],
+        }
+    )
+
+
+def suggested(trial, space: dict) -> dict:
+    """A configuration of ``space`` suggested by an Optuna trial, a conditional parameter
+    only where its condition holds (parents come before their children in ``space``)."""
+    values = {}
+    for name, p in space.items():
+        if any(
+            values.get(parent) not in allowed for parent, allowed in p.get("condition", {}).items()
+        ):
+            continue
+        if p["type"] == "real":
+            values[name] = trial.suggest_float(name, p["low"], p["high"], log=p.get("log", False))
+        elif p["type"] == "integer":
+            values[name] = trial.suggest_int(name, p["low"], p["high"], log=p.get("log", False))
+        else:
+            values[name] = trial.suggest_categorical(name, p["choices"])
+    return values
+
+
+def peer_run(run: dict) -> dict:
+    """A peer's record as a run of the report: the best value after each training (in
+    completion order), its time, the test accuracy of the best configuration."""
+    values = np.asarray(run["values"])
+    return {
+        "seed": run["seed"],
+        "training_seconds": run["training_seconds"],
+        "evaluations": np.arange(1, len(values) + 1),
+        "best": np.maximum.accumulate(values),
+        "times": np.asarray(run["times"]),
+        "wall_seconds": run["wall_seconds"],
+        "command_seconds": run["command_seconds"],
+        "utilisation": run["utilisation"],
+        "latency": np.nan,
+        "evaluated": run["evaluated"],
+        "test_accuracy": float(run["test_accuracy"][int(np.argmax(values))]),
+    }
+
+
+def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) -> dict[str, dict]:
+    """Every system's run of ``seed``, by name: one after the other, or with
+    ``--together`` all at the same time (each its own ``--workers``)."""
+
+    def ours(clock: str) -> dict[str, dict]:
+        workdir = folder / f"seed{seed}_{clock}"
+        return evocamp_runs(
+            args, seed, workdir, clock=clock, epochs=epochs, evaluations=evaluations
+        )
+
+    def peer(system: str) -> dict[str, dict]:
+        run = deephyper_run if system == "deephyper_cbo" else optuna_tpe
+        return {system: run(args, seed, epochs=epochs, evaluations=evaluations)}
+
+    clocks = args.clocks if "evocamp" in args.systems else []
+    jobs = [(f"evocamp [{clock} clock]", lambda clock=clock: ours(clock)) for clock in clocks]
+    jobs += [(name, lambda name=name: peer(name)) for name in args.systems if name != "evocamp"]
+    runs = {}
+
+    def done(name: str, made: dict) -> None:
+        runs.update(made)
+        print(f"{time.strftime('%H:%M:%S')} seed {seed}: {name} done", flush=True)
+
+    if args.together:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            futures = {name: pool.submit(job) for name, job in jobs}
+            for name, future in futures.items():
+                done(name, future.result())
+    else:
+        for name, job in jobs:
+            done(name, job())
+    return runs
+
+
+def equal_time(systems: dict[str, list[dict]]) -> float:
+    """The wall seconds every system is compared at: the shortest of the systems'
+    median wall times (by then most runs of every system have finished)."""
+    return min(float(np.median([r["wall_seconds"] for r in runs])) for runs in systems.values())
+
+
+def report(systems: dict[str, list[dict]], *, budget: int) -> str:
+    """The Markdown table of the comparison (see the module's docstring)."""
+    seconds = equal_time(systems)
+    rows = []
+    for name, runs in systems.items():
+        latency = [r["latency"] for r in runs]
+        row = [
+            name,
+            len(runs),
+            interval([best_at(r, budget // 2) for r in runs]),
+            interval([best_at(r, budget) for r in runs]),
+            known_interval([float(best_at_time(r, np.array([seconds]))[0]) for r in runs]),
+            interval([r["test_accuracy"] for r in runs]),
+            interval([r["wall_seconds"] for r in runs]),
+            interval([r["command_seconds"] for r in runs]),
+            interval([r["utilisation"] for r in runs]),
+            spread(np.concatenate([r["training_seconds"] for r in runs])),
+            interval(latency) if np.isfinite(latency[0]) else "-",
+        ]
+        if any("same_again" in r for r in runs):
+            row.append(next((r["same_again"] for r in runs if "same_again" in r), "-"))
+        rows.append(row)
+    header = [
+        "system",
+        "seeds",
+        f"{VALUE} at {budget // 2}",
+        f"at {budget}",
+        f"at {seconds:.0f} s",
+        "test accuracy of the best",
+        "search wall s",
+        "command wall s",
+        "utilisation",
+        "training s: median (10th-90th percentile, max)",
+        "proposal latency s",
+    ]
+    if any(len(row) > len(header) for row in rows):
+        header.append("seed 0 again: same evaluations")
+    return f"### {TITLE} ({budget} trainings)\n\n" + table(header, rows)
+
+
+def spread(seconds: np.ndarray) -> str:
+    """The median, 10th and 90th percentiles and maximum of training times."""
+    low, median, high = np.percentile(seconds, [10, 50, 90])
+    return f"{median:.2g} ({low:.2g}-{high:.2g}, {seconds.max():.2g})"
+
+
+def same_again(first: dict, again: dict) -> str:
+    """Whether a repeated run (of as many or fewer trainings) evaluated the same values
+    in the same order as the first run's first trainings: ``yes (n)``, or ``no`` and
+    how many leading values it repeated."""
+    a, b = first["evaluated"][: len(again["evaluated"])], again["evaluated"]
+    same = next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), len(b))
+    return f"yes ({len(b)} of {len(b)})" if same == len(b) else f"no: {same} of {len(b)}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deephyper-python", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--evaluations", type=int, default=60)
+    parser.add_argument(
+        "--epochs", type=int, help="training epochs; default: config/hpo.yaml's params.epochs"
+    )
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=["qucb_decentralised"])
+    parser.add_argument("--clocks", nargs="+", choices=["virtual", "real"], default=["virtual"])
+    parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run a seed's systems at the same time, not one after the other",
+    )
+    parser.add_argument(
+        "--repeat-check",
+        type=int,
+        metavar="N",
+        help="run seed 0 of every system again at the end, N trainings, and compare them "
+        "with the first run's first N",
+    )
+    parser.add_argument("--figure", type=Path, default=REPO / "benchmarks/figures/hpo.png")
+    parser.add_argument("--workdir", type=Path, help="keep the campaigns in this folder")
+    parser.add_argument("--results", type=Path, help="JSON file the runs are kept in")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        help="run nothing: report the runs of these --results files together (runs made "
+        "by several processes at once)",
+    )
+    parser.add_argument(
+        "--again",
+        type=Path,
+        help="with --report: a --results file of seed 0 run again, compared with the first",
+    )
+    args = parser.parse_args()
+    epochs = args.epochs or epochs_of(hpo_config())
+    results = stored_runs(args.results) if args.results else {}
+    systems = results.setdefault(DOMAIN, {})
+    for path in args.report or []:
+        for name, runs in stored_runs(path)[DOMAIN].items():
+            systems.setdefault(name, []).extend(runs)
+    if args.again:
+        for name, runs in stored_runs(args.again)[DOMAIN].items():
+            first = next(r for r in systems[name] if r["seed"] == runs[0]["seed"])
+            first["same_again"] = same_again(first, runs[0])
+    if not args.report:
+        print(machine(), f"epochs {epochs}", flush=True)
+        with scratch_folder("evocamp-hpo-", keep=args.workdir) as folder:
+            for seed in args.seeds:
+                runs = one_seed(args, seed, folder, epochs=epochs, evaluations=args.evaluations)
+                for name, run in runs.items():
+                    systems.setdefault(name, []).append(run)
+                if args.results:
+                    store_runs(args.results, results)
+                print(report(systems, budget=args.evaluations), flush=True)
+            if args.repeat_check:
+                again = one_seed(
+                    args, 0, folder / "again", epochs=epochs, evaluations=args.repeat_check
+                )
+                for name, run in again.items():
+                    first = next(r for r in systems[name] if r["seed"] == 0)
+                    first["same_again"] = same_again(first, run)
+                if args.results:
+                    store_runs(args.results, results)
+    print(report(systems, budget=args.evaluations))
+    curves_figure({TITLE: systems}, args.figure, value=VALUE, budgets={TITLE: args.evaluations})
+    print(f"figure: {args.figure}")
+
+
+if __name__ == "__main__":
+    main()
