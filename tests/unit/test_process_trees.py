@@ -126,6 +126,56 @@ def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
     assert running(pids) == []
 
 
+#: A program whose child leaves its tree (a session of its own, then a child of that
+#: re-parented away when its parent exits and is reaped: neither a descendant of the
+#: evaluation nor in a group one leads, as an ``srun`` task's child is not) and
+#: sleeps, ignoring SIGTERM, while the program hangs.
+ESCAPING_PROGRAM = """\
+import os, signal, sys, time
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(sys.argv[1], "a") as noted:
+            noted.write(str(os.getpid()) + "\\n")
+        time.sleep(600)
+    os._exit(0)
+os.waitpid(middle, 0)  # reaped: no trace of its group's leader is left
+time.sleep(600)
+"""
+
+
+def test_a_timed_out_program_ends_what_left_its_tree(tmp_path):
+    """A process the program started that is no longer its descendant nor in its
+    groups (found by the supervised child's marker in its environment) is ended
+    with the timed-out evaluation."""
+    import numpy as np
+
+    from evocamp.catalogue.factory import resolve_run
+    from evocamp.loop.evaluation import evaluate_slice
+
+    pidfile, program = tmp_path / "escaped", tmp_path / "escaping.py"
+    program.write_text(ESCAPING_PROGRAM)
+    spec = command_spec(
+        tmp_path,
+        command=[sys.executable, "-S", str(program), str(pidfile)],
+        evaluation={"on_failure": "discard", "timeout": 1.0},
+    )
+    result = evaluate_slice(
+        resolve_run(spec),
+        generation=1,
+        shard=0,
+        start=0,
+        solutions=np.zeros((1, 4)),
+        seeds=np.array([5]),
+    )
+    assert result.status.tolist() == [STATUS["timed_out"]]
+    pids = tree_pids(pidfile)
+    assert len(pids) == 1
+    assert running(pids) == []
+
+
 @pytest.mark.skipif(
     shutil.which("mpirun") is None, reason="mpirun is not installed (apt-get install openmpi-bin)"
 )

@@ -52,6 +52,7 @@ import contextlib
 import ctypes
 import os
 import pickle
+import secrets
 import select
 import signal
 import struct
@@ -60,6 +61,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from evocamp.base.process_table import MARKER_VARIABLE, descendant_groups, kill_marked
 
 _HEADER = struct.Struct("!Q")
 
@@ -122,6 +125,7 @@ def supervised(
     read_end, write_end = os.pipe()
     output_read, output_write = os.pipe()
     parent = os.getpid()
+    marker = secrets.token_hex(8)  # names the child's processes, never what it computes
     _flush_standard_streams()  # or the child would write the parent's pending output again
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
@@ -132,7 +136,7 @@ def supervised(
         for standard in (1, 2):
             os.dup2(output_write, standard)
         os.close(output_write)
-        os.environ.update(environment or {})
+        os.environ.update(environment or {}, **{MARKER_VARIABLE: marker})
         _child(task, count, write_end)
     with contextlib.suppress(OSError):  # set by both, whichever runs first (it may be gone)
         os.setpgid(pid, pid)
@@ -140,7 +144,7 @@ def supervised(
         guardian.watch(pid)
     os.close(write_end)
     os.close(output_write)
-    group = _Group(pid)
+    group = _Group(pid, marker)
     output = _Output(output_read)
     finished = False
     try:
@@ -207,8 +211,9 @@ class _Group:
     signal to the group reaches this evaluation's processes and no others.
     """
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, marker: str) -> None:
         self.pid = pid
+        self.marker = marker
         self.status: int | None = None
         self.reaped = False
         try:  # readable the moment the child ends
@@ -253,7 +258,9 @@ class _Group:
         """End every process of the group, and of the groups its running child's
         descendants lead (an MPI launcher puts each task in a group of its own):
         ``SIGTERM``, up to ``grace`` seconds for them to end, ``SIGKILL`` to those
-        left; reap the child; unwatch the group."""
+        left; reap the child; ``SIGKILL`` what carries its marker still (processes
+        that left its tree: an orphan re-parented away, tasks ``srun`` had Slurm
+        start); unwatch the group."""
         if not (self.reaped and not _signal_group(self.pid, 0)):
             others = descendant_groups(self.pid) if not self.exited() else set()
             for group in (self.pid, *others):
@@ -269,37 +276,9 @@ class _Group:
                     self.reap()
                     break
                 time.sleep(POLL_SECONDS)
+        kill_marked(self.marker)
         if _GUARDIAN is not None:
             _GUARDIAN.unwatch(self.pid)
-
-
-def descendant_groups(pid: int) -> set[int]:
-    """The process groups led by descendants of ``pid`` (read from ``/proc``): those
-    its group does not hold, such as the tasks Open MPI's ``mpirun`` starts, each in a
-    group of its own; empty where ``/proc`` cannot be read."""
-    parents, leaders = {}, set()
-    try:
-        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
-    except OSError:
-        return set()
-    for name in entries:
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                text = stat.read()
-        except OSError:  # ended meanwhile
-            continue
-        state = text[text.rindex(b")") + 2 :].split()  # state ppid pgrp ...
-        parents.setdefault(int(state[1]), []).append(int(name))
-        if int(state[2]) == int(name):
-            leaders.add(int(name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), ()):
-            todo.append(child)
-            if child in leaders:
-                found.add(child)
-    found.discard(pid)
-    return found
 
 
 #: The guardian's program: reads ``+<group>`` and ``-<group>`` lines from the

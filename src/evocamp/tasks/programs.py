@@ -39,6 +39,7 @@ import numpy as np
 from evocamp.base.errors import EvaluationError, ProgramCrashed
 from evocamp.base.files import unwritable_reason
 from evocamp.base.lanes import LANE_VARIABLES
+from evocamp.base.process_table import MARKER_VARIABLE
 from evocamp.model.space import Space
 from evocamp.tasks import program_files
 from evocamp.tasks.program_files import Evaluation
@@ -231,9 +232,8 @@ class Program:
             for word in self.words
         ]
         environment = dict(self.environment, EVOCAMP_WORKDIR=str(folder))
-        environment.update(
-            {name: os.environ[name] for name in LANE_VARIABLES if name in os.environ}
-        )
+        passed = (*LANE_VARIABLES, MARKER_VARIABLE)  # the lane's, the supervised child's
+        environment.update({name: os.environ[name] for name in passed if name in os.environ})
         if not self.batch:
             environment.update(EVOCAMP_SEED=values["seed"], EVOCAMP_EVAL_ID=values["eval_id"])
         whole = places[0] if len(places) == 1 else call.whole
