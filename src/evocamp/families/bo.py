@@ -35,6 +35,7 @@ evaluated or proposed is recognised, and proposals are returned as solutions
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from evocamp.model.space import Space
 #: Streams of the optimizer seed (SeedSequence spawn keys).
 KAPPA_STREAM = 1
 PROPOSAL_STREAM = 2
+MODEL_STREAM = 3
 
 
 def exploration_weights(seed: int, *, kappa: float, worker: int, count: int) -> np.ndarray:
@@ -62,6 +64,18 @@ def proposal_rng(seed: int, *, generation: int, worker: int) -> np.random.Genera
     candidates and the surrogate's own seed)."""
     stream = np.random.SeedSequence(seed, spawn_key=(PROPOSAL_STREAM, generation, worker))
     return np.random.default_rng(stream)
+
+
+def kappa_decay(schedule, *, kappa: float, proposed: int, initial_points: int) -> float:
+    """The factor of DeepHyper's periodic exponential decay of the exploration weight
+    (its CBO's ``scheduler={"type": "periodic-exp-decay", "period": P, "kappa_final":
+    F}``) for a proposal made after ``proposed`` others: ``(F / kappa) ** (t / P)`` with
+    ``t = (proposed - initial_points) mod P``, so the weight falls from ``kappa`` towards
+    ``F`` over ``P`` proposals and starts again; 1 without a schedule (``None``)."""
+    if schedule is None:
+        return 1.0
+    period, final = int(schedule["period"]), float(schedule["kappa_final"])
+    return (final / kappa) ** (((proposed - initial_points) % period) / period)
 
 
 def fit_surrogate(x: np.ndarray, y: np.ndarray, *, trees: int, rng: np.random.Generator):
@@ -183,6 +197,51 @@ def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
     return np.sort(np.concatenate([best, others[len(others) - (limit - len(best)) :]]))
 
 
+#: Surrogates fitted in this process for reuse (:func:`reused_surrogate`), newest last.
+_SURROGATES: dict[bytes, object] = {}
+_SURROGATES_KEPT = 4
+
+
+def reused_surrogate(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    every: int,
+    initial_points: int,
+    trees: int,
+    seed: int,
+    fit_points: int = FIT_POINTS,
+):
+    """The surrogate refitted only every ``every``-th told point: fitted to the first
+    ``m = initial_points + k * every`` points of the history (``k`` the most that fit),
+    (at most ``fit_points`` of them, :func:`training_subset`), with its random state
+    from ``seed`` and ``m`` alone, so every proposal between two
+    refits uses the same model, a pure function of the history (a proposal stays one of
+    the completion log). Fitted models are kept in this process (the last few) and
+    reused; a process that lacks one fits the same model again.
+
+    Returns
+    -------
+    object
+        The fitted ``ExtraTreesRegressor``.
+    """
+    count = initial_points + ((len(y) - initial_points) // every) * every
+    rows = training_subset(y[:count], limit=fit_points)
+    fit_x, fit_y = x[:count][rows], y[:count][rows]
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (np.asarray([seed, count, trees], dtype=np.int64), fit_x, fit_y):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    key = digest.digest()
+    model = _SURROGATES.pop(key, None)
+    if model is None:
+        stream = np.random.SeedSequence(seed, spawn_key=(MODEL_STREAM, count))
+        model = fit_surrogate(fit_x, fit_y, trees=trees, rng=np.random.default_rng(stream))
+    _SURROGATES[key] = model
+    while len(_SURROGATES) > _SURROGATES_KEPT:
+        del _SURROGATES[next(iter(_SURROGATES))]
+    return model
+
+
 def propose(
     x: np.ndarray,
     y: np.ndarray,
@@ -198,6 +257,7 @@ def propose(
     snap: Callable[[np.ndarray], np.ndarray] | None = None,
     fit_points: int = FIT_POINTS,
     lies: np.ndarray | None = None,
+    refit: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -230,14 +290,28 @@ def propose(
     if len(y) < initial_points:
         return keep(rng.uniform(low, high, (count, dim))), 0.0, 0.0
     began = time.perf_counter()
-    fitted_rows = training_subset(y, limit=fit_points)
-    fit_x, fit_y = x[fitted_rows], y[fitted_rows]
-    if lies is not None and len(lies):
-        nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
-        fit_x = np.concatenate([fit_x, lies])
-        fit_y = np.concatenate([fit_y, fit_y[nearest]])
-        pending = lies if pending is None else np.concatenate([pending, lies])
-    model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
+    if refit is not None and refit[0] > 1:
+        if lies is not None and len(lies):
+            pending = lies if pending is None else np.concatenate([pending, lies])
+        model = reused_surrogate(
+            x,
+            y,
+            every=refit[0],
+            initial_points=initial_points,
+            trees=trees,
+            seed=refit[1],
+            fit_points=fit_points,
+        )
+        fit_x = x[training_subset(y, limit=fit_points)]  # (the genetic search's seeds)
+    else:
+        fitted_rows = training_subset(y, limit=fit_points)
+        fit_x, fit_y = x[fitted_rows], y[fitted_rows]
+        if lies is not None and len(lies):
+            nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+            fit_x = np.concatenate([fit_x, lies])
+            fit_y = np.concatenate([fit_y, fit_y[nearest]])
+            pending = lies if pending is None else np.concatenate([pending, lies])
+        model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
@@ -296,12 +370,21 @@ class _QUCB:
     space : list of dict, optional
         The domain's search space (:mod:`evocamp.model.space`): proposals are made in
         its unit cube (``bounds`` is then unused).
+    refit_every : int, optional
+        Refit the surrogate only every ``refit_every``-th told point and reuse it between
+        (:func:`reused_surrogate`); 1 (the default) fits it for every proposal.
+    kappa_schedule : dict, optional
+        ``{"period": P, "kappa_final": F}``: every exploration weight decays
+        periodically (:func:`kappa_decay`, DeepHyper's periodic exponential decay).
     """
 
     #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
     #: the run spec, and a class attribute, so optimizers pickled before it have it; a
     #: benchmark may set it on an instance).
     fit_points = FIT_POINTS
+    #: The cheapeners' settings (class attributes: optimizers pickled before them have them).
+    refit_every = 1
+    kappa_schedule = None
 
     def __init__(
         self,
@@ -317,6 +400,8 @@ class _QUCB:
         trees: int,
         refine_generations: int,
         space: list | None = None,
+        refit_every: int = 1,
+        kappa_schedule: dict | None = None,
     ) -> None:
         if space is not None:
             self.space, bounds = Space(space), (0.0, 1.0)
@@ -330,6 +415,8 @@ class _QUCB:
         self.candidates = int(candidates)
         self.trees = int(trees)
         self.refine_generations = int(refine_generations)
+        self.refit_every = int(refit_every)
+        self.kappa_schedule = None if kappa_schedule is None else dict(kappa_schedule)
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
@@ -341,6 +428,24 @@ class _QUCB:
         if space is None:
             return {"snap": None, "solutions": lambda points: points, "unit": lambda x: x}
         return {"snap": space.snap, "solutions": space.from_unit, "unit": space.to_unit}
+
+    def _decayed(self, kappas: np.ndarray, proposed) -> np.ndarray:
+        """``kappas`` under the kappa schedule, for proposals made after ``proposed``
+        others (one count per kappa, or one for all)."""
+        factors = [
+            kappa_decay(
+                self.kappa_schedule,
+                kappa=self.kappa,
+                proposed=int(count),
+                initial_points=self.initial_points,
+            )
+            for count in np.broadcast_to(proposed, np.shape(kappas))
+        ]
+        return np.asarray(kappas) * np.asarray(factors)
+
+    def _refit(self) -> tuple[int, int] | None:
+        """``propose``'s ``refit``: ``(refit_every, seed)``, or ``None`` (a fit per proposal)."""
+        return (self.refit_every, self.seed) if self.refit_every > 1 else None
 
     def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
         self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
@@ -370,7 +475,7 @@ class CentralisedQUCB(_QUCB):
         points, fit_seconds, propose_seconds = propose(
             space["unit"](self.x),
             self.y,
-            kappas=self.kappas,
+            kappas=self._decayed(self.kappas, (self.generation - 1) * self.points),
             bounds=self.bounds,
             candidates=self.candidates,
             trees=self.trees,
@@ -379,6 +484,7 @@ class CentralisedQUCB(_QUCB):
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
             snap=space["snap"],
             fit_points=self.fit_points,
+            refit=self._refit(),
         )
         points = space["solutions"](points)
         self.pending = points
@@ -407,7 +513,7 @@ class CentralisedQUCB(_QUCB):
         points, fit_seconds, propose_seconds = propose(
             space["unit"](self.x),
             self.y,
-            kappas=kappas,
+            kappas=self._decayed(kappas, np.asarray(evaluations)),
             bounds=self.bounds,
             candidates=self.candidates,
             trees=self.trees,
@@ -417,6 +523,7 @@ class CentralisedQUCB(_QUCB):
             pending=space["unit"](in_flight),
             snap=space["snap"],
             fit_points=self.fit_points,
+            refit=self._refit(),
         )
         points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
@@ -445,7 +552,8 @@ class DecentralisedBatch(CompactBatch):
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
     batch size, shards, initial points, candidates, trees, refine generations, fit
     points); asynchronous proposals ahead add ``pending``, the point the slot was
-    evaluating when the proposal was asked (a believer of :func:`propose`)."""
+    evaluating when the proposal was asked (a believer of :func:`propose`); the
+    cheapeners, when set, ``refit_every`` and ``kappa_schedule`` (period, final kappa)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -473,23 +581,35 @@ class DecentralisedBatch(CompactBatch):
                 f"{size} in {shards} shards: decentralised proposals are made per shard"
             )
         seed = int(batch["seed"][0])
+        generation = int(batch["generation"][0])  # (asynchronous mode: the evaluation id)
+        schedule = None
+        if "kappa_schedule" in batch:
+            period, final = batch["kappa_schedule"][()]
+            schedule = {"period": int(period), "kappa_final": float(final)}
+        kappa = float(batch["kappa"][0])
+        every = int(batch["refit_every"][0]) if "refit_every" in batch else 1
         space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
         x = batch["x"][()]
         points, fit_seconds, propose_seconds = propose(
             _in_unit(space, x),
             batch["y"][()],
-            kappas=exploration_weights(
-                seed, kappa=float(batch["kappa"][0]), worker=worker, count=stop - start
+            kappas=exploration_weights(seed, kappa=kappa, worker=worker, count=stop - start)
+            * kappa_decay(
+                schedule,
+                kappa=kappa,
+                proposed=generation if "worker" in batch else (generation - 1) * size,
+                initial_points=initial_points,
             ),
             bounds=tuple(float(b) for b in batch["bounds"][()]),
             candidates=candidates,
             trees=trees,
             initial_points=initial_points,
             refine_generations=refine_generations,
-            rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
+            rng=proposal_rng(seed, generation=generation, worker=worker),
             snap=None if space is None else space.snap,
             fit_points=bound[0] if bound else FIT_POINTS,
             lies=_in_unit(space, batch["pending"][()]) if "pending" in batch else None,
+            refit=(every, seed) if every > 1 else None,
         )
         return {
             "solutions": points if space is None else space.from_unit(points),
@@ -554,6 +674,13 @@ class DecentralisedQUCB(_QUCB):
         }
         if worker is not None:
             batch["worker"] = np.asarray([worker], dtype=np.int64)
+        if self.refit_every > 1:
+            batch["refit_every"] = np.asarray([self.refit_every], dtype=np.int64)
+        if self.kappa_schedule is not None:
+            schedule = self.kappa_schedule
+            batch["kappa_schedule"] = np.asarray(
+                [schedule["period"], schedule["kappa_final"]], dtype=np.float64
+            )
         if getattr(self, "space", None) is not None:  # its parameters as JSON bytes
             text = json.dumps(self.space.entries, separators=(",", ":"))
             batch["space"] = np.frombuffer(text.encode(), dtype=np.uint8)
