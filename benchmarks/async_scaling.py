@@ -18,7 +18,14 @@ other for each worker count, so a changing load touches both alike):
   starts an evaluation it is asked for its next proposal from the history told until
   then, and fits (at most ``FIT_POINTS`` points) and proposes while it evaluates; a
   freed worker starts its queued proposal as soon as that proposal is made;
-- ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share).
+- ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share);
+- ``at-freeing``: ``today`` with the fit bounded (the default of this version);
+- ``cheap-search``, ``refit-8-cheap-search``: ``at-freeing`` with DeepHyper's
+  cheapeners: 2,000 candidates and 5 generations of the genetic search instead of
+  10,000 and 20, and the surrogate refitted every 8th told point (all simulated workers
+  share this process's fitted models, as the slots served by one Dask worker process
+  or a centralised coordinator do; W workers in W processes would each fit the model
+  of a refit they need once).
 
 Fits and proposals are really computed, one after the other, and timed with the
 process clock. ``--history N`` starts every run from N told uniform points (a long
@@ -53,7 +60,19 @@ from evocamp.files.completions import Completion
 from evocamp.tasks.functions import ackley_value
 
 BOUND = 32.768
-VARIANTS = ("today", "ahead", "ahead-full")
+#: Variant: (proposals ahead, fit points, algorithm keys over ``config/bo.yaml``'s).
+VARIANTS = {
+    "today": (False, 10**9, {}),
+    "at-freeing": (False, FIT_POINTS, {}),
+    "ahead": (True, FIT_POINTS, {}),
+    "ahead-full": (True, 10**9, {}),
+    "cheap-search": (False, FIT_POINTS, {"candidates": 2000, "refine_generations": 5}),
+    "refit-8-cheap-search": (
+        False,
+        FIT_POINTS,
+        {"refit_every": 8, "candidates": 2000, "refine_generations": 5},
+    ),
+}
 
 
 def simulate(
@@ -67,12 +86,12 @@ def simulate(
     seed: int = 0,
 ) -> dict:
     """Simulate one asynchronous decentralised run (see the module docstring)."""
-    settings = dict(ALGORITHMS["qucb_decentralised"].defaults)
+    ahead, fit_points, keys = VARIANTS[variant]
+    settings = {**ALGORITHMS["qucb_decentralised"].defaults, **keys}
     optimizer = DecentralisedQUCB(
         solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=seed, shards=workers, **settings
     )
-    optimizer.fit_points = FIT_POINTS if variant == "ahead" else 10**9
-    ahead = variant != "today"
+    optimizer.fit_points = fit_points
     if history:
         x = np.random.default_rng(seed + 2).uniform(-BOUND, BOUND, (history, dim))
         optimizer.tell_async(-ackley_value(x), np.empty((history, 0)), solutions=x)
@@ -245,7 +264,9 @@ def main() -> None:
     parser.add_argument("--min-evaluations", type=int, default=400)
     parser.add_argument("--dim", type=int, default=5)
     parser.add_argument("--mean-seconds", type=float, default=0.5)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["today", "ahead"])
+    parser.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), default=["at-freeing", "ahead"]
+    )
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
