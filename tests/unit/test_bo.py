@@ -10,7 +10,7 @@ from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import optimizer_class, resolve_run
 from evocamp.config import run_spec, validate_config
-from evocamp.families import bo
+from evocamp.families import surrogate
 from evocamp.families.bo import (
     exploration_weights,
     fit_surrogate,
@@ -153,10 +153,10 @@ def test_a_reused_surrogate_is_the_one_a_fresh_process_fits():
     def proposed(count):
         return propose(x[:count], y[:count], rng=np.random.default_rng(count), **settings)[0]
 
-    bo._SURROGATES.clear()
+    surrogate._SURROGATES.clear()
     warm = [proposed(count) for count in (22, 23, 25)]
-    assert len(bo._SURROGATES) == 1  # 22, 23 and 25 points: refitted at 22 only
-    bo._SURROGATES.clear()
+    assert len(surrogate._SURROGATES) == 1  # 22, 23 and 25 points: refitted at 22 only
+    surrogate._SURROGATES.clear()
     cold = [proposed(count) for count in (25, 23, 22)][::-1]
     for made, again in zip(warm, cold, strict=True):
         assert made.tobytes() == again.tobytes()
