@@ -9,6 +9,7 @@ deterministic subset of the history (:func:`training_subset`), or reused between
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -139,6 +140,7 @@ def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
 #: Surrogates fitted in this process for reuse (:func:`reused_surrogate`), newest last.
 _SURROGATES: dict[bytes, object] = {}
 _SURROGATES_KEPT = 4
+_SURROGATES_LOCK = threading.Lock()
 
 
 def reused_surrogate(
@@ -171,11 +173,13 @@ def reused_surrogate(
     for part in (np.asarray([seed, count, trees], dtype=np.int64), fit_x, fit_y):
         digest.update(np.ascontiguousarray(part).tobytes())
     key = digest.digest()
-    model = _SURROGATES.pop(key, None)
+    with _SURROGATES_LOCK:  # (a Dask worker's lanes, or a proposal made ahead, are threads)
+        model = _SURROGATES.pop(key, None)
     if model is None:
         stream = np.random.SeedSequence(seed, spawn_key=(MODEL_STREAM, count))
         model = fit_surrogate(fit_x, fit_y, trees=trees, rng=np.random.default_rng(stream))
-    _SURROGATES[key] = model
-    while len(_SURROGATES) > _SURROGATES_KEPT:
-        del _SURROGATES[next(iter(_SURROGATES))]
+    with _SURROGATES_LOCK:
+        _SURROGATES[key] = model
+        while len(_SURROGATES) > _SURROGATES_KEPT:
+            del _SURROGATES[next(iter(_SURROGATES))]
     return model
