@@ -4,8 +4,10 @@
         [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
     python benchmarks/async_scaling.py --fit-times
     python benchmarks/async_scaling.py --coordinator
+    python benchmarks/async_scaling.py --segment [--means 0.01 0.1 1] [--workers 8]
 
-Real fitting, simulated evaluation times. Every worker runs on a core of its own and
+``--segment`` runs real segment jobs instead (:func:`segment_ceiling`). Otherwise: real
+fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
 are processed in simulated time, so the numbers are what W cores would see, whatever
 this machine has. ``--per-worker`` x W evaluations are proposed, at least
@@ -18,7 +20,14 @@ other for each worker count, so a changing load touches both alike):
   starts an evaluation it is asked for its next proposal from the history told until
   then, and fits (at most ``FIT_POINTS`` points) and proposes while it evaluates; a
   freed worker starts its queued proposal as soon as that proposal is made;
-- ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share).
+- ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share);
+- ``at-freeing``: ``today`` with the fit bounded (the default of this version);
+- ``cheap-search``, ``refit-8-cheap-search``: ``at-freeing`` with DeepHyper's
+  cheapeners: 2,000 candidates and 5 generations of the genetic search instead of
+  10,000 and 20, and the surrogate refitted every 8th told point (all simulated workers
+  share this process's fitted models, as the slots served by one Dask worker process
+  or a centralised coordinator do; W workers in W processes would each fit the model
+  of a refit they need once).
 
 Fits and proposals are really computed, one after the other, and timed with the
 process clock. ``--history N`` starts every run from N told uniform points (a long
@@ -53,7 +62,19 @@ from evocamp.files.completions import Completion
 from evocamp.tasks.functions import ackley_value
 
 BOUND = 32.768
-VARIANTS = ("today", "ahead", "ahead-full")
+#: Variant: (proposals ahead, fit points, algorithm keys over ``config/bo.yaml``'s).
+VARIANTS = {
+    "today": (False, 10**9, {}),
+    "at-freeing": (False, FIT_POINTS, {}),
+    "ahead": (True, FIT_POINTS, {}),
+    "ahead-full": (True, 10**9, {}),
+    "cheap-search": (False, FIT_POINTS, {"candidates": 2000, "refine_generations": 5}),
+    "refit-8-cheap-search": (
+        False,
+        FIT_POINTS,
+        {"refit_every": 8, "candidates": 2000, "refine_generations": 5},
+    ),
+}
 
 
 def simulate(
@@ -67,12 +88,12 @@ def simulate(
     seed: int = 0,
 ) -> dict:
     """Simulate one asynchronous decentralised run (see the module docstring)."""
-    settings = dict(ALGORITHMS["qucb_decentralised"].defaults)
+    ahead, fit_points, keys = VARIANTS[variant]
+    settings = {**ALGORITHMS["qucb_decentralised"].defaults, **keys}
     optimizer = DecentralisedQUCB(
         solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=seed, shards=workers, **settings
     )
-    optimizer.fit_points = FIT_POINTS if variant == "ahead" else 10**9
-    ahead = variant != "today"
+    optimizer.fit_points = fit_points
     if history:
         x = np.random.default_rng(seed + 2).uniform(-BOUND, BOUND, (history, dim))
         optimizer.tell_async(-ackley_value(x), np.empty((history, 0)), solutions=x)
@@ -238,6 +259,54 @@ def coordinator_rate(*, algorithm: str, completions: int = 2000, slots: int = 8)
     return {"per_completion": (total - evaluating[0]) / completions, "worker": evaluating[0]}
 
 
+def segment_ceiling(
+    *, algorithm: str, mean: float, workers: int, completions: int, keys: dict | None = None
+) -> dict:
+    """Completions per second one real segment job sustains: ``config/bo.yaml``'s Ackley
+    5-d in ``mode: async`` through Snakemake (one seed, one window: one segment job),
+    ``workers`` slots on a LocalCluster of ``dask.workers`` ``workers``, evaluations
+    sleeping exponential times of mean ``mean`` seconds (the domain's
+    ``simulated_seconds``; the virtual clock, the default). Generation 1 (the cluster's
+    start) is left out: the rate is ``8 x (generations - 1)`` completions over those
+    generations' wall seconds."""
+    import subprocess
+
+    import yaml
+    from common import REPO, scratch_folder, snakemake, write_config
+
+    from evocamp.model.metrics import read_metrics_csv
+
+    config = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())
+    entry = config["algorithms"][algorithm]
+    config.update(
+        campaign="ceiling",
+        mode="async",
+        seeds=[0],
+        generations=completions // entry["batch_size"],
+        checkpoint_every=completions // entry["batch_size"],
+        shards=workers,
+    )
+    config["algorithms"] = {algorithm: {**entry, **(keys or {})}}
+    config["domains"] = {"ackley5": config["domains"]["ackley5"]}
+    config["domains"]["ackley5"]["simulated_seconds"]["mean"] = mean
+    config["dask"] = {"workers": workers}
+    config["async"] = {"slots": workers}
+    with scratch_folder("evocamp-ceiling-") as workdir:
+        write_config(workdir, config)
+        began = time.perf_counter()
+        subprocess.run(snakemake(workdir, "runs"), check=True, capture_output=True)
+        wall = time.perf_counter() - began
+        rows = read_metrics_csv(
+            workdir / "results" / "ceiling" / algorithm / "ackley5" / "seed0" / "metrics.csv"
+        )[2:]
+    seconds = float(rows["wall_seconds"].sum())
+    return {
+        "rate": entry["batch_size"] * len(rows) / seconds,
+        "utilisation": float(np.mean(rows["utilisation"])),
+        "snakemake_seconds": wall,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 64, 256, 1024])
@@ -245,9 +314,13 @@ def main() -> None:
     parser.add_argument("--min-evaluations", type=int, default=400)
     parser.add_argument("--dim", type=int, default=5)
     parser.add_argument("--mean-seconds", type=float, default=0.5)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["today", "ahead"])
+    parser.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), default=["at-freeing", "ahead"]
+    )
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--segment", action="store_true", help="time real segment jobs")
+    parser.add_argument("--means", type=float, nargs="+", default=[0.01, 0.1, 1.0])
     parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
     parser.add_argument(
         "--coordinator", action="store_true", help="only time the loop's own work per completion"
@@ -263,6 +336,39 @@ def main() -> None:
                 f"{result['worker'] / completions * 1e3:.2f} ms per evaluation call",
                 flush=True,
             )
+        return
+    if args.segment:
+        rows = []
+        runs = (
+            ("random_search", {}, 2000),
+            ("qucb_decentralised", {}, 400),
+            ("qucb_decentralised", VARIANTS["refit-8-cheap-search"][2], 400),
+        )
+        for mean in args.means:
+            for algorithm, keys, completions in runs:
+                workers = args.workers[0]
+                budget = min(completions, max(80, int(20 * workers / mean) // 8 * 8))
+                result = segment_ceiling(
+                    algorithm=algorithm, mean=mean, workers=workers, completions=budget, keys=keys
+                )
+                ideal = workers / mean
+                rows.append(
+                    [
+                        f"{mean:g}",
+                        algorithm + (" (refit 8, 2,000 candidates, 5 generations)" if keys else ""),
+                        workers,
+                        budget,
+                        f"{result['rate']:.1f}",
+                        f"{ideal:.0f}",
+                        f"{result['utilisation']:.3f}",
+                        f"{result['snakemake_seconds']:.0f}",
+                    ]
+                )
+                print(rows[-1], flush=True)
+        header = ["mean evaluation s", "algorithm", "workers", "completions",
+                  "completions/s sustained", "workers / mean", "utilisation",
+                  "Snakemake wall s"]  # fmt: skip
+        print(table(header, rows))
         return
     if args.fit_times:
         print(fit_times())

@@ -25,6 +25,7 @@ from evocamp.loop.asynchronous import (
     replay,
 )
 from evocamp.loop.in_flight import decode_in_flight, evaluate_in_flight
+from evocamp.loop.step_settings import STEP_VARIABLE, StepSettings
 from evocamp.model.layout import RunFolder
 
 #: The asynchronous test campaign without sleeping (durations stay virtual).
@@ -403,3 +404,29 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
     old = spec_of(FAST, "dec")
     assert "propose_ahead" not in old["asynchronous"]
     assert write_final(tmp_path / "old.h5", run_in_process(old, until=4)[0]) != expected
+
+
+@pytest.mark.parametrize("algorithm", ["dec", "cen"])
+def test_the_surrogate_never_sees_a_discarded_evaluation(algorithm, monkeypatch):
+    """Under discard, qUCB's surrogate is fitted on the completions that succeeded only
+    (filtered, as DeepHyper's ``filter_failures="ignore"``): its history holds exactly
+    their solutions and objectives, all finite, and none of the failed solutions."""
+    config = merged(
+        FAST,
+        {
+            "evaluation": {"on_failure": "discard"},
+            "domains": {"ackley4": FAILING_ACKLEY4},
+        },
+    )
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=0.9).to_json())
+    config["algorithms"] = {algorithm: config["algorithms"][algorithm]}
+    spec = run_spec(validate_config(config), algorithm=algorithm, domain="ackley4", seed=0)
+    state, logged = run_in_process(spec, until=2)
+    ok = [c for c in logged if not c.status]
+    failed = [c for c in logged if c.status]
+    assert failed and ok
+    optimizer = state.optimizer
+    assert np.isfinite(optimizer.y).all() and np.isfinite(optimizer.x).all()
+    assert sorted(optimizer.y.tolist()) == sorted(c.objective for c in ok)
+    history = {point.tobytes() for point in optimizer.x}
+    assert not any(c.solution.tobytes() in history for c in failed)

@@ -10,9 +10,11 @@ from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import optimizer_class, resolve_run
 from evocamp.config import run_spec, validate_config
+from evocamp.families import surrogate
 from evocamp.families.bo import (
     exploration_weights,
     fit_surrogate,
+    kappa_decay,
     propose,
     ranked,
     training_subset,
@@ -121,6 +123,45 @@ def test_exploration_weights_are_exponential_and_fixed_per_worker():
 
 #: A cheaper surrogate and acquisition search than the defaults (for the suite's time).
 SMALL_SURROGATE = {"candidates": 2000, "trees": 10, "refine_generations": 10}
+
+
+def test_kappa_schedule_is_deephypers_periodic_exponential_decay():
+    """kappa x factor is DeepHyper's ``eta_0 * exp(-rate * ((i - 1 - delay) % period))``
+    with ``rate = -log(kappa_final / kappa) / period``, ``i`` the proposals asked
+    including this one and ``delay`` the initial design (its CBO's scheduler)."""
+    schedule = {"period": 10, "kappa_final": 0.01}
+    rate = -np.log(0.01 / 1.96) / 10
+    for proposed in range(10, 40):
+        expected = 1.96 * np.exp(-rate * ((proposed + 1 - 1 - 10) % 10))
+        got = 1.96 * kappa_decay(schedule, kappa=1.96, proposed=proposed, initial_points=10)
+        assert got == pytest.approx(expected, rel=1e-12)
+    assert kappa_decay(None, kappa=1.96, proposed=33, initial_points=10) == 1.0
+
+
+def test_a_reused_surrogate_is_the_one_a_fresh_process_fits():
+    """With ``refit_every`` 4, proposals between two refits use one model fitted to the
+    history up to the last refit; a process that lacks it (its cache emptied) fits the
+    same model, so the proposals are identical (a pure function of the history)."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-5, 5, (26, 3))
+    y = -ackley_value(x)
+    settings = dict(
+        kappas=np.array([1.0, 2.0]), bounds=(-5.0, 5.0), candidates=50, trees=5,
+        initial_points=10, refine_generations=2, refit=(4, 7),
+    )  # fmt: skip
+
+    def proposed(count):
+        return propose(x[:count], y[:count], rng=np.random.default_rng(count), **settings)[0]
+
+    surrogate._SURROGATES.clear()
+    warm = [proposed(count) for count in (22, 23, 25)]
+    assert len(surrogate._SURROGATES) == 1  # 22, 23 and 25 points: refitted at 22 only
+    surrogate._SURROGATES.clear()
+    cold = [proposed(count) for count in (25, 23, 22)][::-1]
+    for made, again in zip(warm, cold, strict=True):
+        assert made.tobytes() == again.tobytes()
+    fresh = propose(x[:22], y[:22], rng=np.random.default_rng(22), **{**settings, "refit": None})
+    assert fresh[0].tobytes() != warm[0].tobytes()  # (a fit per proposal draws its own model)
 
 
 def test_qucb_beats_random_search_on_ackley_5d_in_200_evaluations():

@@ -146,6 +146,9 @@ _BO_DEFAULTS = {
     "trees": 25,
     "refine_generations": 20,
 }
+#: BO keys that are no part of a run spec unless given (DeepHyper's cheapeners, issue 45:
+#: a surrogate refitted every k-th told point, a periodic decay of kappa).
+_BO_CHEAPENERS = ("refit_every", "kappa_schedule")
 
 
 def _population(algorithm: dict) -> int:
@@ -401,7 +404,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "whole batch",
             reference="qUCB; DeepHyper's CBO",
             defaults=dict(_BO_DEFAULTS),
-            params=tuple(_BO_DEFAULTS),
+            optional=_BO_CHEAPENERS,
+            params=(*_BO_DEFAULTS, *_BO_CHEAPENERS),
             cls=bo.CentralisedQUCB,
             generation_size=_batch_size,
             needs_bounds=True,
@@ -416,7 +420,8 @@ ALGORITHMS: dict[str, AlgorithmType] = {
             "shard count is part of the run)",
             reference="ADBO, Egelé et al. 2023 (arXiv 2207.00479)",
             defaults=dict(_BO_DEFAULTS),
-            params=(*_BO_DEFAULTS, "shards"),
+            optional=_BO_CHEAPENERS,
+            params=(*_BO_DEFAULTS, *_BO_CHEAPENERS, "shards"),
             cls=bo.DecentralisedQUCB,
             generation_size=_batch_size,
             needs_bounds=True,

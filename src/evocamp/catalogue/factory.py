@@ -217,5 +217,5 @@ def build_optimizer(spec: dict):
     if entry.cls is None:
         params = algorithm.get("params") or {}
     else:
-        params = {name: algorithm[name] for name in entry.params}
+        params = {name: algorithm[name] for name in entry.params if name in algorithm}
     return call_optimizer(spec, 0, "__init__", cls, **common, **params)

@@ -4,7 +4,8 @@ Two optimizers share one proposal step (:func:`propose`): fit scikit-learn's
 ``ExtraTreesRegressor`` to the history, take the spread of its trees' predictions as
 the uncertainty, and find, for each exploration weight kappa, a point of high upper
 confidence bound ``mean + kappa * std``: the best of many uniform candidates within the
-bounds, refined by a short genetic search (:func:`refine_by_ucb`). Kappas are drawn
+bounds, refined by a short genetic search (the surrogate and the search:
+:mod:`evocamp.families.surrogate`). Kappas are drawn
 from an exponential distribution with mean ``kappa`` (qUCB), one per worker and slot,
 from the run's seed: :func:`exploration_weights`.
 
@@ -42,6 +43,18 @@ from collections.abc import Callable
 import numpy as np
 
 from evocamp.base.sharding import shard_of_slice
+from evocamp.families.surrogate import (
+    FIT_POINTS,
+    PARENTS,
+    best_first,
+    fit_surrogate,
+    ranked,
+    refine_by_ucb,
+    reused_surrogate,
+    training_subset,
+    tree_mean_std,
+    ucb,
+)
 from evocamp.model.protocol import CompactBatch
 from evocamp.model.space import Space
 
@@ -64,123 +77,16 @@ def proposal_rng(seed: int, *, generation: int, worker: int) -> np.random.Genera
     return np.random.default_rng(stream)
 
 
-def fit_surrogate(x: np.ndarray, y: np.ndarray, *, trees: int, rng: np.random.Generator):
-    """An ``ExtraTreesRegressor`` of ``trees`` trees fitted to the history (one thread)."""
-    from sklearn.ensemble import ExtraTreesRegressor
-
-    model = ExtraTreesRegressor(n_estimators=trees, random_state=int(rng.integers(2**31)))
-    return model.fit(x, y)
-
-
-def tree_mean_std(model, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation over the ensemble's trees at ``points``.
-
-    The points are converted to float32 once and the trees skip their input checks, as
-    the forest's own ``predict`` does (the checks cost more than the trees themselves
-    on the genetic search's small batches)."""
-    checked = np.ascontiguousarray(points, dtype=np.float32)
-    predictions = np.stack([tree.predict(checked, check_input=False) for tree in model.estimators_])
-    return predictions.mean(axis=0), predictions.std(axis=0)
-
-
-#: The genetic search that refines each proposal's UCB maximum (:func:`refine_by_ucb`):
-#: parents kept, children per generation, mutation scale as a fraction of the bounds'
-#: width (each parameter mutates with probability 1 / solution_dim).
-PARENTS = 50
-CHILDREN = 200
-MUTATION_SCALE = 0.1
-
-
-def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
-    """The upper confidence bound ``mean + kappa * std``."""
-    return mean + kappa * std
-
-
-def best_first(score: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the ``count`` highest scores, highest first (first index on ties)."""
-    return np.argsort(-score, kind="stable")[:count]
-
-
-def ranked(points: np.ndarray, score: np.ndarray, *, taken: set[bytes], count: int) -> np.ndarray:
-    """Indices of the ``count`` best ``points`` by ``score``, best first, with points in
-    ``taken`` (their bytes) and repeats of a point ranked after all others."""
-    seen = set()
-    fresh = np.ones(len(points), dtype=bool)
-    for index, point in enumerate(points):
-        key = point.tobytes()
-        fresh[index] = key not in taken and key not in seen
-        seen.add(key)
-    order = np.lexsort((np.arange(len(points)), -score, ~fresh))
-    return order[:count]
-
-
-def refine_by_ucb(
-    model,
-    population: np.ndarray,
-    *,
-    kappa: float,
-    bounds: tuple[float, float],
-    generations: int,
-    taken: set[bytes],
-    rng: np.random.Generator,
-    snap: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> np.ndarray:
-    """A genetic search for the maximum of the UCB with weight ``kappa``.
-
-    Every generation breeds :data:`CHILDREN` children from the population by uniform
-    crossover of two random parents and Gaussian mutation, and keeps the
-    :data:`PARENTS` best of parents and children by UCB, points in ``taken`` (evaluated
-    or proposed already, as bytes) and repeats last (elitist: the best new point never
-    gets worse). Crossover recombines good values of different parameters, which
-    uniform candidates alone cannot do in many dimensions (the role of DeepHyper's
-    ``mixedga``). ``snap`` maps the children to the points of a space's solutions.
-
-    Returns
-    -------
-    numpy.ndarray
-        The final population, best first.
-    """
-    low, high = bounds
-    dim = population.shape[1]
-    mean, std = tree_mean_std(model, population)
-    for _ in range(generations):
-        first = population[rng.integers(0, len(population), CHILDREN)]
-        second = population[rng.integers(0, len(population), CHILDREN)]
-        children = np.where(rng.random((CHILDREN, dim)) < 0.5, first, second)
-        mutated = rng.random((CHILDREN, dim)) < 1.0 / dim
-        steps = rng.normal(0.0, MUTATION_SCALE * (high - low), (CHILDREN, dim))
-        children = np.clip(children + mutated * steps, low, high)
-        if snap is not None:
-            children = snap(children)
-        child_mean, child_std = tree_mean_std(model, children)
-        population = np.concatenate([population, children])
-        mean = np.concatenate([mean, child_mean])
-        std = np.concatenate([std, child_std])
-        keep = ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)
-        population, mean, std = population[keep], mean[keep], std[keep]
-    return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
-
-
-#: Most history points a surrogate is fitted to (:func:`training_subset`): the fit's
-#: cost stops growing with the history beyond it.
-FIT_POINTS = 1000
-
-
-def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
-    """Indices (ascending) of the history points a surrogate is fitted to: all of them
-    up to ``limit``, else the ``limit // 2`` best objectives (first index on ties) and
-    the most recent of the others up to ``limit`` in all.
-
-    A deterministic function of the history alone, so a proposal stays one of the
-    completion log; the best points keep the surrogate sharp where the incumbent is,
-    the most recent ones where the workers are searching now.
-    """
-    count = len(y)
-    if count <= limit:
-        return np.arange(count)
-    best = np.argsort(-y, kind="stable")[: limit // 2]
-    others = np.setdiff1d(np.arange(count), best, assume_unique=True)
-    return np.sort(np.concatenate([best, others[len(others) - (limit - len(best)) :]]))
+def kappa_decay(schedule, *, kappa: float, proposed: int, initial_points: int) -> float:
+    """The factor of DeepHyper's periodic exponential decay of the exploration weight
+    (its CBO's ``scheduler={"type": "periodic-exp-decay", "period": P, "kappa_final":
+    F}``) for a proposal made after ``proposed`` others: ``(F / kappa) ** (t / P)`` with
+    ``t = (proposed - initial_points) mod P``, so the weight falls from ``kappa`` towards
+    ``F`` over ``P`` proposals and starts again; 1 without a schedule (``None``)."""
+    if schedule is None:
+        return 1.0
+    period, final = int(schedule["period"]), float(schedule["kappa_final"])
+    return (final / kappa) ** (((proposed - initial_points) % period) / period)
 
 
 def propose(
@@ -198,6 +104,7 @@ def propose(
     snap: Callable[[np.ndarray], np.ndarray] | None = None,
     fit_points: int = FIT_POINTS,
     lies: np.ndarray | None = None,
+    refit: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -230,14 +137,28 @@ def propose(
     if len(y) < initial_points:
         return keep(rng.uniform(low, high, (count, dim))), 0.0, 0.0
     began = time.perf_counter()
-    fitted_rows = training_subset(y, limit=fit_points)
-    fit_x, fit_y = x[fitted_rows], y[fitted_rows]
-    if lies is not None and len(lies):
-        nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
-        fit_x = np.concatenate([fit_x, lies])
-        fit_y = np.concatenate([fit_y, fit_y[nearest]])
-        pending = lies if pending is None else np.concatenate([pending, lies])
-    model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
+    if refit is not None and refit[0] > 1:
+        if lies is not None and len(lies):
+            pending = lies if pending is None else np.concatenate([pending, lies])
+        model = reused_surrogate(
+            x,
+            y,
+            every=refit[0],
+            initial_points=initial_points,
+            trees=trees,
+            seed=refit[1],
+            fit_points=fit_points,
+        )
+        fit_x = x[training_subset(y, limit=fit_points)]  # (the genetic search's seeds)
+    else:
+        fitted_rows = training_subset(y, limit=fit_points)
+        fit_x, fit_y = x[fitted_rows], y[fitted_rows]
+        if lies is not None and len(lies):
+            nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+            fit_x = np.concatenate([fit_x, lies])
+            fit_y = np.concatenate([fit_y, fit_y[nearest]])
+            pending = lies if pending is None else np.concatenate([pending, lies])
+        model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
@@ -296,12 +217,21 @@ class _QUCB:
     space : list of dict, optional
         The domain's search space (:mod:`evocamp.model.space`): proposals are made in
         its unit cube (``bounds`` is then unused).
+    refit_every : int, optional
+        Refit the surrogate only every ``refit_every``-th told point and reuse it between
+        (:func:`reused_surrogate`); 1 (the default) fits it for every proposal.
+    kappa_schedule : dict, optional
+        ``{"period": P, "kappa_final": F}``: every exploration weight decays
+        periodically (:func:`kappa_decay`, DeepHyper's periodic exponential decay).
     """
 
     #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
     #: the run spec, and a class attribute, so optimizers pickled before it have it; a
     #: benchmark may set it on an instance).
     fit_points = FIT_POINTS
+    #: The cheapeners' settings (class attributes: optimizers pickled before them have them).
+    refit_every = 1
+    kappa_schedule = None
 
     def __init__(
         self,
@@ -317,6 +247,8 @@ class _QUCB:
         trees: int,
         refine_generations: int,
         space: list | None = None,
+        refit_every: int = 1,
+        kappa_schedule: dict | None = None,
     ) -> None:
         if space is not None:
             self.space, bounds = Space(space), (0.0, 1.0)
@@ -330,6 +262,8 @@ class _QUCB:
         self.candidates = int(candidates)
         self.trees = int(trees)
         self.refine_generations = int(refine_generations)
+        self.refit_every = int(refit_every)
+        self.kappa_schedule = None if kappa_schedule is None else dict(kappa_schedule)
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
@@ -341,6 +275,24 @@ class _QUCB:
         if space is None:
             return {"snap": None, "solutions": lambda points: points, "unit": lambda x: x}
         return {"snap": space.snap, "solutions": space.from_unit, "unit": space.to_unit}
+
+    def _decayed(self, kappas: np.ndarray, proposed) -> np.ndarray:
+        """``kappas`` under the kappa schedule, for proposals made after ``proposed``
+        others (one count per kappa, or one for all)."""
+        factors = [
+            kappa_decay(
+                self.kappa_schedule,
+                kappa=self.kappa,
+                proposed=int(count),
+                initial_points=self.initial_points,
+            )
+            for count in np.broadcast_to(proposed, np.shape(kappas))
+        ]
+        return np.asarray(kappas) * np.asarray(factors)
+
+    def _refit(self) -> tuple[int, int] | None:
+        """``propose``'s ``refit``: ``(refit_every, seed)``, or ``None`` (a fit per proposal)."""
+        return (self.refit_every, self.seed) if self.refit_every > 1 else None
 
     def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
         self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
@@ -370,7 +322,7 @@ class CentralisedQUCB(_QUCB):
         points, fit_seconds, propose_seconds = propose(
             space["unit"](self.x),
             self.y,
-            kappas=self.kappas,
+            kappas=self._decayed(self.kappas, (self.generation - 1) * self.points),
             bounds=self.bounds,
             candidates=self.candidates,
             trees=self.trees,
@@ -379,6 +331,7 @@ class CentralisedQUCB(_QUCB):
             rng=proposal_rng(self.seed, generation=self.generation, worker=0),
             snap=space["snap"],
             fit_points=self.fit_points,
+            refit=self._refit(),
         )
         points = space["solutions"](points)
         self.pending = points
@@ -407,7 +360,7 @@ class CentralisedQUCB(_QUCB):
         points, fit_seconds, propose_seconds = propose(
             space["unit"](self.x),
             self.y,
-            kappas=kappas,
+            kappas=self._decayed(kappas, np.asarray(evaluations)),
             bounds=self.bounds,
             candidates=self.candidates,
             trees=self.trees,
@@ -417,6 +370,7 @@ class CentralisedQUCB(_QUCB):
             pending=space["unit"](in_flight),
             snap=space["snap"],
             fit_points=self.fit_points,
+            refit=self._refit(),
         )
         points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
@@ -445,7 +399,8 @@ class DecentralisedBatch(CompactBatch):
     propose from it (``bounds``, ``kappa``, ``seed``, ``generation``, ``settings``:
     batch size, shards, initial points, candidates, trees, refine generations, fit
     points); asynchronous proposals ahead add ``pending``, the point the slot was
-    evaluating when the proposal was asked (a believer of :func:`propose`)."""
+    evaluating when the proposal was asked (a believer of :func:`propose`); the
+    cheapeners, when set, ``refit_every`` and ``kappa_schedule`` (period, final kappa)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -473,23 +428,35 @@ class DecentralisedBatch(CompactBatch):
                 f"{size} in {shards} shards: decentralised proposals are made per shard"
             )
         seed = int(batch["seed"][0])
+        generation = int(batch["generation"][0])  # (asynchronous mode: the evaluation id)
+        schedule = None
+        if "kappa_schedule" in batch:
+            period, final = batch["kappa_schedule"][()]
+            schedule = {"period": int(period), "kappa_final": float(final)}
+        kappa = float(batch["kappa"][0])
+        every = int(batch["refit_every"][0]) if "refit_every" in batch else 1
         space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
         x = batch["x"][()]
         points, fit_seconds, propose_seconds = propose(
             _in_unit(space, x),
             batch["y"][()],
-            kappas=exploration_weights(
-                seed, kappa=float(batch["kappa"][0]), worker=worker, count=stop - start
+            kappas=exploration_weights(seed, kappa=kappa, worker=worker, count=stop - start)
+            * kappa_decay(
+                schedule,
+                kappa=kappa,
+                proposed=generation if "worker" in batch else (generation - 1) * size,
+                initial_points=initial_points,
             ),
             bounds=tuple(float(b) for b in batch["bounds"][()]),
             candidates=candidates,
             trees=trees,
             initial_points=initial_points,
             refine_generations=refine_generations,
-            rng=proposal_rng(seed, generation=int(batch["generation"][0]), worker=worker),
+            rng=proposal_rng(seed, generation=generation, worker=worker),
             snap=None if space is None else space.snap,
             fit_points=bound[0] if bound else FIT_POINTS,
             lies=_in_unit(space, batch["pending"][()]) if "pending" in batch else None,
+            refit=(every, seed) if every > 1 else None,
         )
         return {
             "solutions": points if space is None else space.from_unit(points),
@@ -554,6 +521,13 @@ class DecentralisedQUCB(_QUCB):
         }
         if worker is not None:
             batch["worker"] = np.asarray([worker], dtype=np.int64)
+        if self.refit_every > 1:
+            batch["refit_every"] = np.asarray([self.refit_every], dtype=np.int64)
+        if self.kappa_schedule is not None:
+            schedule = self.kappa_schedule
+            batch["kappa_schedule"] = np.asarray(
+                [schedule["period"], schedule["kappa_final"]], dtype=np.float64
+            )
         if getattr(self, "space", None) is not None:  # its parameters as JSON bytes
             text = json.dumps(self.space.entries, separators=(",", ":"))
             batch["space"] = np.frombuffer(text.encode(), dtype=np.uint8)

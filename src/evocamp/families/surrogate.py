@@ -1,0 +1,185 @@
+"""The surrogate of Bayesian optimisation (:mod:`evocamp.families.bo`) and the search of
+its upper confidence bound: scikit-learn's ``ExtraTreesRegressor`` fitted to a bounded,
+deterministic subset of the history (:func:`training_subset`), or reused between refits
+(:func:`reused_surrogate`), the spread of its trees' predictions as the uncertainty
+(:func:`tree_mean_std`), and the genetic search for a point of high UCB
+(:func:`refine_by_ucb`). scikit-learn is imported only when a surrogate is fitted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+#: Streams of the optimizer seed (SeedSequence spawn keys) drawn here.
+MODEL_STREAM = 3
+
+
+def fit_surrogate(x: np.ndarray, y: np.ndarray, *, trees: int, rng: np.random.Generator):
+    """An ``ExtraTreesRegressor`` of ``trees`` trees fitted to the history (one thread)."""
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    model = ExtraTreesRegressor(n_estimators=trees, random_state=int(rng.integers(2**31)))
+    return model.fit(x, y)
+
+
+def tree_mean_std(model, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation over the ensemble's trees at ``points``.
+
+    The points are converted to float32 once and the trees skip their input checks, as
+    the forest's own ``predict`` does (the checks cost more than the trees themselves
+    on the genetic search's small batches)."""
+    checked = np.ascontiguousarray(points, dtype=np.float32)
+    predictions = np.stack([tree.predict(checked, check_input=False) for tree in model.estimators_])
+    return predictions.mean(axis=0), predictions.std(axis=0)
+
+
+#: The genetic search that refines each proposal's UCB maximum (:func:`refine_by_ucb`):
+#: parents kept, children per generation, mutation scale as a fraction of the bounds'
+#: width (each parameter mutates with probability 1 / solution_dim).
+PARENTS = 50
+CHILDREN = 200
+MUTATION_SCALE = 0.1
+
+
+def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
+    """The upper confidence bound ``mean + kappa * std``."""
+    return mean + kappa * std
+
+
+def best_first(score: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` highest scores, highest first (first index on ties)."""
+    return np.argsort(-score, kind="stable")[:count]
+
+
+def ranked(points: np.ndarray, score: np.ndarray, *, taken: set[bytes], count: int) -> np.ndarray:
+    """Indices of the ``count`` best ``points`` by ``score``, best first, with points in
+    ``taken`` (their bytes) and repeats of a point ranked after all others."""
+    seen = set()
+    fresh = np.ones(len(points), dtype=bool)
+    for index, point in enumerate(points):
+        key = point.tobytes()
+        fresh[index] = key not in taken and key not in seen
+        seen.add(key)
+    order = np.lexsort((np.arange(len(points)), -score, ~fresh))
+    return order[:count]
+
+
+def refine_by_ucb(
+    model,
+    population: np.ndarray,
+    *,
+    kappa: float,
+    bounds: tuple[float, float],
+    generations: int,
+    taken: set[bytes],
+    rng: np.random.Generator,
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """A genetic search for the maximum of the UCB with weight ``kappa``.
+
+    Every generation breeds :data:`CHILDREN` children from the population by uniform
+    crossover of two random parents and Gaussian mutation, and keeps the
+    :data:`PARENTS` best of parents and children by UCB, points in ``taken`` (evaluated
+    or proposed already, as bytes) and repeats last (elitist: the best new point never
+    gets worse). Crossover recombines good values of different parameters, which
+    uniform candidates alone cannot do in many dimensions (the role of DeepHyper's
+    ``mixedga``). ``snap`` maps the children to the points of a space's solutions.
+
+    Returns
+    -------
+    numpy.ndarray
+        The final population, best first.
+    """
+    low, high = bounds
+    dim = population.shape[1]
+    mean, std = tree_mean_std(model, population)
+    for _ in range(generations):
+        first = population[rng.integers(0, len(population), CHILDREN)]
+        second = population[rng.integers(0, len(population), CHILDREN)]
+        children = np.where(rng.random((CHILDREN, dim)) < 0.5, first, second)
+        mutated = rng.random((CHILDREN, dim)) < 1.0 / dim
+        steps = rng.normal(0.0, MUTATION_SCALE * (high - low), (CHILDREN, dim))
+        children = np.clip(children + mutated * steps, low, high)
+        if snap is not None:
+            children = snap(children)
+        child_mean, child_std = tree_mean_std(model, children)
+        population = np.concatenate([population, children])
+        mean = np.concatenate([mean, child_mean])
+        std = np.concatenate([std, child_std])
+        keep = ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)
+        population, mean, std = population[keep], mean[keep], std[keep]
+    return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
+
+
+#: Most history points a surrogate is fitted to (:func:`training_subset`): the fit's
+#: cost stops growing with the history beyond it.
+FIT_POINTS = 1000
+
+
+def training_subset(y: np.ndarray, *, limit: int) -> np.ndarray:
+    """Indices (ascending) of the history points a surrogate is fitted to: all of them
+    up to ``limit``, else the ``limit // 2`` best objectives (first index on ties) and
+    the most recent of the others up to ``limit`` in all.
+
+    A deterministic function of the history alone, so a proposal stays one of the
+    completion log; the best points keep the surrogate sharp where the incumbent is,
+    the most recent ones where the workers are searching now.
+    """
+    count = len(y)
+    if count <= limit:
+        return np.arange(count)
+    best = np.argsort(-y, kind="stable")[: limit // 2]
+    others = np.setdiff1d(np.arange(count), best, assume_unique=True)
+    return np.sort(np.concatenate([best, others[len(others) - (limit - len(best)) :]]))
+
+
+#: Surrogates fitted in this process for reuse (:func:`reused_surrogate`), newest last.
+_SURROGATES: dict[bytes, object] = {}
+_SURROGATES_KEPT = 4
+_SURROGATES_LOCK = threading.Lock()
+
+
+def reused_surrogate(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    every: int,
+    initial_points: int,
+    trees: int,
+    seed: int,
+    fit_points: int = FIT_POINTS,
+):
+    """The surrogate refitted only every ``every``-th told point: fitted to the first
+    ``m = initial_points + k * every`` points of the history (``k`` the most that fit),
+    (at most ``fit_points`` of them, :func:`training_subset`), with its random state
+    from ``seed`` and ``m`` alone, so every proposal between two
+    refits uses the same model, a pure function of the history (a proposal stays one of
+    the completion log). Fitted models are kept in this process (the last few) and
+    reused; a process that lacks one fits the same model again.
+
+    Returns
+    -------
+    object
+        The fitted ``ExtraTreesRegressor``.
+    """
+    count = initial_points + ((len(y) - initial_points) // every) * every
+    rows = training_subset(y[:count], limit=fit_points)
+    fit_x, fit_y = x[:count][rows], y[:count][rows]
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (np.asarray([seed, count, trees], dtype=np.int64), fit_x, fit_y):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    key = digest.digest()
+    with _SURROGATES_LOCK:  # (a Dask worker's lanes, or a proposal made ahead, are threads)
+        model = _SURROGATES.pop(key, None)
+    if model is None:
+        stream = np.random.SeedSequence(seed, spawn_key=(MODEL_STREAM, count))
+        model = fit_surrogate(fit_x, fit_y, trees=trees, rng=np.random.default_rng(stream))
+    with _SURROGATES_LOCK:
+        _SURROGATES[key] = model
+        while len(_SURROGATES) > _SURROGATES_KEPT:
+            del _SURROGATES[next(iter(_SURROGATES))]
+    return model
