@@ -28,8 +28,7 @@ import time
 
 import numpy as np
 import yaml
-from bo import interval
-from common import REPO, machine, table
+from common import REPO, interval, machine, table
 
 import evocamp  # noqa: F401  (process settings before numpy-heavy imports)
 from evocamp.config import run_spec, validate_config
