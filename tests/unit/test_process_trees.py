@@ -89,21 +89,16 @@ def test_a_crash_under_stop_without_a_time_limit_is_seen_at_once_and_ends_the_tr
     assert running(tree_pids(tmp_path / "tree")) == []
 
 
-def timed_out_program(tmp_path, *, launcher: list[str], timeout: float) -> list[int]:
-    """Evaluate one solution with a ``command`` domain whose program (behind
-    ``launcher``) is a tree of two processes that ignore SIGTERM and never write
-    results, under ``timeout``: the pids of every process of the trees started."""
+def timed_out_command(tmp_path, command: list[str], *, pidfile, timeout: float) -> list[int]:
+    """Evaluate one solution with a ``command`` domain whose program never writes
+    results, under ``timeout``: the pids its processes noted in ``pidfile``."""
     import numpy as np
 
     from evocamp.catalogue.factory import resolve_run
     from evocamp.loop.evaluation import evaluate_slice
 
-    pidfile = tmp_path / "tree"
-    node = [sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"]
     spec = command_spec(
-        tmp_path,
-        command=[*launcher, *node],
-        evaluation={"on_failure": "discard", "timeout": timeout},
+        tmp_path, command=command, evaluation={"on_failure": "discard", "timeout": timeout}
     )
     result = evaluate_slice(
         resolve_run(spec),
@@ -115,6 +110,14 @@ def timed_out_program(tmp_path, *, launcher: list[str], timeout: float) -> list[
     )
     assert result.status.tolist() == [STATUS["timed_out"]]
     return tree_pids(pidfile)
+
+
+def timed_out_program(tmp_path, *, launcher: list[str], timeout: float) -> list[int]:
+    """:func:`timed_out_command` of a program (behind ``launcher``) that is a tree of
+    two processes that ignore SIGTERM: the pids of every process of the trees started."""
+    pidfile = tmp_path / "tree"
+    node = [sys.executable, "-S", str(PLUGINS / "tree_node.py"), str(pidfile), "2"]
+    return timed_out_command(tmp_path, [*launcher, *node], pidfile=pidfile, timeout=timeout)
 
 
 def test_a_timed_out_program_ends_with_every_process_it_started(tmp_path):
@@ -150,28 +153,10 @@ def test_a_timed_out_program_ends_what_left_its_tree(tmp_path):
     """A process the program started that is no longer its descendant nor in its
     groups (found by the supervised child's marker in its environment) is ended
     with the timed-out evaluation."""
-    import numpy as np
-
-    from evocamp.catalogue.factory import resolve_run
-    from evocamp.loop.evaluation import evaluate_slice
-
     pidfile, program = tmp_path / "escaped", tmp_path / "escaping.py"
     program.write_text(ESCAPING_PROGRAM)
-    spec = command_spec(
-        tmp_path,
-        command=[sys.executable, "-S", str(program), str(pidfile)],
-        evaluation={"on_failure": "discard", "timeout": 1.0},
-    )
-    result = evaluate_slice(
-        resolve_run(spec),
-        generation=1,
-        shard=0,
-        start=0,
-        solutions=np.zeros((1, 4)),
-        seeds=np.array([5]),
-    )
-    assert result.status.tolist() == [STATUS["timed_out"]]
-    pids = tree_pids(pidfile)
+    command = [sys.executable, "-S", str(program), str(pidfile)]
+    pids = timed_out_command(tmp_path, command, pidfile=pidfile, timeout=1.0)
     assert len(pids) == 1
     assert running(pids) == []
 
