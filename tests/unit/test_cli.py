@@ -128,4 +128,6 @@ def test_no_other_environment_variable_of_evocamp_carries_a_setting():
         "EVOCAMP_SEED": {"programs.py"},
         "EVOCAMP_EVAL_ID": {"programs.py"},
         "EVOCAMP_LANE": {"lanes.py"},  # its lane (evaluation.concurrency)
+        # The token of the supervised child it runs in (ending what left its tree).
+        "EVOCAMP_SUPERVISED": {"process_table.py"},
     }

@@ -90,6 +90,11 @@ def every_type_campaigns() -> dict[str, dict]:
         name: yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
         for name in ("config", "lunar_lander", "digits", "bo")
     }
+    for algorithm in campaigns["bo"]["algorithms"].values():
+        # config/bo.yaml has set the cheaper proposals since 2026-11-27; the recorded
+        # specs are those of the catalogue's defaults, which this test guards.
+        for key in ("refit_every", "candidates", "refine_generations"):
+            algorithm.pop(key, None)
     small = copy.deepcopy(SMALL_CAMPAIGN)
     small["algorithms"]["mine"]["python_path"] = "tests/plugins"
     campaigns["small"] = small
