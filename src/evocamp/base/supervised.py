@@ -258,9 +258,9 @@ class _Group:
         """End every process of the group, and of the groups its running child's
         descendants lead (an MPI launcher puts each task in a group of its own):
         ``SIGTERM``, up to ``grace`` seconds for them to end, ``SIGKILL`` to those
-        left; reap the child; ``SIGKILL`` what carries its marker still (processes
-        that left its tree: an orphan re-parented away, tasks ``srun`` had Slurm
-        start); unwatch the group."""
+        left; reap the child; then, if anything was left to end, ``SIGKILL`` what
+        carries its marker still (processes that left its tree: an orphan re-parented
+        away, tasks ``srun`` had Slurm start); unwatch the group."""
         if not (self.reaped and not _signal_group(self.pid, 0)):
             others = descendant_groups(self.pid) if not self.exited() else set()
             for group in (self.pid, *others):
@@ -276,7 +276,7 @@ class _Group:
                     self.reap()
                     break
                 time.sleep(POLL_SECONDS)
-        kill_marked(self.marker)
+            kill_marked(self.marker)  # a /proc scan: only when something was left to end
         if _GUARDIAN is not None:
             _GUARDIAN.unwatch(self.pid)
 
