@@ -228,6 +228,30 @@ def test_a_step_killed_takes_every_process_of_its_evaluation_with_it(tmp_path, h
     assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
 
 
+def test_a_step_killed_takes_what_left_its_evaluations_tree(tmp_path):
+    """SIGKILL of the step while its evaluation's program hangs and a process it
+    started has left the tree (a session of its own, re-parented away): the guardian
+    ends that process too, found by the evaluation's marker in its environment."""
+    pidfile, program = tmp_path / "escaped", tmp_path / "escaping.py"
+    program.write_text(ESCAPING_PROGRAM)
+    command = [sys.executable, "-S", str(program), str(pidfile)]
+    script = (
+        "import subprocess\n"
+        "from evocamp.base.supervised import supervised\n"
+        f"for item in supervised(lambda k: subprocess.run({command!r}), 1):\n"
+        "    print(item)\n"
+    )
+    step = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not tree_pids(pidfile) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = tree_pids(pidfile)
+    assert len(pids) == 1
+    step.kill()
+    assert step.wait(timeout=30) == -signal.SIGKILL
+    assert running(pids, within=KILL_GRACE_SECONDS + 5) == []
+
+
 def test_what_a_finished_evaluation_left_running_ends_with_the_step(tmp_path):
     """An evaluation that returns its result and leaves its helpers running: they are
     ended once the step ends (or the next evaluation starts)."""

@@ -29,11 +29,13 @@ process, started with its first supervised call, in a session of its own so that
 signal to the caller's group does not reach it) that holds the read end of a pipe
 from the caller, learns over it which groups are running (a few bytes per child), and
 on end of file (the caller is gone, however it died) ends them all: ``SIGTERM``,
-:data:`KILL_GRACE_SECONDS`, ``SIGKILL``. ``PR_SET_CHILD_SUBREAPER`` was the
-alternative, and it cannot do this: a subreaper adopts orphans only while it lives,
-and here it is the caller that dies; a guardian per child would double the forks.
-The child itself also dies with its caller (``PR_SET_PDEATHSIG``), should the guardian
-be gone too. Only a process that leaves the group on purpose (``setsid``, a daemon)
+:data:`KILL_GRACE_SECONDS`, ``SIGKILL``; then the processes that carry their children's
+markers (:mod:`evocamp.base.process_table`: those that left the trees).
+``PR_SET_CHILD_SUBREAPER`` was the alternative, and it cannot do this: a subreaper
+adopts orphans only while it lives, and here it is the caller that dies; a guardian
+per child would double the forks. The child itself also dies with its caller
+(``PR_SET_PDEATHSIG``), should the guardian be gone too. Only a process that leaves
+the group on purpose (``setsid``, a daemon) and drops the marker from its environment
 escapes.
 
 ``os.fork`` is used directly, not :mod:`multiprocessing`: Dask workers are daemonic
@@ -62,6 +64,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from evocamp.base import process_table
 from evocamp.base.process_table import MARKER_VARIABLE, descendant_groups, kill_marked
 
 _HEADER = struct.Struct("!Q")
@@ -141,7 +144,7 @@ def supervised(
     with contextlib.suppress(OSError):  # set by both, whichever runs first (it may be gone)
         os.setpgid(pid, pid)
     if guardian is not None:
-        guardian.watch(pid)
+        guardian.watch(pid, marker)
     os.close(write_end)
     os.close(output_write)
     group = _Group(pid, marker)
@@ -281,12 +284,17 @@ class _Group:
             _GUARDIAN.unwatch(self.pid)
 
 
-#: The guardian's program: reads ``+<group>`` and ``-<group>`` lines from the
-#: descriptor ``argv[1]``; at end of file ends every group it was told of.
+#: The guardian's program: reads ``+<group> <marker>`` and ``-<group>`` lines from the
+#: descriptor ``argv[1]``; at end of file ends every group it was told of, then the
+#: processes that carry their markers (``argv[3]``: :mod:`evocamp.base.process_table`'s
+#: file, loaded by path: an isolated interpreter has no ``evocamp`` to import).
 _GUARDIAN_PROGRAM = """\
 # evocamp: ends the evaluations' process groups when the process that started them dies
-import os, signal, sys, time
+import importlib.util, os, signal, sys, time
 source, grace = int(sys.argv[1]), float(sys.argv[2])
+loader = importlib.util.spec_from_file_location("evocamp_process_table", sys.argv[3])
+table = importlib.util.module_from_spec(loader)
+loader.loader.exec_module(table)
 os.chdir("/")  # holds no folder of the step's
 os.closerange(3, source)
 os.closerange(source + 1, 1 << 16)
@@ -296,23 +304,30 @@ try:  # woken by each line, it does not preempt the caller; its full share when 
     os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 except (AttributeError, OSError):
     pass
-groups, pending = set(), b""
+groups, pending = {}, b""
 while data := os.read(source, 1 << 16):
     *lines, pending = (pending + data).split(b"\\n")
     for line in lines:
-        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+        group, *marker = line[1:].decode().split()
+        if line[:1] == b"+":
+            groups[int(group)] = marker[0]
+        else:
+            groups.pop(int(group), None)
+markers, alive = list(groups.values()), set(groups)
 def signal_all(number):
-    for group in list(groups):
+    for group in list(alive):
         try:
             os.killpg(group, number)
         except OSError:
-            groups.discard(group)
+            alive.discard(group)
 signal_all(signal.SIGTERM)
 deadline = time.monotonic() + grace
-while groups and time.monotonic() < deadline:
+while alive and time.monotonic() < deadline:
     time.sleep(0.02)
     signal_all(0)
 signal_all(signal.SIGKILL)
+for marker in markers:  # what left the groups' trees (an orphan re-parented away)
+    table.kill_marked(marker)
 """
 
 
@@ -321,20 +336,20 @@ class _Guardian:
     groups it watches."""
 
     def __init__(self) -> None:
-        self.watched: set[int] = set()
+        self.watched: dict[int, str] = {}
         self.pid, self.channel = _start_guardian()
 
-    def watch(self, group: int) -> None:
-        """Have the guardian end ``group`` should this process die."""
+    def watch(self, group: int, marker: str) -> None:
+        """Have the guardian end ``group`` and the processes carrying ``marker``
+        should this process die."""
         with _LOCK:
-            self.watched.add(group)
-            self._send(f"+{group}\n")
+            self.watched[group] = marker
+            self._send(f"+{group} {marker}\n")
 
     def unwatch(self, group: int) -> None:
         """``group`` is ended (or empty): the guardian forgets it."""
         with _LOCK:
-            if group in self.watched:
-                self.watched.discard(group)
+            if self.watched.pop(group, None) is not None:
                 self._send(f"-{group}\n")
 
     def _send(self, line: str) -> None:
@@ -345,7 +360,8 @@ class _Guardian:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)
             self.pid, self.channel = _start_guardian()
-            _write_all(self.channel, "".join(f"+{g}\n" for g in self.watched).encode())
+            lines = "".join(f"+{group} {marker}\n" for group, marker in self.watched.items())
+            _write_all(self.channel, lines.encode())
 
 
 def _start_guardian() -> tuple[int, int]:
@@ -363,6 +379,7 @@ def _start_guardian() -> tuple[int, int]:
                 _GUARDIAN_PROGRAM,
                 str(read_end),
                 str(KILL_GRACE_SECONDS),
+                process_table.__file__,
             ],
             os.environ,
             file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
