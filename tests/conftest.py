@@ -160,6 +160,19 @@ def executed(completed, rule: str) -> list[str]:
     return found
 
 
+def with_local_keys(spec: dict, config: dict) -> dict:
+    """A command domain's run spec with the step settings' local keys of its program
+    (``work_root``, ``keep_work``, ...: :data:`evocamp.tasks.programs.LOCAL_KEYS`) put
+    back into its domain, as run specs of earlier versions held them, so that a test
+    evaluating it in process gets them without the workflow's step settings
+    (:class:`~evocamp.tasks.programs.Program` takes them from either)."""
+    from evocamp.loop.step_settings import StepSettings
+
+    local = StepSettings.from_config(config).programs.get(spec["domain"], {})
+    spec["domain_spec"].update(local)
+    return spec
+
+
 def error_of(config: dict) -> str:
     with pytest.raises(ConfigError) as caught:
         validate_config(config)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MIXED_SPACE, REPO, docs_block, error_of
+from conftest import MIXED_SPACE, REPO, docs_block, error_of, with_local_keys
 
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
@@ -98,7 +98,7 @@ def space_spec(tmp_path, **domain) -> dict:
             },
         }
     )
-    return run_spec(config, algorithm="rs", domain="d", seed=0)
+    return with_local_keys(run_spec(config, algorithm="rs", domain="d", seed=0), config)
 
 
 @pytest.mark.parametrize("params_format", ["dakota", "json"])

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, with_local_keys
 
 from evocamp.base.errors import ConfigError, EvaluationError
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.shard import STATUS
 from evocamp.loop.evaluation import evaluate_slice
+from evocamp.loop.step_settings import StepSettings
 from evocamp.tasks.program_files import Evaluation, dakota_parameters, read_results
-from evocamp.tasks.programs import campaign_folder
+from evocamp.tasks.programs import LOCAL_KEYS, campaign_folder
 
 DRIVER = REPO / "tests" / "programs" / "sphere_driver.py"
 
@@ -117,7 +118,7 @@ def command_spec(tmp_path, *, evaluation=None, **domain) -> dict:
             "evaluation": evaluation or {},
         }
     )
-    return run_spec(config, algorithm="me", domain="d", seed=0)
+    return with_local_keys(run_spec(config, algorithm="me", domain="d", seed=0), config)
 
 
 SOLUTIONS = np.linspace(-1, 1, 16).reshape(4, 4)
@@ -309,6 +310,47 @@ def test_command_keys_belong_to_command_domains():
     assert "key 'domains.d.keep_work': only allowed for type command, not sphere" in str(
         raised.value
     )
+
+
+def test_where_and_how_a_program_runs_are_step_settings_not_the_run_spec(tmp_path):
+    """work_root, keep_work, keep_work_max and launcher change no result: the run spec
+    leaves them out (so changing them reruns nothing and keeps every checkpoint), the
+    step settings carry them to every step, and the program takes them from there."""
+    launcher = tmp_path / "launch"
+    launcher.write_text('#!/bin/sh\necho launched > "$EVOCAMP_WORKDIR/launcher.log"\nexec "$@"\n')
+    launcher.chmod(0o755)
+    domain = {"keep_work": "all", "keep_work_max": 3, "launcher": str(launcher)}
+    config = validate_config(
+        {
+            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
+            "domains": {
+                "d": {
+                    "type": "command",
+                    "command": [sys.executable, str(DRIVER)],
+                    "solution_dim": 4,
+                    "measure_ranges": [[-4, 4], [-4, 4]],
+                    "work_root": str(tmp_path / "scratch"),
+                    **domain,
+                }
+            },
+        }
+    )
+    spec = run_spec(config, algorithm="me", domain="d", seed=0)
+    assert not set(LOCAL_KEYS) & set(spec["domain_spec"])
+    settings = StepSettings.from_json(StepSettings.from_config(config).to_json())
+    assert settings.programs == {"d": {"work_root": str(tmp_path / "scratch"), **domain}}
+    result = evaluate_slice(
+        resolve_run(spec),
+        generation=3,
+        shard=1,
+        start=4,
+        solutions=SOLUTIONS[:1],
+        seeds=np.array([5], dtype=np.uint64),
+        settings=settings,
+    )
+    assert result.status is None  # no call failed
+    folder = work(tmp_path) / "default/me/d/seed0/g3/s4"
+    assert (folder / "launcher.log").read_text() == "launched\n"  # kept, launched
 
 
 def test_the_json_parameters_file_and_the_environment(tmp_path):

@@ -90,6 +90,16 @@ def test_a_program_domain_gives_one_archive_on_any_shards_mode_and_after_kills(
     kept = list((tmp_path / "shards3" / "scratch" / "evocamp-work").glob("*/programs/*/*/*/g*/s*"))
     assert 0 < len(kept) <= 20
     assert {folder.name for folder in kept} <= {f"s{index}" for index in range(16)}
+    # Where and how the program runs change no result: a finished campaign whose
+    # work_root, keep_work, keep_work_max and launcher change has nothing to rerun.
+    workdir = tmp_path / "shards2"
+    config = program_config(small_config, workdir, shards=2)
+    config["domains"]["prog"].update(
+        work_root=str(workdir / "elsewhere"), keep_work="all", keep_work_max=5, launcher="env"
+    )
+    write_config(workdir, config)
+    dry = run_snakemake(workdir, "runs", "--dry-run")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
 
 
 def test_a_program_domain_in_asynchronous_mode_on_any_worker_count(tmp_path, small_config):

@@ -71,13 +71,14 @@ def _packages(*entries: DomainType | AlgorithmType | None) -> tuple[str, ...]:
     )
 
 
-def load_evaluator(domain_spec: dict) -> Callable:
+def load_evaluator(domain_spec: dict, *, local: dict | None = None) -> Callable:
     """The evaluation function of a resolved domain spec (a plugin's is imported; a
-    program's, :class:`~evocamp.tasks.programs.Program`, made); a domain with a space's
-    called with the solutions decoded into configurations
+    program's, :class:`~evocamp.tasks.programs.Program`, made, with ``local``: where
+    and how it runs here, from the step settings); a domain with a space's called with
+    the solutions decoded into configurations
     (:class:`~evocamp.model.space.SpaceEvaluation`)."""
     if domain_spec["type"] == COMMAND:
-        return Program(domain_spec)
+        return Program(domain_spec, local=local)
     if domain_spec["type"] != PLUGIN:
         function = DOMAINS[domain_spec["type"]].evaluate
     else:
@@ -123,12 +124,15 @@ def optimizer_class(spec: dict) -> type:
     return plugin_class(spec["algorithm_spec"], where=f"run {run_label(spec)}")
 
 
-def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
+def resolve_run(
+    spec: dict, *, evaluates: bool = False, programs: dict[str, dict] | None = None
+) -> Run:
     """The run object of a run spec, resolved once per step: its catalogue entries,
     optimizer class (a plugin's imported and checked), batch format, failure policy
     and evaluation settings; with ``evaluates`` (the shard step) its domain's
     evaluation function too (:func:`load_evaluator`: a user's module is imported only
-    by the steps that call it).
+    by the steps that call it; ``programs``: the step settings' local keys of the
+    campaign's command domains, by domain name).
 
     Raises
     ------
@@ -151,7 +155,11 @@ def resolve_run(spec: dict, *, evaluates: bool = False) -> Run:
         optimizer_class=cls,
         batch_format=batch_kind,
         packages=_packages(domain, entry),
-        evaluator=load_evaluator(spec["domain_spec"]) if evaluates else None,
+        evaluator=(
+            load_evaluator(spec["domain_spec"], local=(programs or {}).get(spec["domain"]))
+            if evaluates
+            else None
+        ),
     )
 
 

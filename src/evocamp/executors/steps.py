@@ -89,7 +89,9 @@ def evaluate_step(
     evaluates only the calls that are missing. ``settings``: the step settings the
     command read (its evaluations at once and their GPUs; ``None``: this process's,
     :meth:`~evocamp.loop.step_settings.StepSettings.current`)."""
-    with shard_batch(state) as (run, generation, batch, seeds, numerics):
+    settings = settings if settings is not None else StepSettings.current()
+    opened = shard_batch(state, programs=settings.programs)
+    with opened as (run, generation, batch, seeds, numerics):
         result = evaluate_shard(
             run,
             batch=batch,

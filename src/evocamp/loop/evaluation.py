@@ -173,16 +173,20 @@ def evaluate_slice(
     count = len(solutions)
     if count == 0:
         raise ValueError("a shard holds at least one solution (shards <= batch size)")
-    # In the order a reader follows: the function, the journal, the step's settings,
+    # In the order a reader follows: the step's settings, the function, the journal,
     # then the calls, each module entered once (docs/architecture.md, "A shard's walk").
     # The shard command passes the settings its command read; the other callers (Dask
     # tasks, the re-evaluation) read this process's.
-    function = run.evaluator if run.evaluator is not None else load_evaluator(domain)
+    settings = settings if settings is not None else StepSettings.current()
+    function = (
+        run.evaluator
+        if run.evaluator is not None
+        else load_evaluator(domain, local=settings.programs.get(spec["domain"]))
+    )
     journalled = journal and ShardJournal(
         journal_path(journal[0]),
         key=journal_key(run.spec, generation, *journal[1:], solutions=solutions, seeds=seeds),
     )
-    settings = settings if settings is not None else StepSettings.current()
     size = domain.get("chunk_size") or _default_chunk(domain, count)
     calls = [
         Call(

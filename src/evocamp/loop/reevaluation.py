@@ -24,6 +24,7 @@ from evocamp.catalogue.factory import resolve_run
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import evaluate_slice
+from evocamp.loop.step_settings import StepSettings
 from evocamp.model.runspec import measure_dim, spec_run_key, where
 from evocamp.model.state import RunState
 
@@ -67,7 +68,11 @@ def reevaluate_shard(
     start, stop = shard_bounds(len(solutions), shards, shard)
     if stop > start:
         result = evaluate_slice(
-            resolve_run(_with_repeats(spec, repeats), evaluates=True),
+            resolve_run(
+                _with_repeats(spec, repeats),
+                evaluates=True,
+                programs=StepSettings.current().programs,
+            ),
             generation=state.generation,
             shard=None,
             start=start,

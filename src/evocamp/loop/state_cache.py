@@ -231,22 +231,24 @@ def read_full_state(path: str | Path) -> RunState:
 
 
 @contextlib.contextmanager
-def shard_batch(path: str | Path):
+def shard_batch(path: str | Path, *, programs: dict[str, dict] | None = None):
     """Open a state file's next batch for a shard, as
     :func:`~evocamp.files.checkpoint.open_batch` does (``(run, generation, batch,
     seeds, numerics)``, the run resolved once with its evaluation function,
-    :func:`resolve_run`): from the
+    :func:`resolve_run`, and ``programs``, the step settings' local keys of command
+    domains): from the
     node-local cache when the tell that wrote ``path`` ran on this node and left the
     batch's solutions there (the shard reads its own rows, and neither the state file
     nor the batch's parents), else from the file."""
     held = _cached_rows(Path(path))
     if held is not None:
         header, rows = held
-        run = resolve_run(json.loads(header["spec"]), evaluates=True)
+        run = resolve_run(json.loads(header["spec"]), evaluates=True, programs=programs)
         batch = {ASKED: rows}
         yield run, header["generation"] + 1, batch, header["seeds"], header["numerics"]
         return
-    with open_batch(path, resolve=functools.partial(resolve_run, evaluates=True)) as opened:
+    resolve = functools.partial(resolve_run, evaluates=True, programs=programs)
+    with open_batch(path, resolve=resolve) as opened:
         yield opened
 
 

@@ -5,13 +5,16 @@ them neither invalidates kept checkpoints nor reruns a rule): the run's length
 (``generations``, for the progress lines and the window rules), the failure limit
 (``evaluation.max_failed_fraction``: it only stops a run), how kept checkpoints store
 their archive (``checkpoint_full_every``), what is kept of the evaluations
-(``storage``) and how many evaluations of a shard run at once, with how many GPUs
-each (``evaluation.concurrency``, ``evaluation.gpus_per_evaluation``: the
-allocation's, not the results'). They reach a step through one channel: one environment variable,
-:data:`STEP_VARIABLE`, holding :class:`StepSettings` as JSON, which the workflow's
-shell prefix exports to every job (``workflow/rules/common.smk``) and which is read
-here only (:meth:`StepSettings.current`). A step run by hand without it uses the
-defaults; ``--total`` and ``--full-every`` override them on its command line.
+(``storage``), how many evaluations of a shard run at once, with how many GPUs each
+(``evaluation.concurrency``, ``evaluation.gpus_per_evaluation``: the allocation's, not
+the results'), and where and how each ``type: command`` domain's program runs here
+(its ``work_root``, ``keep_work``, ``keep_work_max`` and ``launcher``:
+:data:`~evocamp.tasks.programs.LOCAL_KEYS`). They reach a step through one channel: one
+environment variable, :data:`STEP_VARIABLE`, holding :class:`StepSettings` as JSON,
+which the workflow's shell prefix exports to every job (``workflow/rules/common.smk``)
+and which is read here only (:meth:`StepSettings.current`). A step run by hand without
+it uses the defaults; ``--total`` and ``--full-every`` override them on its command
+line.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import os
 from dataclasses import dataclass, field
 
 from evocamp.files.evaluations import StorageSettings
+from evocamp.model.runspec import COMMAND
+from evocamp.tasks.programs import LOCAL_KEYS
 
 #: The environment variable that carries the step settings (JSON) to every step; a
 #: step process that has it was started by the workflow.
@@ -54,6 +59,10 @@ class StepSettings:
     gpus_per_evaluation : int
         ``evaluation.gpus_per_evaluation``: GPUs each concurrent evaluation gets
         (its own ``CUDA_VISIBLE_DEVICES``; 0: none set).
+    programs : dict
+        By domain name, the :data:`~evocamp.tasks.programs.LOCAL_KEYS` a
+        ``type: command`` domain sets (where its work directories go, which are
+        kept, its launcher); domains that set none are left out.
     """
 
     generations: int | None = None
@@ -62,6 +71,7 @@ class StepSettings:
     storage: StorageSettings = field(default_factory=StorageSettings)
     concurrency: int = 1
     gpus_per_evaluation: int = 0
+    programs: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: dict) -> StepSettings:
@@ -73,6 +83,7 @@ class StepSettings:
             storage=StorageSettings.from_config(config),
             concurrency=int(config["evaluation"].get("concurrency", 1)),
             gpus_per_evaluation=int(config["evaluation"].get("gpus_per_evaluation", 0)),
+            programs=_local_keys(config["domains"]),
         )
 
     def to_json(self) -> str:
@@ -85,6 +96,7 @@ class StepSettings:
                 "storage": json.loads(self.storage.to_json())["storage"],
                 "concurrency": self.concurrency,
                 "gpus_per_evaluation": self.gpus_per_evaluation,
+                "programs": self.programs,
             },
             sort_keys=True,
         )
@@ -100,6 +112,7 @@ class StepSettings:
             storage=StorageSettings.from_config({"storage": stored["storage"]}),
             concurrency=int(stored.get("concurrency", 1)),
             gpus_per_evaluation=int(stored.get("gpus_per_evaluation", 0)),
+            programs=stored.get("programs", {}),
         )
 
     @classmethod
@@ -108,6 +121,16 @@ class StepSettings:
         each time: a warm-started step takes its caller's environment; parsed once per
         text, as Dask mode's segments ask every generation)."""
         return _settings_of(os.environ.get(STEP_VARIABLE, ""))
+
+
+def _local_keys(domains: dict) -> dict[str, dict]:
+    """By domain name, the local keys each ``type: command`` domain sets."""
+    found = {
+        name: {key: domain[key] for key in LOCAL_KEYS if key in domain}
+        for name, domain in domains.items()
+        if domain.get("type") == COMMAND
+    }
+    return {name: keys for name, keys in found.items() if keys}
 
 
 @functools.lru_cache(maxsize=8)

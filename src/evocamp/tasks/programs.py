@@ -112,11 +112,16 @@ class Program:
     It is made where the evaluation runs: relative paths of ``template``,
     ``python_path`` and of the command's words that name existing files are resolved
     against that process's working directory (the campaign's), which is also added at
-    the end of the program's ``PATH``, as Dakota does.
+    the end of the program's ``PATH``, as Dakota does. ``local``: the domain's
+    :data:`LOCAL_KEYS` as the step settings give them (where work directories go,
+    which are kept, the launcher), over any a run spec holds.
     """
 
-    def __init__(self, domain: dict) -> None:
+    def __init__(self, domain: dict, *, local: dict | None = None) -> None:
         here = Path.cwd()
+        # Where and how the program runs here (LOCAL_KEYS): the step settings' (``local``)
+        # over a run spec's (written by versions that kept them there).
+        domain = {**domain, **(local or {})}
         self.space = Space(domain["space"]) if domain.get("space") else None
         if self.space is not None:
             self.variables = self.space.names
@@ -457,6 +462,12 @@ def program_call(
         batch_name=batch_name,
     )
 
+
+#: The keys of a ``type: command`` domain that say where and how its program runs on
+#: this machine and change none of its results: step settings
+#: (:class:`~evocamp.loop.step_settings.StepSettings`, ``programs``), never part of
+#: the run spec, so that changing them reruns nothing.
+LOCAL_KEYS = ("work_root", "keep_work", "keep_work_max", "launcher")
 
 #: The domain keys only ``type: command`` takes.
 COMMAND_KEYS = (
