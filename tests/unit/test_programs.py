@@ -100,8 +100,9 @@ def test_results_files_are_read_or_their_offending_line_named():
     )
 
 
-def command_spec(tmp_path, *, evaluation=None, **domain) -> dict:
-    config = validate_config(
+def command_config(tmp_path, *, evaluation=None, **domain) -> dict:
+    """A validated campaign of MAP-Elites on a command domain ``d`` of the test driver."""
+    return validate_config(
         {
             "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
             "domains": {
@@ -118,6 +119,10 @@ def command_spec(tmp_path, *, evaluation=None, **domain) -> dict:
             "evaluation": evaluation or {},
         }
     )
+
+
+def command_spec(tmp_path, *, evaluation=None, **domain) -> dict:
+    config = command_config(tmp_path, evaluation=evaluation, **domain)
     return with_local_keys(run_spec(config, algorithm="me", domain="d", seed=0), config)
 
 
@@ -320,21 +325,7 @@ def test_where_and_how_a_program_runs_are_step_settings_not_the_run_spec(tmp_pat
     launcher.write_text('#!/bin/sh\necho launched > "$EVOCAMP_WORKDIR/launcher.log"\nexec "$@"\n')
     launcher.chmod(0o755)
     domain = {"keep_work": "all", "keep_work_max": 3, "launcher": str(launcher)}
-    config = validate_config(
-        {
-            "algorithms": {"me": {"type": "map_elites", "emitters": 1, "emitter_batch_size": 8}},
-            "domains": {
-                "d": {
-                    "type": "command",
-                    "command": [sys.executable, str(DRIVER)],
-                    "solution_dim": 4,
-                    "measure_ranges": [[-4, 4], [-4, 4]],
-                    "work_root": str(tmp_path / "scratch"),
-                    **domain,
-                }
-            },
-        }
-    )
+    config = command_config(tmp_path, **domain)
     spec = run_spec(config, algorithm="me", domain="d", seed=0)
     assert not set(LOCAL_KEYS) & set(spec["domain_spec"])
     settings = StepSettings.from_json(StepSettings.from_config(config).to_json())
