@@ -377,9 +377,11 @@ class CentralisedQUCB(_QUCB):
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
         return points
 
-    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
-        """Asynchronous mode: add finished points to the history."""
-        self._record(solutions, objective)
+    def tell_async(self, objective, measures, *, solutions, failed=None, **extra) -> None:
+        """Asynchronous mode: add finished points to the history (not the failed ones,
+        ``failed``) and take them all out of the points in flight."""
+        kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
+        self._record(np.asarray(solutions)[kept], np.asarray(objective)[kept])
         done = {np.asarray(point, dtype=np.float64).tobytes() for point in solutions}
         keep = [point.tobytes() not in done for point in self.in_flight]
         self.in_flight = self.in_flight[np.asarray(keep, dtype=bool)]
