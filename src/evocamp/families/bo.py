@@ -51,6 +51,7 @@ from evocamp.families.surrogate import (
     ranked,
     refine_by_ucb,
     reused_surrogate,
+    row_keys,
     training_subset,
     tree_mean_std,
     ucb,
@@ -163,9 +164,9 @@ def propose(
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
     mean, std = tree_mean_std(model, start)
-    taken = {point.tobytes() for point in x}
+    taken = set(row_keys(x))  # (one pass over the history: its rows' bytes)
     if pending is not None:
-        taken.update(point.tobytes() for point in pending)
+        taken.update(row_keys(pending))
     points = []
     for kappa in kappas:
         score = ucb(mean, std, kappa)
