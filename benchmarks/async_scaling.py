@@ -27,7 +27,9 @@ other for each worker count, so a changing load touches both alike):
   10,000 and 20, and the surrogate refitted every 8th told point (all simulated workers
   share this process's fitted models, as the slots served by one Dask worker process
   or a centralised coordinator do; W workers in W processes would each fit the model
-  of a refit they need once).
+  of a refit they need once); ``refit-8-search-8-cheap-search`` with the acquisition
+  search made every 8th told point besides (``search_every``), its population
+  re-scored between.
 
 Fits and proposals are really computed, one after the other, and timed with the
 process clock. ``--history N`` starts every run from N told uniform points (a long
@@ -73,6 +75,11 @@ VARIANTS = {
         False,
         FIT_POINTS,
         {"refit_every": 8, "candidates": 2000, "refine_generations": 5},
+    ),
+    "refit-8-search-8-cheap-search": (
+        False,
+        FIT_POINTS,
+        {"refit_every": 8, "search_every": 8, "candidates": 2000, "refine_generations": 5},
     ),
 }
 
@@ -209,6 +216,76 @@ def fit_times(*, dims=(5, 10), histories=(1000, 2000, 5000, 10000)) -> str:
     return table(["d", "history", f"fitted to at most {FIT_POINTS:,} s", "fitted to all s"], rows)
 
 
+def bounded_against_full(
+    *, seed: int, fit_points: int, dim: int = 5, batch: int = 200, evaluations: int = 10000
+) -> dict:
+    """Best Ackley value at equal evaluations, surrogate fitted to at most ``fit_points``
+    of the history: synchronous generations of ``batch`` points of centralised qUCB
+    (``config/bo.yaml``'s ``qucb_centralised`` keys; its ``refit_every`` is moot: a
+    generation's tell adds ``batch`` points), in process, on Ackley ``dim``-d, up to
+    ``evaluations``. Returns the best value after every generation's evaluations and
+    each generation's fit seconds (the optimizer's own timing, wall clock) and process
+    seconds of its ``ask`` (fit and the batch's proposals)."""
+    import yaml
+    from common import REPO
+
+    from evocamp.families.bo import CentralisedQUCB
+
+    keys = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())["algorithms"]
+    settings = {**ALGORITHMS["qucb_centralised"].defaults, **keys["qucb_centralised"]}
+    settings = {k: v for k, v in settings.items() if k not in ("type", "refit_every")}
+    settings["batch_size"] = batch
+    optimizer = CentralisedQUCB(
+        solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=seed, **settings
+    )
+    optimizer.fit_points = fit_points
+    best, fits, asks, told = [], [], [], []
+    while len(optimizer.y) < evaluations:
+        began = time.process_time()
+        points = optimizer.ask()
+        asks.append(time.process_time() - began)
+        fits.append(optimizer.stats()["fit_seconds"])
+        objective = -ackley_value(points)
+        optimizer.tell(objective, np.empty((len(points), 0)))
+        told.append(len(optimizer.y))
+        best.append(float(-optimizer.y.max()))
+    return {"evaluations": told, "best": best, "fit": fits, "ask": asks}
+
+
+def bounded_quality(seeds, *, marks=(1000, 2000, 5000, 10000)) -> str:
+    """:func:`bounded_against_full` for ``seeds``, bounded (``FIT_POINTS``) and full:
+    best value at each of ``marks`` evaluations, mean [95% bootstrap CI], and the mean
+    fit seconds and ask process seconds of the generations up to each mark."""
+    from common import interval
+
+    rows = []
+    for label, fit_points in ((f"at most {FIT_POINTS:,}", FIT_POINTS), ("all", 10**9)):
+        runs = []
+        for seed in seeds:
+            runs.append(bounded_against_full(seed=seed, fit_points=fit_points))
+            print(label, seed, [runs[-1]["best"][-1]], flush=True)
+        for previous, mark in zip((0, *marks), marks, strict=False):
+            at = [run["evaluations"].index(mark) for run in runs]
+            since = [
+                slice(run["evaluations"].index(previous) + 1 if previous else 0, k + 1)
+                for run, k in zip(runs, at, strict=True)
+            ]
+            rows.append(
+                [
+                    label,
+                    mark,
+                    len(runs),
+                    interval([run["best"][k] for run, k in zip(runs, at, strict=True)]),
+                    " ".join(f"{run['best'][k]:.3g}" for run, k in zip(runs, at, strict=True)),
+                    f"{np.mean([np.mean(runs[i]['fit'][w]) for i, w in enumerate(since)]):.3f}",
+                    f"{np.mean([np.mean(runs[i]['ask'][w]) for i, w in enumerate(since)]):.2f}",
+                ]
+            )
+    header = ["fitted to", "evaluations", "seeds", "best Ackley", "per seed",
+              "fit s per generation (since the last mark)", "ask CPU s per generation"]  # fmt: skip
+    return table(header, rows)
+
+
 def coordinator_rate(*, algorithm: str, completions: int = 2000, slots: int = 8) -> dict:
     """Process seconds evocamp's asynchronous loop spends per completion besides the
     evaluations (log line, tell, next proposal, generation rows): the real
@@ -323,6 +400,12 @@ def main() -> None:
     parser.add_argument("--means", type=float, nargs="+", default=[0.01, 0.1, 1.0])
     parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
     parser.add_argument(
+        "--bounded-quality",
+        action="store_true",
+        help="best value at equal evaluations, bounded against full fits (10,000 evaluations)",
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
         "--coordinator", action="store_true", help="only time the loop's own work per completion"
     )
     args = parser.parse_args()
@@ -372,6 +455,9 @@ def main() -> None:
         return
     if args.fit_times:
         print(fit_times())
+        return
+    if args.bounded_quality:
+        print(bounded_quality(args.seeds))
         return
     rows = []
     for workers in args.workers:
