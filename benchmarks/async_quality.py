@@ -1,7 +1,6 @@
 """Asynchronous qUCB's variants in solution quality and proposal latency: proposals
 ahead, and DeepHyper's cheapeners (a surrogate refitted every k-th told point, a kappa
-schedule, a cheaper acquisition search, the acquisition search made every k-th told
-point: ``search-k``, over ``config/bo.yaml``'s keys).
+schedule, a cheaper acquisition search).
 
     python benchmarks/async_quality.py [--seeds 0 1 2 3 4] [--domains ackley5 ackley10]
         [--algorithms qucb_decentralised qucb_centralised] [--variants at-freeing ahead ...]
@@ -54,9 +53,6 @@ VARIANTS = {
     "kappa-decay-25": ({}, {"kappa_schedule": {"period": 25, "kappa_final": 0.1}}),
     "cheap-search": ({}, {"candidates": 2000, "refine_generations": 5}),
     "refit-8-cheap-search": ({}, {"refit_every": 8, "candidates": 2000, "refine_generations": 5}),
-    "search-4": ({}, {"search_every": 4}),
-    "search-8": ({}, {"search_every": 8}),
-    "search-16": ({}, {"search_every": 16}),
 }
 
 

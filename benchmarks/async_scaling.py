@@ -27,9 +27,7 @@ other for each worker count, so a changing load touches both alike):
   10,000 and 20, and the surrogate refitted every 8th told point (all simulated workers
   share this process's fitted models, as the slots served by one Dask worker process
   or a centralised coordinator do; W workers in W processes would each fit the model
-  of a refit they need once); ``refit-8-search-8-cheap-search`` with the acquisition
-  search made every 8th told point besides (``search_every``), its population
-  re-scored between.
+  of a refit they need once).
 
 Fits and proposals are really computed, one after the other, and timed with the
 process clock. ``--history N`` starts every run from N told uniform points (a long
@@ -75,11 +73,6 @@ VARIANTS = {
         False,
         FIT_POINTS,
         {"refit_every": 8, "candidates": 2000, "refine_generations": 5},
-    ),
-    "refit-8-search-8-cheap-search": (
-        False,
-        FIT_POINTS,
-        {"refit_every": 8, "search_every": 8, "candidates": 2000, "refine_generations": 5},
     ),
 }
 

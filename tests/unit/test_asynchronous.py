@@ -14,7 +14,6 @@ from conftest import PLUGINS, error_of, merged, write_final
 from evocamp.base.errors import CorruptFileError, EvaluationError
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
-from evocamp.families import surrogate
 from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.completions import Completion, CompletionLog, read_completions
 from evocamp.loop.asynchronous import (
@@ -405,29 +404,6 @@ def test_proposals_made_ahead_are_those_made_in_place_and_survive_a_checkpoint(t
     old = spec_of(FAST, "dec")
     assert "propose_ahead" not in old["asynchronous"]
     assert write_final(tmp_path / "old.h5", run_in_process(old, until=4)[0]) != expected
-
-
-@pytest.mark.parametrize("algorithm", ["dec", "cen"])
-def test_a_search_every_kth_point_replays_and_resumes_bit_for_bit(tmp_path, algorithm):
-    """``search_every`` (the acquisition search every k-th told point, its population
-    re-scored between) keeps an asynchronous run a function of its completion log: a
-    replay and a run resumed from a cut log are the run; the key is in the run spec only
-    when given, and changes the run."""
-    config = merged(FAST, {"algorithms": {algorithm: {"search_every": 3}}})
-    spec = spec_of(config, algorithm)
-    assert spec["algorithm_spec"]["search_every"] == 3
-    assert "search_every" not in spec_of(FAST, algorithm)["algorithm_spec"]
-    surrogate._SEARCHES.clear()
-    reference, logged = run_in_process(spec, until=4)
-    expected = write_final(tmp_path / "reference.h5", reference)
-    surrogate._SEARCHES.clear()  # (a process that lacks the searches makes them again)
-    resumed, _ = run_in_process(
-        spec, until=4, resume=Resume.from_log(logged[:9], told=0, spec=spec)
-    )
-    assert write_final(tmp_path / "resumed.h5", resumed) == expected
-    assert write_final(tmp_path / "replayed.h5", replay(spec, logged, generations=4)) == expected
-    plain = run_in_process(spec_of(FAST, algorithm), until=4)[0]
-    assert write_final(tmp_path / "plain.h5", plain) != expected
 
 
 @pytest.mark.parametrize("algorithm", ["dec", "cen"])

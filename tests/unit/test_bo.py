@@ -172,41 +172,6 @@ def test_a_reused_surrogate_is_the_one_a_fresh_process_fits():
     assert fresh[0].tobytes() != warm[0].tobytes()  # (a fit per proposal draws its own model)
 
 
-def test_a_search_every_kth_point_is_reused_between_and_a_fresh_process_makes_it_again():
-    """With ``search_every`` 4, proposals between two searches re-score the population of
-    the search made at the history's last multiple (a pure function of the history: a
-    process that lacks it makes the same again); they are points of that population,
-    none evaluated or in flight, and differ from a search per proposal."""
-    rng = np.random.default_rng(3)
-    x = rng.uniform(-5, 5, (26, 3))
-    y = -ackley_value(x)
-    settings = dict(
-        kappas=np.array([1.0, 2.0]), bounds=(-5.0, 5.0), candidates=50, trees=5,
-        initial_points=10, refine_generations=2, search=(4, 7, 1.96),
-    )  # fmt: skip
-
-    def proposed(count, **more):
-        return propose(x[:count], y[:count], rng=np.random.default_rng(count), **settings, **more)
-
-    surrogate._SEARCHES.clear()
-    warm = [proposed(count)[0] for count in (22, 23, 25)]
-    assert len(surrogate._SEARCHES) == 1  # 22, 23 and 25 points: searched at 22 only
-    (population,) = surrogate._SEARCHES.values()
-    assert len(population) == surrogate.PARENTS
-    members = set(surrogate.row_keys(population))
-    assert all(key in members for made in warm for key in surrogate.row_keys(made))
-    surrogate._SEARCHES.clear()
-    cold = [proposed(count)[0] for count in (25, 23, 22)][::-1]
-    for made, again in zip(warm, cold, strict=True):
-        assert made.tobytes() == again.tobytes()
-    pending = warm[1][:1]  # in flight: never proposed again
-    assert pending.tobytes() not in set(surrogate.row_keys(proposed(23, pending=pending)[0]))
-    searched = propose(
-        x[:23], y[:23], rng=np.random.default_rng(23), **{**settings, "search": None}
-    )
-    assert searched[0].tobytes() != warm[1].tobytes()
-
-
 def test_qucb_beats_random_search_on_ackley_5d_in_200_evaluations():
     """The outcome the family is for: 25 generations of 8 on Ackley 5-d, 8 shards."""
     config = {

@@ -147,9 +147,8 @@ _BO_DEFAULTS = {
     "refine_generations": 20,
 }
 #: BO keys that are no part of a run spec unless given (DeepHyper's cheapeners, issue 45:
-#: a surrogate refitted every k-th told point, a periodic decay of kappa, the acquisition
-#: search made every k-th told point).
-_BO_CHEAPENERS = ("refit_every", "kappa_schedule", "search_every")
+#: a surrogate refitted every k-th told point, a periodic decay of kappa).
+_BO_CHEAPENERS = ("refit_every", "kappa_schedule")
 
 
 def _population(algorithm: dict) -> int:

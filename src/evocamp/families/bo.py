@@ -50,10 +50,8 @@ from evocamp.families.surrogate import (
     fit_surrogate,
     ranked,
     refine_by_ucb,
-    rescored,
     reused_surrogate,
     row_keys,
-    searched_population,
     training_subset,
     tree_mean_std,
     ucb,
@@ -108,7 +106,6 @@ def propose(
     fit_points: int = FIT_POINTS,
     lies: np.ndarray | None = None,
     refit: tuple[int, int] | None = None,
-    search: tuple[int, int, float] | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -127,11 +124,6 @@ def propose(
     the fit as believers, each with the objective of its nearest fitted point, so the
     proposal does not repeat them. (A pessimistic constant liar, the history's worst
     objective, was measured worse: it pushed proposals away from the incumbent.)
-    ``refit`` ``(refit_every, seed)`` reuses the surrogate between refits
-    (:func:`reused_surrogate`). ``search`` ``(search_every, seed, kappa)`` replaces the
-    candidates and the genetic search by the final population of the last search
-    (:func:`searched_population`, made every ``search_every``-th told point with the
-    mean weight ``kappa``), re-scored with this proposal's surrogate and weights.
 
     Returns
     -------
@@ -169,33 +161,6 @@ def propose(
             pending = lies if pending is None else np.concatenate([pending, lies])
         model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     fitted = time.perf_counter()
-    if search is not None and search[0] > 1:
-        population = searched_population(
-            x,
-            y,
-            every=search[0],
-            kappa=search[2],
-            seed=search[1],
-            search={
-                "bounds": bounds,
-                "candidates": candidates,
-                "generations": refine_generations,
-                "trees": trees,
-                "initial_points": initial_points,
-                "fit_points": fit_points,
-            },
-            refit_every=1 if refit is None else refit[0],
-            snap=snap,
-        )
-        points = rescored(
-            model,
-            population,
-            kappas=kappas,
-            x=x,
-            pending=pending,
-            draw=lambda: keep(rng.uniform(low, high, (max(candidates, count), dim))),
-        )
-        return points, fitted - began, time.perf_counter() - fitted
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
     mean, std = tree_mean_std(model, start)
@@ -259,11 +224,6 @@ class _QUCB:
     kappa_schedule : dict, optional
         ``{"period": P, "kappa_final": F}``: every exploration weight decays
         periodically (:func:`kappa_decay`, DeepHyper's periodic exponential decay).
-    search_every : int, optional
-        Make the acquisition search (candidates and genetic search) only every
-        ``search_every``-th told point and re-score its final population between
-        (:func:`searched_population`, DeepHyper's ``acq_optimizer_freq``); 1 (the
-        default) searches for every proposal.
     """
 
     #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
@@ -273,7 +233,6 @@ class _QUCB:
     #: The cheapeners' settings (class attributes: optimizers pickled before them have them).
     refit_every = 1
     kappa_schedule = None
-    search_every = 1
 
     def __init__(
         self,
@@ -291,7 +250,6 @@ class _QUCB:
         space: list | None = None,
         refit_every: int = 1,
         kappa_schedule: dict | None = None,
-        search_every: int = 1,
     ) -> None:
         if space is not None:
             self.space, bounds = Space(space), (0.0, 1.0)
@@ -306,7 +264,6 @@ class _QUCB:
         self.trees = int(trees)
         self.refine_generations = int(refine_generations)
         self.refit_every = int(refit_every)
-        self.search_every = int(search_every)
         self.kappa_schedule = None if kappa_schedule is None else dict(kappa_schedule)
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
@@ -337,11 +294,6 @@ class _QUCB:
     def _refit(self) -> tuple[int, int] | None:
         """``propose``'s ``refit``: ``(refit_every, seed)``, or ``None`` (a fit per proposal)."""
         return (self.refit_every, self.seed) if self.refit_every > 1 else None
-
-    def _search(self) -> tuple[int, int, float] | None:
-        """``propose``'s ``search``: ``(search_every, seed, kappa)``, or ``None`` (a search
-        per proposal)."""
-        return (self.search_every, self.seed, self.kappa) if self.search_every > 1 else None
 
     def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
         self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
@@ -381,7 +333,6 @@ class CentralisedQUCB(_QUCB):
             snap=space["snap"],
             fit_points=self.fit_points,
             refit=self._refit(),
-            search=self._search(),
         )
         points = space["solutions"](points)
         self.pending = points
@@ -421,7 +372,6 @@ class CentralisedQUCB(_QUCB):
             snap=space["snap"],
             fit_points=self.fit_points,
             refit=self._refit(),
-            search=self._search(),
         )
         points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
@@ -453,8 +403,7 @@ class DecentralisedBatch(CompactBatch):
     batch size, shards, initial points, candidates, trees, refine generations, fit
     points); asynchronous proposals ahead add ``pending``, the point the slot was
     evaluating when the proposal was asked (a believer of :func:`propose`); the
-    cheapeners, when set, ``refit_every``, ``search_every`` and ``kappa_schedule``
-    (period, final kappa)."""
+    cheapeners, when set, ``refit_every`` and ``kappa_schedule`` (period, final kappa)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -489,7 +438,6 @@ class DecentralisedBatch(CompactBatch):
             schedule = {"period": int(period), "kappa_final": float(final)}
         kappa = float(batch["kappa"][0])
         every = int(batch["refit_every"][0]) if "refit_every" in batch else 1
-        search_every = int(batch["search_every"][0]) if "search_every" in batch else 1
         space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
         x = batch["x"][()]
         points, fit_seconds, propose_seconds = propose(
@@ -512,7 +460,6 @@ class DecentralisedBatch(CompactBatch):
             fit_points=bound[0] if bound else FIT_POINTS,
             lies=_in_unit(space, batch["pending"][()]) if "pending" in batch else None,
             refit=(every, seed) if every > 1 else None,
-            search=(search_every, seed, kappa) if search_every > 1 else None,
         )
         return {
             "solutions": points if space is None else space.from_unit(points),
@@ -579,8 +526,6 @@ class DecentralisedQUCB(_QUCB):
             batch["worker"] = np.asarray([worker], dtype=np.int64)
         if self.refit_every > 1:
             batch["refit_every"] = np.asarray([self.refit_every], dtype=np.int64)
-        if self.search_every > 1:
-            batch["search_every"] = np.asarray([self.search_every], dtype=np.int64)
         if self.kappa_schedule is not None:
             schedule = self.kappa_schedule
             batch["kappa_schedule"] = np.asarray(

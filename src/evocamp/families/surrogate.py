@@ -3,8 +3,7 @@ its upper confidence bound: scikit-learn's ``ExtraTreesRegressor`` fitted to a b
 deterministic subset of the history (:func:`training_subset`), or reused between refits
 (:func:`reused_surrogate`), the spread of its trees' predictions as the uncertainty
 (:func:`tree_mean_std`), and the genetic search for a point of high UCB
-(:func:`refine_by_ucb`), or the population of the last search reused between searches
-(:func:`searched_population`). scikit-learn is imported only when a surrogate is fitted.
+(:func:`refine_by_ucb`). scikit-learn is imported only when a surrogate is fitted.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import numpy as np
 
 #: Streams of the optimizer seed (SeedSequence spawn keys) drawn here.
 MODEL_STREAM = 3
-SEARCH_STREAM = 4
 
 
 def fit_surrogate(x: np.ndarray, y: np.ndarray, *, trees: int, rng: np.random.Generator):
@@ -167,34 +165,6 @@ _SURROGATES_KEPT = 4
 _SURROGATES_LOCK = threading.Lock()
 
 
-def _last_refit(count: int, *, every: int, initial_points: int) -> int:
-    """The history points up to the last refit (or search) of every ``every``-th told
-    point: ``initial_points + j * every``, ``j`` the most that fit in ``count``."""
-    return initial_points + ((count - initial_points) // every) * every
-
-
-def _cached(cache: dict, key: bytes, make: Callable[[], object]) -> object:
-    """``cache[key]``, made by ``make()`` when missing; the cache keeps the last
-    :data:`_SURROGATES_KEPT` (a Dask worker's lanes, or a proposal made ahead, are
-    threads)."""
-    with _SURROGATES_LOCK:
-        value = cache.pop(key, None)
-    if value is None:
-        value = make()
-    with _SURROGATES_LOCK:
-        cache[key] = value
-        while len(cache) > _SURROGATES_KEPT:
-            del cache[next(iter(cache))]
-    return value
-
-
-def _digest(*parts: np.ndarray) -> bytes:
-    digest = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        digest.update(np.ascontiguousarray(part).tobytes())
-    return digest.digest()
-
-
 def reused_surrogate(
     x: np.ndarray,
     y: np.ndarray,
@@ -218,113 +188,20 @@ def reused_surrogate(
     object
         The fitted ``ExtraTreesRegressor``.
     """
-    count = _last_refit(len(y), every=every, initial_points=initial_points)
+    count = initial_points + ((len(y) - initial_points) // every) * every
     rows = training_subset(y[:count], limit=fit_points)
     fit_x, fit_y = x[:count][rows], y[:count][rows]
-
-    def fit():
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (np.asarray([seed, count, trees], dtype=np.int64), fit_x, fit_y):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    key = digest.digest()
+    with _SURROGATES_LOCK:  # (a Dask worker's lanes, or a proposal made ahead, are threads)
+        model = _SURROGATES.pop(key, None)
+    if model is None:
         stream = np.random.SeedSequence(seed, spawn_key=(MODEL_STREAM, count))
-        return fit_surrogate(fit_x, fit_y, trees=trees, rng=np.random.default_rng(stream))
-
-    key = _digest(np.asarray([seed, count, trees], dtype=np.int64), fit_x, fit_y)
-    return _cached(_SURROGATES, key, fit)
-
-
-#: Final populations of the genetic search kept in this process (:func:`searched_population`).
-_SEARCHES: dict[bytes, np.ndarray] = {}
-
-
-def searched_population(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    every: int,
-    kappa: float,
-    seed: int,
-    search: dict,
-    refit_every: int = 1,
-    snap: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> np.ndarray:
-    """The final population of the acquisition search made only every ``every``-th told
-    point (DeepHyper's ``acq_optimizer_freq``), for proposals to re-score in between.
-
-    The search is made at the history's first ``m = initial_points + j * every`` points
-    (``j`` the most that fit): with the surrogate of those points
-    (:func:`reused_surrogate`, refitted every ``refit_every``-th point), the mean
-    exploration weight ``kappa``, uniform candidates and the genetic search
-    (:func:`refine_by_ucb`) drawn from ``seed`` and ``m`` alone, points among the
-    first ``m`` ranked last; so it is a pure function of the history whichever process
-    or worker makes it. A process keeps the last few populations and reuses them; one
-    that lacks one makes the same again.
-
-    Parameters
-    ----------
-    search : dict
-        ``bounds``, ``candidates``, ``generations`` (of the genetic search), ``trees``,
-        ``initial_points``, ``fit_points``: the proposal's settings.
-
-    Returns
-    -------
-    numpy.ndarray
-        The :data:`PARENTS` points of the search's final population, best first.
-    """
-    initial_points = search["initial_points"]
-    count = _last_refit(len(y), every=every, initial_points=initial_points)
-    low, high = search["bounds"]
-    settings = np.asarray(
-        [seed, count, search["trees"], search["candidates"], search["generations"], refit_every],
-        dtype=np.int64,
-    )
-    key = _digest(settings, np.asarray([kappa, low, high]), x[:count], y[:count])
-
-    def make():
-        model = reused_surrogate(
-            x[:count],
-            y[:count],
-            every=refit_every,
-            initial_points=initial_points,
-            trees=search["trees"],
-            seed=seed,
-            fit_points=search["fit_points"],
-        )
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(SEARCH_STREAM, count)))
-        uniform = rng.uniform(low, high, (search["candidates"], x.shape[1]))
-        fitted = x[:count][training_subset(y[:count], limit=search["fit_points"])]
-        start = np.concatenate([uniform if snap is None else snap(uniform), fitted])
-        mean, std = tree_mean_std(model, start)
-        return refine_by_ucb(
-            model,
-            start[best_first(ucb(mean, std, kappa), PARENTS)],
-            kappa=kappa,
-            bounds=(low, high),
-            generations=search["generations"],
-            taken=set(row_keys(x[:count])),
-            rng=rng,
-            snap=snap,
-        )
-
-    return _cached(_SEARCHES, key, make)
-
-
-def rescored(model, population, *, kappas, x, pending, draw) -> np.ndarray:
-    """One point per kappa from ``population`` (a search's last,
-    :func:`searched_population`) by ``model``'s UCB: the best neither evaluated (``x``)
-    nor in flight (``pending``) nor proposed already; when every one is, the best new
-    one of the uniform candidates ``draw()`` returns."""
-    taken = set(row_keys(x))
-    if pending is not None:
-        taken.update(row_keys(pending))
-    mean, std = tree_mean_std(model, population)
-    points, uniform = [], None
-    for kappa in kappas:
-        score = ucb(mean, std, kappa)
-        best = population[ranked(population, score, taken=taken, count=1)[0]]
-        if best.tobytes() in taken:
-            if uniform is None:
-                uniform = draw()
-                uniform_mean, uniform_std = tree_mean_std(model, uniform)
-            ranks = ranked(uniform, ucb(uniform_mean, uniform_std, kappa), taken=taken, count=1)
-            best = uniform[ranks[0]]
-        taken.add(best.tobytes())
-        points.append(best)
-    return np.asarray(points)
+        model = fit_surrogate(fit_x, fit_y, trees=trees, rng=np.random.default_rng(stream))
+    with _SURROGATES_LOCK:
+        _SURROGATES[key] = model
+        while len(_SURROGATES) > _SURROGATES_KEPT:
+            del _SURROGATES[next(iter(_SURROGATES))]
+    return model
