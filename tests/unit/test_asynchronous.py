@@ -432,6 +432,28 @@ def test_the_surrogate_never_sees_a_discarded_evaluation(algorithm, monkeypatch)
     assert not any(c.solution.tobytes() in history for c in failed)
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"type": "nevergrad", "optimizer": "CMA", "batch_size": 4},
+        {"type": "optuna", "sampler": "tpe"},
+    ],
+)
+def test_a_failed_evaluation_is_told_to_nevergrad_and_optuna(entry, monkeypatch):
+    """Under discard, Nevergrad and Optuna are told a failed completion (as in
+    generations: +inf, a failed trial), so what they hold as asked is what is in flight."""
+    config = merged(
+        FAST,
+        {"evaluation": {"on_failure": "discard"}, "domains": {"ackley4": FAILING_ACKLEY4}},
+    )
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=1.0).to_json())
+    config["algorithms"] = {"lib": entry}
+    spec = run_spec(validate_config(config), algorithm="lib", domain="ackley4", seed=0)
+    state, logged = run_in_process(spec, until=3)
+    assert any(c.status for c in logged)
+    assert len(state.optimizer.asked) == 4  # the slots' evaluations in flight
+
+
 @pytest.mark.parametrize("ahead", [False, True])
 def test_a_failed_evaluation_leaves_centralised_qucbs_in_flight_points(ahead, monkeypatch):
     """Under discard, a failed completion's point leaves centralised qUCB's points in
