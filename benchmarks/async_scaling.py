@@ -3,10 +3,13 @@
     python benchmarks/async_scaling.py [--workers 8 64 256 1024] [--per-worker 2]
         [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
     python benchmarks/async_scaling.py --fit-times
+    python benchmarks/async_scaling.py --bounded-quality [--seeds 0 1 2]
     python benchmarks/async_scaling.py --coordinator
     python benchmarks/async_scaling.py --segment [--means 0.01 0.1 1] [--workers 8]
 
-``--segment`` runs real segment jobs instead (:func:`segment_ceiling`). Otherwise: real
+``--segment`` runs real segment jobs instead (:func:`segment_ceiling`);
+``--bounded-quality`` compares bounded and full fits at equal evaluations
+(:func:`bounded_quality`). Otherwise: real
 fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
 are processed in simulated time, so the numbers are what W cores would see, whatever
