@@ -3,10 +3,13 @@
     python benchmarks/async_scaling.py [--workers 8 64 256 1024] [--per-worker 2]
         [--dim 5] [--mean-seconds 0.5] [--variants today ahead] [--history 0]
     python benchmarks/async_scaling.py --fit-times
+    python benchmarks/async_scaling.py --bounded-quality [--seeds 0 1 2]
     python benchmarks/async_scaling.py --coordinator
     python benchmarks/async_scaling.py --segment [--means 0.01 0.1 1] [--workers 8]
 
-``--segment`` runs real segment jobs instead (:func:`segment_ceiling`). Otherwise: real
+``--segment`` runs real segment jobs instead (:func:`segment_ceiling`);
+``--bounded-quality`` compares bounded and full fits at equal evaluations
+(:func:`bounded_quality`). Otherwise: real
 fitting, simulated evaluation times. Every worker runs on a core of its own and
 evaluates for a duration drawn from an exponential distribution (not slept). Events
 are processed in simulated time, so the numbers are what W cores would see, whatever
@@ -209,6 +212,82 @@ def fit_times(*, dims=(5, 10), histories=(1000, 2000, 5000, 10000)) -> str:
     return table(["d", "history", f"fitted to at most {FIT_POINTS:,} s", "fitted to all s"], rows)
 
 
+def bounded_against_full(
+    *, seed: int, fit_points: int, dim: int = 5, batch: int = 200, evaluations: int = 10000
+) -> dict:
+    """Best Ackley value at equal evaluations, surrogate fitted to at most ``fit_points``
+    of the history: synchronous generations of ``batch`` points of centralised qUCB
+    (``config/bo.yaml``'s ``qucb_centralised`` keys; its ``refit_every`` is moot: a
+    generation's tell adds ``batch`` points), in process, on Ackley ``dim``-d, up to
+    ``evaluations``. Returns the best value after every generation's evaluations and
+    each generation's fit seconds (the optimizer's own timing, on the process clock here)
+    and process seconds of its ``ask`` (fit and the batch's proposals)."""
+    import types
+
+    import yaml
+    from common import REPO
+
+    from evocamp.families import bo
+    from evocamp.families.bo import CentralisedQUCB
+
+    bo.time = types.SimpleNamespace(perf_counter=time.process_time)  # (load-proof timings)
+
+    keys = yaml.safe_load((REPO / "config" / "bo.yaml").read_text())["algorithms"]
+    settings = {**ALGORITHMS["qucb_centralised"].defaults, **keys["qucb_centralised"]}
+    settings = {k: v for k, v in settings.items() if k not in ("type", "refit_every")}
+    settings["batch_size"] = batch
+    optimizer = CentralisedQUCB(
+        solution_dim=dim, x0=None, bounds=(-BOUND, BOUND), seed=seed, **settings
+    )
+    optimizer.fit_points = fit_points
+    best, fits, asks, told = [], [], [], []
+    while len(optimizer.y) < evaluations:
+        began = time.process_time()
+        points = optimizer.ask()
+        asks.append(time.process_time() - began)
+        fits.append(optimizer.stats()["fit_seconds"])
+        objective = -ackley_value(points)
+        optimizer.tell(objective, np.empty((len(points), 0)))
+        told.append(len(optimizer.y))
+        best.append(float(-optimizer.y.max()))
+    return {"evaluations": told, "best": best, "fit": fits, "ask": asks}
+
+
+def bounded_quality(seeds, *, marks=(1000, 2000, 5000, 10000)) -> str:
+    """:func:`bounded_against_full` for ``seeds``, bounded (``FIT_POINTS``) and full:
+    best value at each of ``marks`` evaluations, mean [95% bootstrap CI], and the mean
+    fit seconds and ask process seconds of the generations up to each mark."""
+    from common import interval
+
+    rows = []
+    for label, fit_points in ((f"at most {FIT_POINTS:,}", FIT_POINTS), ("all", 10**9)):
+        runs = []
+        for seed in seeds:
+            runs.append(bounded_against_full(seed=seed, fit_points=fit_points))
+            print(label, seed, [runs[-1]["best"][-1]], flush=True)
+        for previous, mark in zip((0, *marks), marks, strict=False):
+            at = [run["evaluations"].index(mark) for run in runs]
+            since = [
+                slice(run["evaluations"].index(previous) + 1 if previous else 0, k + 1)
+                for run, k in zip(runs, at, strict=True)
+            ]
+            rows.append(
+                [
+                    label,
+                    mark,
+                    len(runs),
+                    interval([run["best"][k] for run, k in zip(runs, at, strict=True)]),
+                    " ".join(f"{run['best'][k]:.3g}" for run, k in zip(runs, at, strict=True)),
+                    f"{np.mean([np.mean(runs[i]['fit'][w]) for i, w in enumerate(since)]):.3f}",
+                    f"{np.mean([np.mean(runs[i]['ask'][w]) for i, w in enumerate(since)]):.2f}",
+                ]
+            )
+    header = ["fitted to", "evaluations", "seeds", "best Ackley", "per seed",
+              "fit CPU s per generation (since the last mark)",
+              "ask CPU s per generation"]  # fmt: skip
+    return table(header, rows)
+
+
 def coordinator_rate(*, algorithm: str, completions: int = 2000, slots: int = 8) -> dict:
     """Process seconds evocamp's asynchronous loop spends per completion besides the
     evaluations (log line, tell, next proposal, generation rows): the real
@@ -323,6 +402,12 @@ def main() -> None:
     parser.add_argument("--means", type=float, nargs="+", default=[0.01, 0.1, 1.0])
     parser.add_argument("--fit-times", action="store_true", help="only time single proposals")
     parser.add_argument(
+        "--bounded-quality",
+        action="store_true",
+        help="best value at equal evaluations, bounded against full fits (10,000 evaluations)",
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
         "--coordinator", action="store_true", help="only time the loop's own work per completion"
     )
     args = parser.parse_args()
@@ -372,6 +457,9 @@ def main() -> None:
         return
     if args.fit_times:
         print(fit_times())
+        return
+    if args.bounded_quality:
+        print(bounded_quality(args.seeds))
         return
     rows = []
     for workers in args.workers:

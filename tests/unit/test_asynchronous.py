@@ -430,3 +430,52 @@ def test_the_surrogate_never_sees_a_discarded_evaluation(algorithm, monkeypatch)
     assert sorted(optimizer.y.tolist()) == sorted(c.objective for c in ok)
     history = {point.tobytes() for point in optimizer.x}
     assert not any(c.solution.tobytes() in history for c in failed)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"type": "nevergrad", "optimizer": "CMA", "batch_size": 4},
+        {"type": "optuna", "sampler": "tpe"},
+    ],
+)
+def test_a_failed_evaluation_is_told_to_nevergrad_and_optuna(entry, monkeypatch):
+    """Under discard, Nevergrad and Optuna are told a failed completion (as in
+    generations: +inf, a failed trial), so what they hold as asked is what is in flight."""
+    config = merged(
+        FAST,
+        {"evaluation": {"on_failure": "discard"}, "domains": {"ackley4": FAILING_ACKLEY4}},
+    )
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=1.0).to_json())
+    config["algorithms"] = {"lib": entry}
+    spec = run_spec(validate_config(config), algorithm="lib", domain="ackley4", seed=0)
+    state, logged = run_in_process(spec, until=3)
+    assert any(c.status for c in logged)
+    assert len(state.optimizer.asked) == 4  # the slots' evaluations in flight
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_failed_evaluation_leaves_centralised_qucbs_in_flight_points(ahead, monkeypatch):
+    """Under discard, a failed completion's point leaves centralised qUCB's points in
+    flight (it may be proposed again, and the set stays the slots' evaluations): after
+    the run the optimizer's in-flight points are exactly the loop's evaluations in
+    flight and queued."""
+    config = merged(
+        FAST,
+        {
+            "evaluation": {"on_failure": "discard"},
+            "domains": {"ackley4": FAILING_ACKLEY4},
+            "async": {"propose_ahead": ahead},
+        },
+    )
+    monkeypatch.setenv(STEP_VARIABLE, StepSettings(max_failed_fraction=0.9).to_json())
+    config["algorithms"] = {"cen": config["algorithms"]["cen"]}
+    spec = run_spec(validate_config(config), algorithm="cen", domain="ackley4", seed=0)
+    state, logged = run_in_process(spec, until=3)
+    failed = {c.solution.tobytes() for c in logged if c.status}
+    assert len(failed) >= 3
+    standing = decode_in_flight(state.next_batch, state.next_seeds)
+    waiting = [*standing.in_flight.values(), *standing.queued.values()]
+    expected = sorted(np.asarray(e.batch["solutions"][0], float).tobytes() for e in waiting)
+    assert sorted(p.tobytes() for p in state.optimizer.in_flight) == expected
+    assert len(state.optimizer.in_flight) == (8 if ahead else 4)

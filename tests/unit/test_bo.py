@@ -53,6 +53,14 @@ def test_a_long_history_is_fitted_on_its_best_half_and_its_most_recent_points():
     assert training_subset(y, limit=8).tolist() == list(range(8))
     # Best 2: 2 and 4 (tie: first index first); then the 2 most recent of the others.
     assert training_subset(y, limit=4).tolist() == [2, 4, 6, 7]
+    # The linear-time choice is the stable sort's, ties, infinities and NaN included.
+    draws = np.random.default_rng(0)
+    for values in (np.round(draws.normal(size=3000), 1), np.r_[np.full(50, -np.inf), y, np.nan]):
+        for limit in (4, 7, 1000):
+            best = np.argsort(-values, kind="stable")[: limit // 2]
+            rest = np.setdiff1d(np.arange(len(values)), best)
+            expected = np.sort(np.r_[best, rest[len(rest) - (limit - len(best)) :]])
+            assert training_subset(values, limit=limit).tolist() == expected.tolist()
     rng = np.random.default_rng(3)
     x = rng.uniform(-32.768, 32.768, (60, 3))
     y = -ackley_value(x)

@@ -51,6 +51,7 @@ from evocamp.families.surrogate import (
     ranked,
     refine_by_ucb,
     reused_surrogate,
+    row_keys,
     training_subset,
     tree_mean_std,
     ucb,
@@ -163,9 +164,9 @@ def propose(
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
     mean, std = tree_mean_std(model, start)
-    taken = {point.tobytes() for point in x}
+    taken = set(row_keys(x))  # (one pass over the history: its rows' bytes)
     if pending is not None:
-        taken.update(point.tobytes() for point in pending)
+        taken.update(row_keys(pending))
     points = []
     for kappa in kappas:
         score = ucb(mean, std, kappa)
@@ -377,9 +378,11 @@ class CentralisedQUCB(_QUCB):
         self.timings = {"fit_seconds": fit_seconds, "propose_seconds": propose_seconds}
         return points
 
-    def tell_async(self, objective, measures, *, solutions, **extra) -> None:
-        """Asynchronous mode: add finished points to the history."""
-        self._record(solutions, objective)
+    def tell_async(self, objective, measures, *, solutions, failed=None, **extra) -> None:
+        """Asynchronous mode: add finished points to the history (not the failed ones,
+        ``failed``) and take them all out of the points in flight."""
+        kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
+        self._record(np.asarray(solutions)[kept], np.asarray(objective)[kept])
         done = {np.asarray(point, dtype=np.float64).tobytes() for point in solutions}
         keep = [point.tobytes() not in done for point in self.in_flight]
         self.in_flight = self.in_flight[np.asarray(keep, dtype=bool)]

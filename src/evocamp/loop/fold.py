@@ -36,7 +36,7 @@ from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import closes_window
 from evocamp.model.metrics import metrics_row
 from evocamp.model.numerics import environment, noted
-from evocamp.model.protocol import call_method
+from evocamp.model.protocol import accepts_failed, call_method
 from evocamp.model.runspec import evaluation_repeats, where
 from evocamp.model.state import RunState
 
@@ -116,7 +116,13 @@ def fold_evaluations(state: RunState, evaluated: Evaluated, *, method: str = "te
         told["solutions"] = evaluated.told_solutions
     if evaluated.failed is not None:
         told["failed"] = evaluated.failed
-    if method == "tell" or evaluated.failed is None:  # a failed completion is not told
+    # A failed completion is told only to a tell_async that names `failed` (it leaves
+    # the point's in-flight bookkeeping; it is never fitted or ranked as evaluated).
+    if (
+        method == "tell"
+        or evaluated.failed is None
+        or accepts_failed(type(state.optimizer), method)
+    ):
         call_method(
             spec,
             generation,

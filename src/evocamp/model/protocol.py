@@ -352,12 +352,12 @@ def checked_batch(spec: dict, generation: int, batch_format: BatchFormat, asked)
     return {"solutions": solutions}, len(solutions)
 
 
-def accepts_failed(cls: type) -> bool:
-    """Whether an optimizer class's ``tell`` names the ``failed`` keyword
-    (``evaluation.on_failure`` discard: failed rows are NaN and it must leave them out;
-    a ``**extra`` alone would take them without knowing)."""
+def accepts_failed(cls: type, method: str = "tell") -> bool:
+    """Whether an optimizer class's ``method`` (``tell``, or ``tell_async``) names the
+    ``failed`` keyword (``evaluation.on_failure`` discard: failed rows are NaN and it must
+    leave them out; a ``**extra`` alone would take them without knowing)."""
     try:
-        return "failed" in inspect.signature(cls.tell).parameters
+        return "failed" in inspect.signature(getattr(cls, method)).parameters
     except (TypeError, ValueError, AttributeError):
         return False
 
