@@ -280,6 +280,6 @@ def checked_costs(values, *, field: str, where: str) -> np.ndarray:
     if len(bad):
         raise OptimizerError(
             f"{where}, solution {int(bad[0])}: qUCB's key 'cost' names the field "
-            f"'{field}', whose value {costs[bad[0]]!r} is no positive finite cost"
+            f"'{field}', whose value {float(costs[bad[0]])!r} is no positive finite cost"
         )
     return costs
