@@ -11,9 +11,12 @@ the machine's load.
 
 For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
 asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
-of that seed per clock of ``--clocks``), DeepHyper's CBO (``bo_deephyper.py search
---task hpo``: ``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")``
-with its process evaluator of ``--workers``), then Optuna's TPE in its own
+of that seed per algorithm and clock of ``--clocks``; ``qucb_decentralised_cost`` and
+``qucb_centralised_cost``, when the file has no such entry, are its plain qUCB with
+``cost: work`` and ``cost_cooling`` the trainings after the initial design),
+DeepHyper's CBO (``bo_deephyper.py search --task hpo``:
+``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")`` with its
+process evaluator of ``--workers``), then Optuna's TPE in its own
 ask-and-tell loop over a process pool of ``--workers`` (:func:`optuna_tpe`). Every
 system trains with evocamp's own ``mlp_digits`` at ``config/hpo.yaml``'s
 ``params.epochs`` (or ``--epochs``), the same budget, the same workers and 10 random initial points.
@@ -28,9 +31,9 @@ Prints (and ``--results`` keeps, so a report can be redrawn with ``--report``)
 per system: best validation accuracy at half the budget and at the budget, at equal
 wall time (the shortest of the systems' median search wall times), the test accuracy
 of the best configuration, search wall seconds and the whole command's, utilisation
-(training seconds / (search wall seconds x workers)), proposal latency (evocamp's), mean
-and 95% bootstrap CI over seeds; writes the figure (best validation accuracy against
-trainings and against wall seconds, bands).
+(training seconds / (search wall seconds x workers)), training seconds per run,
+proposal latency (evocamp's), mean and 95% bootstrap CI over seeds; writes the figure
+(best validation accuracy against trainings and against wall seconds, bands).
 
 ``deephyper==0.13.2`` is not a dependency of evocamp: install it into its own
 environment (``python -m venv --system-site-packages /opt/dhenv && /opt/dhenv/bin/pip
@@ -70,7 +73,14 @@ TITLE = "mlp_digits (MLPClassifier on digits)"
 VALUE = "best validation accuracy"
 INITIAL_POINTS = 10
 SYSTEMS = ("evocamp", "deephyper_cbo", "optuna_tpe")
-VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
+#: The cost-aware variants (``cost``: ``mlp_digits``' deterministic training ``work``,
+#: its exponent cooled from 1 to 0 over the trainings after the initial design), made
+#: from ``config/hpo.yaml``'s plain ones when the file has none of that name.
+COST_AWARE = {
+    "qucb_decentralised_cost": "qucb_decentralised",
+    "qucb_centralised_cost": "qucb_centralised",
+}
+VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search", *COST_AWARE)
 
 
 def hpo_config() -> dict:
@@ -83,23 +93,35 @@ def epochs_of(config: dict) -> int:
     return int(config["domains"][DOMAIN]["params"]["epochs"])
 
 
+def with_variant(config: dict, name: str, *, evaluations: int) -> dict:
+    """The algorithm entry ``name`` of a campaign file, a cost-aware variant made from
+    its plain one when the file has none (:data:`COST_AWARE`)."""
+    if name in config["algorithms"] or name not in COST_AWARE:
+        return config["algorithms"][name]
+    cooling = evaluations - INITIAL_POINTS
+    return {**config["algorithms"][COST_AWARE[name]], "cost": "work", "cost_cooling": cooling}
+
+
 def evocamp_runs(
-    args, seed: int, workdir: Path, *, clock: str, epochs: int, evaluations: int
+    args, seed: int, workdir: Path, *, clock: str, epochs: int, evaluations: int, algorithm: str
 ) -> dict[str, dict]:
-    """One campaign of ``config/hpo.yaml`` for ``seed`` (``--algorithms``, asynchronous
+    """One campaign of ``config/hpo.yaml`` for ``seed`` (``algorithm``, asynchronous
     mode with ``clock``, ``--workers`` slots and workers, ``evaluations`` trainings of
-    ``epochs``): its runs by name (``<algorithm> [<clock> clock]``)."""
+    ``epochs``): its runs by name (``<algorithm> [<clock> clock]``). Every algorithm runs
+    as a campaign of its own, so that each has ``--workers`` workers, as the peers."""
     config = hpo_config()
     config["campaign"] = f"hpo_{clock}"
     config["mode"] = "async"
     config["async"] = {**config.get("async", {}), "slots": args.workers, "clock": clock}
     config["seeds"] = [seed]
-    batch = config["algorithms"][args.algorithms[0]]["batch_size"]
-    config["generations"] = evaluations // batch
+    config["algorithms"] = {algorithm: with_variant(config, algorithm, evaluations=evaluations)}
+    config["generations"] = evaluations // config["algorithms"][algorithm]["batch_size"]
     config["checkpoint_every"] = config["generations"]
-    config["algorithms"] = {name: config["algorithms"][name] for name in args.algorithms}
     config["dask"]["workers"] = args.workers
-    config["domains"][DOMAIN]["params"]["epochs"] = epochs
+    domain = config["domains"][DOMAIN]
+    domain["params"]["epochs"] = epochs
+    if "cost" in config["algorithms"][algorithm]:  # (the entry's fields and the cost's)
+        domain["extra_fields"] = ["validation_loss", "test_accuracy", "work"]
     write_config(workdir, config)
     began = time.time()
     subprocess.run(
@@ -109,12 +131,13 @@ def evocamp_runs(
     )
     command = time.time() - began
     runs = {}
-    for name, run in read_runs(args, workdir / "results" / config["campaign"], seed).items():
+    campaign = workdir / "results" / config["campaign"]
+    for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
         runs[f"{name} [{clock} clock]"] = {**run, "command_seconds": command}
     return runs
 
 
-def read_runs(args, campaign: Path, seed: int) -> dict[str, dict]:
+def read_runs(args, campaign: Path, seed: int, *, algorithms: list[str]) -> dict[str, dict]:
     """The runs of seed ``seed`` of a finished campaign, by algorithm: the best value
     after each generation, the cumulative wall time, utilisation, latency, the values
     in evaluation order and the test accuracy of the best configuration."""
@@ -123,7 +146,7 @@ def read_runs(args, campaign: Path, seed: int) -> dict[str, dict]:
 
     evaluations = load_evaluations(campaign)
     runs = {}
-    for variant in args.algorithms:
+    for variant in algorithms:
         rows = read_metrics_csv(campaign / variant / DOMAIN / f"seed{seed}" / "metrics.csv")[1:]
         wall = np.cumsum(rows["wall_seconds"])
         latency = np.nan_to_num(rows["fit_seconds"]) + np.nan_to_num(rows["propose_seconds"])
@@ -272,10 +295,16 @@ def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) ->
     """Every system's run of ``seed``, by name: one after the other, or with
     ``--together`` all at the same time (each its own ``--workers``)."""
 
-    def ours(clock: str) -> dict[str, dict]:
-        workdir = folder / f"seed{seed}_{clock}"
+    def ours(clock: str, algorithm: str) -> dict[str, dict]:
+        workdir = folder / f"seed{seed}_{clock}_{algorithm}"
         return evocamp_runs(
-            args, seed, workdir, clock=clock, epochs=epochs, evaluations=evaluations
+            args,
+            seed,
+            workdir,
+            clock=clock,
+            epochs=epochs,
+            evaluations=evaluations,
+            algorithm=algorithm,
         )
 
     def peer(system: str) -> dict[str, dict]:
@@ -283,7 +312,11 @@ def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) ->
         return {system: run(args, seed, epochs=epochs, evaluations=evaluations)}
 
     clocks = args.clocks if "evocamp" in args.systems else []
-    jobs = [(f"evocamp [{clock} clock]", lambda clock=clock: ours(clock)) for clock in clocks]
+    jobs = [
+        (f"evocamp {algorithm} [{clock} clock]", lambda c=clock, a=algorithm: ours(c, a))
+        for clock in clocks
+        for algorithm in args.algorithms
+    ]
     jobs += [(name, lambda name=name: peer(name)) for name in args.systems if name != "evocamp"]
     runs = {}
 
@@ -326,6 +359,7 @@ def report(systems: dict[str, list[dict]], *, budget: int) -> str:
             interval([r["wall_seconds"] for r in runs]),
             interval([r["command_seconds"] for r in runs]),
             interval([r["utilisation"] for r in runs]),
+            interval([float(np.sum(r["training_seconds"])) for r in runs]),
             spread(np.concatenate([r["training_seconds"] for r in runs])),
             interval(latency) if np.isfinite(latency[0]) else "-",
         ]
@@ -342,6 +376,7 @@ def report(systems: dict[str, list[dict]], *, budget: int) -> str:
         "search wall s",
         "command wall s",
         "utilisation",
+        "training s per run",
         "training s: median (10th-90th percentile, max)",
         "proposal latency s",
     ]
