@@ -95,11 +95,12 @@ def epochs_of(config: dict) -> int:
 
 def with_variant(config: dict, name: str, *, evaluations: int) -> dict:
     """The algorithm entry ``name`` of a campaign file, a cost-aware variant made from
-    its plain one when the file has none (:data:`COST_AWARE`)."""
-    if name in config["algorithms"] or name not in COST_AWARE:
+    its plain one when the file has none (:data:`COST_AWARE`); a cost-aware entry's
+    exponent cooled over this budget's trainings after the initial design."""
+    if name not in COST_AWARE:
         return config["algorithms"][name]
-    cooling = evaluations - INITIAL_POINTS
-    return {**config["algorithms"][COST_AWARE[name]], "cost": "work", "cost_cooling": cooling}
+    entry = config["algorithms"].get(name, config["algorithms"][COST_AWARE[name]])
+    return {**entry, "cost": "work", "cost_cooling": evaluations - INITIAL_POINTS}
 
 
 def evocamp_runs(
