@@ -4,7 +4,7 @@ the machine's load.
 
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
-        [--algorithms qucb_decentralised] [--clocks virtual] \
+        [--algorithms qucb_decentralised] [--clocks virtual] [--search C G] \
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
@@ -116,6 +116,11 @@ def evocamp_runs(
     config["async"] = {**config.get("async", {}), "slots": args.workers, "clock": clock}
     config["seeds"] = [seed]
     config["algorithms"] = {algorithm: with_variant(config, algorithm, evaluations=evaluations)}
+    if args.search:  # the acquisition search's candidates and genetic generations
+        candidates, generations = args.search
+        config["algorithms"][algorithm].update(
+            candidates=candidates, refine_generations=generations
+        )
     config["generations"] = evaluations // config["algorithms"][algorithm]["batch_size"]
     config["checkpoint_every"] = config["generations"]
     config["dask"]["workers"] = args.workers
@@ -134,7 +139,8 @@ def evocamp_runs(
     runs = {}
     campaign = workdir / "results" / config["campaign"]
     for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
-        runs[f"{name} [{clock} clock]"] = {**run, "command_seconds": command}
+        search = "" if not args.search else ", search {} x {}".format(*args.search)
+        runs[f"{name} [{clock} clock{search}]"] = {**run, "command_seconds": command}
     return runs
 
 
@@ -414,6 +420,14 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=["qucb_decentralised"])
     parser.add_argument("--clocks", nargs="+", choices=["virtual", "real"], default=["virtual"])
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
+    parser.add_argument(
+        "--search",
+        type=int,
+        nargs=2,
+        metavar=("CANDIDATES", "GENERATIONS"),
+        help="evocamp's acquisition search: candidates and refine_generations (default: "
+        "config/hpo.yaml's)",
+    )
     parser.add_argument(
         "--together",
         action="store_true",
