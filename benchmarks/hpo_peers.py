@@ -5,6 +5,7 @@ the machine's load.
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
         [--algorithms qucb_decentralised] [--clocks virtual] [--search C G] \
+        [--cost-cooling budget|none] \
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
@@ -93,14 +94,18 @@ def epochs_of(config: dict) -> int:
     return int(config["domains"][DOMAIN]["params"]["epochs"])
 
 
-def with_variant(config: dict, name: str, *, evaluations: int) -> dict:
+def with_variant(config: dict, name: str, *, evaluations: int, cooling: str = "budget") -> dict:
     """The algorithm entry ``name`` of a campaign file, a cost-aware variant made from
     its plain one when the file has none (:data:`COST_AWARE`); a cost-aware entry's
-    exponent cooled over this budget's trainings after the initial design."""
+    exponent cooled over this budget's trainings after the initial design (``cooling``
+    ``budget``), or not cooled (``none``: 1 throughout)."""
     if name not in COST_AWARE:
         return config["algorithms"][name]
-    entry = config["algorithms"].get(name, config["algorithms"][COST_AWARE[name]])
-    return {**entry, "cost": "work", "cost_cooling": evaluations - INITIAL_POINTS}
+    entry = {**config["algorithms"].get(name, config["algorithms"][COST_AWARE[name]])}
+    entry.pop("cost_cooling", None)
+    if cooling == "budget":
+        entry["cost_cooling"] = evaluations - INITIAL_POINTS
+    return {**entry, "cost": "work"}
 
 
 def evocamp_runs(
@@ -115,7 +120,8 @@ def evocamp_runs(
     config["mode"] = "async"
     config["async"] = {**config.get("async", {}), "slots": args.workers, "clock": clock}
     config["seeds"] = [seed]
-    config["algorithms"] = {algorithm: with_variant(config, algorithm, evaluations=evaluations)}
+    entry = with_variant(config, algorithm, evaluations=evaluations, cooling=args.cost_cooling)
+    config["algorithms"] = {algorithm: entry}
     if args.search:  # the acquisition search's candidates and genetic generations
         candidates, generations = args.search
         config["algorithms"][algorithm].update(
@@ -140,6 +146,8 @@ def evocamp_runs(
     campaign = workdir / "results" / config["campaign"]
     for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
         search = "" if not args.search else ", search {} x {}".format(*args.search)
+        if "cost" in entry and args.cost_cooling == "none":
+            search += ", alpha 1"
         runs[f"{name} [{clock} clock{search}]"] = {**run, "command_seconds": command}
     return runs
 
@@ -420,6 +428,13 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=["qucb_decentralised"])
     parser.add_argument("--clocks", nargs="+", choices=["virtual", "real"], default=["virtual"])
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
+    parser.add_argument(
+        "--cost-cooling",
+        choices=["budget", "none"],
+        default="budget",
+        help="the cost-aware variants' exponent: cooled from 1 to 0 over the trainings "
+        "after the initial design, or 1 throughout",
+    )
     parser.add_argument(
         "--search",
         type=int,
