@@ -466,11 +466,33 @@ def main() -> None:
         "by several processes at once)",
     )
     parser.add_argument(
+        "--panel",
+        nargs="+",
+        action="append",
+        metavar="TITLE FILE",
+        help="run nothing: one table and one figure column per panel, made of these "
+        "--results files (measurements made at different times, each with its peers)",
+    )
+    parser.add_argument(
         "--again",
         type=Path,
         help="with --report: a --results file of seed 0 run again, compared with the first",
     )
     args = parser.parse_args()
+    if args.panel:
+        panels, names = {}, []
+        for title, *paths in args.panel:
+            systems = panels.setdefault(title, {})
+            for path in paths:
+                for name, runs in stored_runs(Path(path))[DOMAIN].items():
+                    systems.setdefault(name, []).extend(runs)
+            print(f"{title}\n\n{report(systems, budget=args.evaluations)}\n")
+            panels[title] = {name.split(" [")[0]: runs for name, runs in systems.items()}
+            names += [name for name in panels[title] if name not in names]
+        budgets = {title: args.evaluations for title in panels}
+        curves_figure(panels, args.figure, value=VALUE, budgets=budgets, colours=names)
+        print(f"figure: {args.figure}")
+        return
     epochs = args.epochs or epochs_of(hpo_config())
     results = stored_runs(args.results) if args.results else {}
     systems = results.setdefault(DOMAIN, {})
