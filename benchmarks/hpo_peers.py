@@ -5,7 +5,7 @@ the machine's load.
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
         [--algorithms qucb_decentralised] [--clocks virtual] [--search C G] \
-        [--cost-cooling budget|none] \
+        [--cost-cooling budget|none|N] \
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
@@ -105,6 +105,8 @@ def with_variant(config: dict, name: str, *, evaluations: int, cooling: str = "b
     entry.pop("cost_cooling", None)
     if cooling == "budget":
         entry["cost_cooling"] = evaluations - INITIAL_POINTS
+    elif cooling != "none":
+        entry["cost_cooling"] = int(cooling)
     return {**entry, "cost": "work"}
 
 
@@ -146,8 +148,8 @@ def evocamp_runs(
     campaign = workdir / "results" / config["campaign"]
     for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
         search = "" if not args.search else ", search {} x {}".format(*args.search)
-        if "cost" in entry and args.cost_cooling == "none":
-            search += ", alpha 1"
+        if "cost" in entry and args.cost_cooling != "budget":
+            search += f", cost_cooling {args.cost_cooling}"
         runs[f"{name} [{clock} clock{search}]"] = {**run, "command_seconds": command}
     return runs
 
@@ -430,10 +432,9 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
     parser.add_argument(
         "--cost-cooling",
-        choices=["budget", "none"],
         default="budget",
         help="the cost-aware variants' exponent: cooled from 1 to 0 over the trainings "
-        "after the initial design, or 1 throughout",
+        "after the initial design (budget), over N trainings, or 1 throughout (none)",
     )
     parser.add_argument(
         "--search",
