@@ -5,7 +5,7 @@ the machine's load.
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
         [--algorithms qucb_decentralised] [--clocks virtual] [--search C G] \
-        [--cost-cooling budget|none|N] \
+        [--cost-cooling double|budget|none|N] \
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
@@ -14,7 +14,7 @@ For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
 asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
 of that seed per algorithm and clock of ``--clocks``; ``qucb_decentralised_cost`` and
 ``qucb_centralised_cost``, when the file has no such entry, are its plain qUCB with
-``cost: work`` and ``cost_cooling`` the trainings after the initial design),
+``cost: work``; ``cost_cooling`` after ``--cost-cooling``),
 DeepHyper's CBO (``bo_deephyper.py search --task hpo``:
 ``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")`` with its
 process evaluator of ``--workers``), then Optuna's TPE in its own
@@ -94,17 +94,18 @@ def epochs_of(config: dict) -> int:
     return int(config["domains"][DOMAIN]["params"]["epochs"])
 
 
-def with_variant(config: dict, name: str, *, evaluations: int, cooling: str = "budget") -> dict:
+def with_variant(config: dict, name: str, *, evaluations: int, cooling: str = "double") -> dict:
     """The algorithm entry ``name`` of a campaign file, a cost-aware variant made from
     its plain one when the file has none (:data:`COST_AWARE`); a cost-aware entry's
-    exponent cooled over this budget's trainings after the initial design (``cooling``
-    ``budget``), or not cooled (``none``: 1 throughout)."""
+    exponent cooled from 1 to 0.5 over this budget's trainings after the initial design
+    (``cooling`` ``double``, as ``config/hpo.yaml``'s), to 0 (``budget``: EI-cool), over
+    ``N`` trainings, or not cooled (``none``: 1 throughout)."""
     if name not in COST_AWARE:
         return config["algorithms"][name]
     entry = {**config["algorithms"].get(name, config["algorithms"][COST_AWARE[name]])}
     entry.pop("cost_cooling", None)
-    if cooling == "budget":
-        entry["cost_cooling"] = evaluations - INITIAL_POINTS
+    if cooling in ("budget", "double"):
+        entry["cost_cooling"] = (evaluations - INITIAL_POINTS) * (2 if cooling == "double" else 1)
     elif cooling != "none":
         entry["cost_cooling"] = int(cooling)
     return {**entry, "cost": "work"}
@@ -148,8 +149,8 @@ def evocamp_runs(
     campaign = workdir / "results" / config["campaign"]
     for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
         search = "" if not args.search else ", search {} x {}".format(*args.search)
-        if "cost" in entry and args.cost_cooling != "budget":
-            search += f", cost_cooling {args.cost_cooling}"
+        if "cost" in entry:
+            search += f", cost_cooling {entry.get('cost_cooling', 'none')}"
         runs[f"{name} [{clock} clock{search}]"] = {**run, "command_seconds": command}
     return runs
 
@@ -432,9 +433,10 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
     parser.add_argument(
         "--cost-cooling",
-        default="budget",
-        help="the cost-aware variants' exponent: cooled from 1 to 0 over the trainings "
-        "after the initial design (budget), over N trainings, or 1 throughout (none)",
+        default="double",
+        help="the cost-aware variants' exponent: cooled from 1 to 0.5 over the trainings "
+        "after the initial design (double, config/hpo.yaml's), to 0 (budget: EI-cool), "
+        "over N trainings, or 1 throughout (none)",
     )
     parser.add_argument(
         "--search",
