@@ -9,6 +9,8 @@ the machine's load.
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
+    python benchmarks/hpo_peers.py --deephyper-python ... --panel TITLE FILE... [--panel ...]
+    python benchmarks/hpo_peers.py --deephyper-python ... --work-correlation COUNT EPOCHS SEED
 
 For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
 asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
@@ -418,6 +420,33 @@ def same_again(first: dict, again: dict) -> str:
     return f"yes ({len(b)} of {len(b)})" if same == len(b) else f"no: {same} of {len(b)}"
 
 
+def work_correlation(count: int, *, epochs: int, seed: int) -> str:
+    """Spearman's correlation of ``mlp_digits``' ``work`` (its deterministic cost) with
+    the measured seconds of ``count`` random configurations of its space, each trained
+    alone in this process (the data loaded and scikit-learn imported first)."""
+    from scipy.stats import spearmanr
+
+    from evocamp.config.run_specs import read_space
+    from evocamp.model.space import Space
+    from evocamp.tasks.training import MLP_DIGITS_SPACE, mlp_digits
+
+    space = Space(read_space(MLP_DIGITS_SPACE))
+    rng = np.random.default_rng(seed)
+    configurations = space.configurations(space.sample(rng, count))
+    mlp_digits(configurations[:1], np.zeros(1, dtype=np.uint64), epochs=1)
+    seconds, work = [], []
+    for index, configuration in enumerate(configurations):
+        began = time.perf_counter()
+        out = mlp_digits([configuration], np.array([index], dtype=np.uint64), epochs=epochs)
+        seconds.append(time.perf_counter() - began)
+        work.append(float(out["work"][0]))
+    rho = spearmanr(work, seconds).statistic
+    return (
+        f"{count} configurations (seed {seed}), {epochs} epochs: Spearman {rho:.3f}; "
+        f"seconds median {np.median(seconds):.3g}, max {max(seconds):.3g}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deephyper-python", required=True)
@@ -469,6 +498,14 @@ def main() -> None:
         "by several processes at once)",
     )
     parser.add_argument(
+        "--work-correlation",
+        type=int,
+        nargs=3,
+        metavar=("COUNT", "EPOCHS", "SEED"),
+        help="run nothing else: Spearman's correlation of mlp_digits' work with the "
+        "measured seconds of COUNT random configurations",
+    )
+    parser.add_argument(
         "--panel",
         nargs="+",
         action="append",
@@ -482,6 +519,10 @@ def main() -> None:
         help="with --report: a --results file of seed 0 run again, compared with the first",
     )
     args = parser.parse_args()
+    if args.work_correlation:
+        count, epochs, seed = args.work_correlation
+        print(work_correlation(count, epochs=epochs, seed=seed))
+        return
     if args.panel:
         panels, names = {}, []
         for title, *paths in args.panel:
