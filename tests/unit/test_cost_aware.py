@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import BO_CAMPAIGN, error_of, merged
+import yaml
+from conftest import BO_CAMPAIGN, docs_block, error_of, merged
 
 from evocamp.base.errors import OptimizerError
+from evocamp.config import validate_config
 from evocamp.families.bo import CentralisedQUCB, propose
 from evocamp.families.surrogate import cost_alpha
 from evocamp.tasks.training import UPDATE_WORK, mlp_digits, train_mlp
@@ -143,3 +145,11 @@ def test_mlp_digits_work_is_examples_times_weights_plus_its_updates():
     weights = 64 * 16 + 16 + 16 * 16 + 16 + 16 * 10 + 10
     assert model.t_ == 3 * 1078
     assert work.tolist() == [model.t_ * weights + UPDATE_WORK * model.t_ / 64 * 3] * 2
+
+
+@pytest.mark.parametrize("page", ["families.md", "tuning.md"])
+def test_the_documented_cost_aware_campaign_validates(page):
+    keys = yaml.safe_load(docs_block(page, "algorithms:\n  qucb_cost:"))
+    config = validate_config({"campaign": "docs", "mode": "async", **keys})
+    assert config["algorithms"]["qucb_cost"]["cost"] == "work"
+    assert "work" in config["domains"]["mlp_digits"]["extra_fields"]
