@@ -200,10 +200,13 @@ def store_runs(path: Path, results: dict) -> None:
     )
 
 
-def curves_figure(results: dict, path: Path, *, value: str, budgets: dict) -> None:
+def curves_figure(
+    results: dict, path: Path, *, value: str, budgets: dict, colours: list | None = None
+) -> None:
     """Best value against evaluations (top) and against wall seconds (bottom), one
     column per ``results`` key (its title), a line and its 95% bootstrap band per
-    variant; ``budgets`` gives each column's evaluations."""
+    variant; ``budgets`` gives each column's evaluations; ``colours`` (variant names in
+    the order of the palette) keeps a variant's colour across columns."""
     import numpy as np
 
     from evocamp.reporting.comparison import bootstrap_mean_ci
@@ -217,6 +220,7 @@ def curves_figure(results: dict, path: Path, *, value: str, budgets: dict) -> No
         grid_t = np.linspace(0, horizon, 200)
         grid_e = np.arange(1, budgets[title] + 1)
         for colour, (name, runs) in enumerate(variants.items()):
+            colour = colour if colours is None else colours.index(name)
             style = {"color": PALETTE[colour % len(PALETTE)]}
             for row, (grid, curve) in enumerate(
                 ((grid_e, lambda r, g: [best_at(r, e) for e in g]), (grid_t, best_at_time))
@@ -232,6 +236,7 @@ def curves_figure(results: dict, path: Path, *, value: str, budgets: dict) -> No
         axes[1, column].set_xlabel("wall seconds")
         for row in (0, 1):
             axes[row, column].set_ylabel(value)
-    axes[0, 0].legend(frameon=False, fontsize=6)
+    for column in range(len(results)) if colours is not None else (0,):
+        axes[0, column].legend(frameon=False, fontsize=6)
     fig.tight_layout()
     fig.savefig(path)

@@ -4,16 +4,22 @@ the machine's load.
 
     python benchmarks/hpo_peers.py --deephyper-python /opt/dhenv/bin/python \
         [--seeds 0 1 2 3 4] [--evaluations 60] [--workers 4] \
-        [--algorithms qucb_decentralised] [--clocks virtual] \
+        [--algorithms qucb_decentralised] [--clocks virtual] [--search C G] \
+        [--cost-cooling double|budget|none|N] \
         [--systems evocamp deephyper_cbo optuna_tpe] [--repeat-check N] [--epochs E] \
         [--together] [--results FILE] [--figure PATH] [--workdir FOLDER]
     python benchmarks/hpo_peers.py --deephyper-python ... --report FILE... [--again FILE]
+    python benchmarks/hpo_peers.py --deephyper-python ... --panel TITLE FILE... [--panel ...]
+    python benchmarks/hpo_peers.py --deephyper-python ... --work-correlation COUNT EPOCHS SEED
 
 For seed 0, then seed 1, ...: evocamp (``config/hpo.yaml``'s ``--algorithms`` in
 asynchronous mode, ``--workers`` slots on a LocalCluster of ``--workers``, one campaign
-of that seed per clock of ``--clocks``), DeepHyper's CBO (``bo_deephyper.py search
---task hpo``: ``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")``
-with its process evaluator of ``--workers``), then Optuna's TPE in its own
+of that seed per algorithm and clock of ``--clocks``; ``qucb_decentralised_cost`` and
+``qucb_centralised_cost``, when the file has no such entry, are its plain qUCB with
+``cost: work``; ``cost_cooling`` after ``--cost-cooling``),
+DeepHyper's CBO (``bo_deephyper.py search --task hpo``:
+``CBO(surrogate_model="ET", acq_func="UCBd", multi_point_strategy="qUCBd")`` with its
+process evaluator of ``--workers``), then Optuna's TPE in its own
 ask-and-tell loop over a process pool of ``--workers`` (:func:`optuna_tpe`). Every
 system trains with evocamp's own ``mlp_digits`` at ``config/hpo.yaml``'s
 ``params.epochs`` (or ``--epochs``), the same budget, the same workers and 10 random initial points.
@@ -28,9 +34,9 @@ Prints (and ``--results`` keeps, so a report can be redrawn with ``--report``)
 per system: best validation accuracy at half the budget and at the budget, at equal
 wall time (the shortest of the systems' median search wall times), the test accuracy
 of the best configuration, search wall seconds and the whole command's, utilisation
-(training seconds / (search wall seconds x workers)), proposal latency (evocamp's), mean
-and 95% bootstrap CI over seeds; writes the figure (best validation accuracy against
-trainings and against wall seconds, bands).
+(training seconds / (search wall seconds x workers)), training seconds per run,
+proposal latency (evocamp's), mean and 95% bootstrap CI over seeds; writes the figure
+(best validation accuracy against trainings and against wall seconds, bands).
 
 ``deephyper==0.13.2`` is not a dependency of evocamp: install it into its own
 environment (``python -m venv --system-site-packages /opt/dhenv && /opt/dhenv/bin/pip
@@ -70,7 +76,14 @@ TITLE = "mlp_digits (MLPClassifier on digits)"
 VALUE = "best validation accuracy"
 INITIAL_POINTS = 10
 SYSTEMS = ("evocamp", "deephyper_cbo", "optuna_tpe")
-VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search")
+#: The cost-aware variants (``cost``: ``mlp_digits``' deterministic training ``work``,
+#: its exponent cooled from 1 to 0 over the trainings after the initial design), made
+#: from ``config/hpo.yaml``'s plain ones when the file has none of that name.
+COST_AWARE = {
+    "qucb_decentralised_cost": "qucb_decentralised",
+    "qucb_centralised_cost": "qucb_centralised",
+}
+VARIANTS = ("qucb_decentralised", "qucb_centralised", "random_search", *COST_AWARE)
 
 
 def hpo_config() -> dict:
@@ -83,23 +96,49 @@ def epochs_of(config: dict) -> int:
     return int(config["domains"][DOMAIN]["params"]["epochs"])
 
 
+def with_variant(config: dict, name: str, *, evaluations: int, cooling: str = "double") -> dict:
+    """The algorithm entry ``name`` of a campaign file, a cost-aware variant made from
+    its plain one when the file has none (:data:`COST_AWARE`); a cost-aware entry's
+    exponent cooled from 1 to 0.5 over this budget's trainings after the initial design
+    (``cooling`` ``double``, as ``config/hpo.yaml``'s), to 0 (``budget``: EI-cool), over
+    ``N`` trainings, or not cooled (``none``: 1 throughout)."""
+    if name not in COST_AWARE:
+        return config["algorithms"][name]
+    entry = {**config["algorithms"].get(name, config["algorithms"][COST_AWARE[name]])}
+    entry.pop("cost_cooling", None)
+    if cooling in ("budget", "double"):
+        entry["cost_cooling"] = (evaluations - INITIAL_POINTS) * (2 if cooling == "double" else 1)
+    elif cooling != "none":
+        entry["cost_cooling"] = int(cooling)
+    return {**entry, "cost": "work"}
+
+
 def evocamp_runs(
-    args, seed: int, workdir: Path, *, clock: str, epochs: int, evaluations: int
+    args, seed: int, workdir: Path, *, clock: str, epochs: int, evaluations: int, algorithm: str
 ) -> dict[str, dict]:
-    """One campaign of ``config/hpo.yaml`` for ``seed`` (``--algorithms``, asynchronous
+    """One campaign of ``config/hpo.yaml`` for ``seed`` (``algorithm``, asynchronous
     mode with ``clock``, ``--workers`` slots and workers, ``evaluations`` trainings of
-    ``epochs``): its runs by name (``<algorithm> [<clock> clock]``)."""
+    ``epochs``): its runs by name (``<algorithm> [<clock> clock]``). Every algorithm runs
+    as a campaign of its own, so that each has ``--workers`` workers, as the peers."""
     config = hpo_config()
     config["campaign"] = f"hpo_{clock}"
     config["mode"] = "async"
     config["async"] = {**config.get("async", {}), "slots": args.workers, "clock": clock}
     config["seeds"] = [seed]
-    batch = config["algorithms"][args.algorithms[0]]["batch_size"]
-    config["generations"] = evaluations // batch
+    entry = with_variant(config, algorithm, evaluations=evaluations, cooling=args.cost_cooling)
+    config["algorithms"] = {algorithm: entry}
+    if args.search:  # the acquisition search's candidates and genetic generations
+        candidates, generations = args.search
+        config["algorithms"][algorithm].update(
+            candidates=candidates, refine_generations=generations
+        )
+    config["generations"] = evaluations // config["algorithms"][algorithm]["batch_size"]
     config["checkpoint_every"] = config["generations"]
-    config["algorithms"] = {name: config["algorithms"][name] for name in args.algorithms}
     config["dask"]["workers"] = args.workers
-    config["domains"][DOMAIN]["params"]["epochs"] = epochs
+    domain = config["domains"][DOMAIN]
+    domain["params"]["epochs"] = epochs
+    if "cost" in config["algorithms"][algorithm]:  # (the entry's fields and the cost's)
+        domain["extra_fields"] = ["validation_loss", "test_accuracy", "work"]
     write_config(workdir, config)
     began = time.time()
     subprocess.run(
@@ -109,12 +148,16 @@ def evocamp_runs(
     )
     command = time.time() - began
     runs = {}
-    for name, run in read_runs(args, workdir / "results" / config["campaign"], seed).items():
-        runs[f"{name} [{clock} clock]"] = {**run, "command_seconds": command}
+    campaign = workdir / "results" / config["campaign"]
+    for name, run in read_runs(args, campaign, seed, algorithms=[algorithm]).items():
+        search = "" if not args.search else ", search {} x {}".format(*args.search)
+        if "cost" in entry:
+            search += f", cost_cooling {entry.get('cost_cooling', 'none')}"
+        runs[f"{name} [{clock} clock{search}]"] = {**run, "command_seconds": command}
     return runs
 
 
-def read_runs(args, campaign: Path, seed: int) -> dict[str, dict]:
+def read_runs(args, campaign: Path, seed: int, *, algorithms: list[str]) -> dict[str, dict]:
     """The runs of seed ``seed`` of a finished campaign, by algorithm: the best value
     after each generation, the cumulative wall time, utilisation, latency, the values
     in evaluation order and the test accuracy of the best configuration."""
@@ -123,7 +166,7 @@ def read_runs(args, campaign: Path, seed: int) -> dict[str, dict]:
 
     evaluations = load_evaluations(campaign)
     runs = {}
-    for variant in args.algorithms:
+    for variant in algorithms:
         rows = read_metrics_csv(campaign / variant / DOMAIN / f"seed{seed}" / "metrics.csv")[1:]
         wall = np.cumsum(rows["wall_seconds"])
         latency = np.nan_to_num(rows["fit_seconds"]) + np.nan_to_num(rows["propose_seconds"])
@@ -272,10 +315,16 @@ def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) ->
     """Every system's run of ``seed``, by name: one after the other, or with
     ``--together`` all at the same time (each its own ``--workers``)."""
 
-    def ours(clock: str) -> dict[str, dict]:
-        workdir = folder / f"seed{seed}_{clock}"
+    def ours(clock: str, algorithm: str) -> dict[str, dict]:
+        workdir = folder / f"seed{seed}_{clock}_{algorithm}"
         return evocamp_runs(
-            args, seed, workdir, clock=clock, epochs=epochs, evaluations=evaluations
+            args,
+            seed,
+            workdir,
+            clock=clock,
+            epochs=epochs,
+            evaluations=evaluations,
+            algorithm=algorithm,
         )
 
     def peer(system: str) -> dict[str, dict]:
@@ -283,7 +332,11 @@ def one_seed(args, seed: int, folder: Path, *, epochs: int, evaluations: int) ->
         return {system: run(args, seed, epochs=epochs, evaluations=evaluations)}
 
     clocks = args.clocks if "evocamp" in args.systems else []
-    jobs = [(f"evocamp [{clock} clock]", lambda clock=clock: ours(clock)) for clock in clocks]
+    jobs = [
+        (f"evocamp {algorithm} [{clock} clock]", lambda c=clock, a=algorithm: ours(c, a))
+        for clock in clocks
+        for algorithm in args.algorithms
+    ]
     jobs += [(name, lambda name=name: peer(name)) for name in args.systems if name != "evocamp"]
     runs = {}
 
@@ -326,6 +379,7 @@ def report(systems: dict[str, list[dict]], *, budget: int) -> str:
             interval([r["wall_seconds"] for r in runs]),
             interval([r["command_seconds"] for r in runs]),
             interval([r["utilisation"] for r in runs]),
+            interval([float(np.sum(r["training_seconds"])) for r in runs]),
             spread(np.concatenate([r["training_seconds"] for r in runs])),
             interval(latency) if np.isfinite(latency[0]) else "-",
         ]
@@ -342,6 +396,7 @@ def report(systems: dict[str, list[dict]], *, budget: int) -> str:
         "search wall s",
         "command wall s",
         "utilisation",
+        "training s per run",
         "training s: median (10th-90th percentile, max)",
         "proposal latency s",
     ]
@@ -365,6 +420,33 @@ def same_again(first: dict, again: dict) -> str:
     return f"yes ({len(b)} of {len(b)})" if same == len(b) else f"no: {same} of {len(b)}"
 
 
+def work_correlation(count: int, *, epochs: int, seed: int) -> str:
+    """Spearman's correlation of ``mlp_digits``' ``work`` (its deterministic cost) with
+    the measured seconds of ``count`` random configurations of its space, each trained
+    alone in this process (the data loaded and scikit-learn imported first)."""
+    from scipy.stats import spearmanr
+
+    from evocamp.config.run_specs import read_space
+    from evocamp.model.space import Space
+    from evocamp.tasks.training import MLP_DIGITS_SPACE, mlp_digits
+
+    space = Space(read_space(MLP_DIGITS_SPACE))
+    rng = np.random.default_rng(seed)
+    configurations = space.configurations(space.sample(rng, count))
+    mlp_digits(configurations[:1], np.zeros(1, dtype=np.uint64), epochs=1)
+    seconds, work = [], []
+    for index, configuration in enumerate(configurations):
+        began = time.perf_counter()
+        out = mlp_digits([configuration], np.array([index], dtype=np.uint64), epochs=epochs)
+        seconds.append(time.perf_counter() - began)
+        work.append(float(out["work"][0]))
+    rho = spearmanr(work, seconds).statistic
+    return (
+        f"{count} configurations (seed {seed}), {epochs} epochs: Spearman {rho:.3f}; "
+        f"seconds median {np.median(seconds):.3g}, max {max(seconds):.3g}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deephyper-python", required=True)
@@ -378,6 +460,21 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=VARIANTS, default=["qucb_decentralised"])
     parser.add_argument("--clocks", nargs="+", choices=["virtual", "real"], default=["virtual"])
     parser.add_argument("--cores", type=int, default=2, help="Snakemake's cores")
+    parser.add_argument(
+        "--cost-cooling",
+        default="double",
+        help="the cost-aware variants' exponent: cooled from 1 to 0.5 over the trainings "
+        "after the initial design (double, config/hpo.yaml's), to 0 (budget: EI-cool), "
+        "over N trainings, or 1 throughout (none)",
+    )
+    parser.add_argument(
+        "--search",
+        type=int,
+        nargs=2,
+        metavar=("CANDIDATES", "GENERATIONS"),
+        help="evocamp's acquisition search: candidates and refine_generations (default: "
+        "config/hpo.yaml's)",
+    )
     parser.add_argument(
         "--together",
         action="store_true",
@@ -401,11 +498,45 @@ def main() -> None:
         "by several processes at once)",
     )
     parser.add_argument(
+        "--work-correlation",
+        type=int,
+        nargs=3,
+        metavar=("COUNT", "EPOCHS", "SEED"),
+        help="run nothing else: Spearman's correlation of mlp_digits' work with the "
+        "measured seconds of COUNT random configurations",
+    )
+    parser.add_argument(
+        "--panel",
+        nargs="+",
+        action="append",
+        metavar="TITLE FILE",
+        help="run nothing: one table and one figure column per panel, made of these "
+        "--results files (measurements made at different times, each with its peers)",
+    )
+    parser.add_argument(
         "--again",
         type=Path,
         help="with --report: a --results file of seed 0 run again, compared with the first",
     )
     args = parser.parse_args()
+    if args.work_correlation:
+        count, epochs, seed = args.work_correlation
+        print(work_correlation(count, epochs=epochs, seed=seed))
+        return
+    if args.panel:
+        panels, names = {}, []
+        for title, *paths in args.panel:
+            systems = panels.setdefault(title, {})
+            for path in paths:
+                for name, runs in stored_runs(Path(path))[DOMAIN].items():
+                    systems.setdefault(name, []).extend(runs)
+            print(f"{title}\n\n{report(systems, budget=args.evaluations)}\n")
+            panels[title] = {name.split(" [")[0]: runs for name, runs in systems.items()}
+            names += [name for name in panels[title] if name not in names]
+        budgets = {title: args.evaluations for title in panels}
+        curves_figure(panels, args.figure, value=VALUE, budgets=budgets, colours=names)
+        print(f"figure: {args.figure}")
+        return
     epochs = args.epochs or epochs_of(hpo_config())
     results = stored_runs(args.results) if args.results else {}
     systems = results.setdefault(DOMAIN, {})

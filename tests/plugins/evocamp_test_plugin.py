@@ -225,3 +225,11 @@ def typed_configurations(configurations, seeds):
         score -= (configuration.get("momentum", 0.9) - 0.9) ** 2 + configuration["width"] / 64
         objective.append(score)
     return {"objective": np.asarray(objective)}
+
+
+def costed_configurations(configurations, seeds):
+    """:func:`typed_configurations` with a deterministic cost, the field ``cost``
+    (``tests/workflow/test_cost_campaign.py``): wider and deeper costs more."""
+    scored = typed_configurations(configurations, seeds)
+    cost = [c["layers"] * c["width"] * (1.0 + 10 * c["lr"]) for c in configurations]
+    return {**scored, "cost": np.asarray(cost, dtype=np.float64)}

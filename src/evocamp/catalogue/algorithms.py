@@ -147,8 +147,9 @@ _BO_DEFAULTS = {
     "refine_generations": 20,
 }
 #: BO keys that are no part of a run spec unless given (DeepHyper's cheapeners, issue 45:
-#: a surrogate refitted every k-th told point, a periodic decay of kappa).
-_BO_CHEAPENERS = ("refit_every", "kappa_schedule")
+#: a surrogate refitted every k-th told point, a periodic decay of kappa; the cost-aware
+#: acquisition, issue 44: the cost field and the cooling of its exponent).
+_BO_CHEAPENERS = ("refit_every", "kappa_schedule", "cost", "cost_cooling")
 
 
 def _population(algorithm: dict) -> int:

@@ -475,6 +475,15 @@ def _pair_problems(name: str, algorithm: dict, domain_name: str, domain: dict, s
             f"initialisation, but domain '{domain_name}' has none (the locomotion "
             "domains have); leave the key out to start from x0"
         )
+    cost = algorithm.get("cost")
+    if cost is None and "cost_cooling" in algorithm:
+        problems.append(f"key '{key}.cost_cooling': cools the cost's exponent; give {key}.cost")
+    elif cost is not None and cost not in (domain_spec.get("extra_fields") or []):
+        fields = ", ".join(domain_spec.get("extra_fields") or []) or "none"
+        problems.append(
+            f"key '{key}.cost': '{cost}' is no extra field of domain '{domain_name}' "
+            f"(its extra fields: {fields}); the cost must be a field every evaluation reports"
+        )
     if "space" in domain_spec and not entry.takes_space:
         problems.append(f"key '{key}.type': {space_refusal(entry, domain_name)}")
     elif entry.needs_bounds and "bounds" not in domain_spec and "space" not in domain_spec:

@@ -47,6 +47,9 @@ from evocamp.families.surrogate import (
     FIT_POINTS,
     PARENTS,
     best_first,
+    checked_costs,
+    cost_alpha,
+    cost_weight,
     fit_surrogate,
     ranked,
     refine_by_ucb,
@@ -106,6 +109,7 @@ def propose(
     fit_points: int = FIT_POINTS,
     lies: np.ndarray | None = None,
     refit: tuple[int, int] | None = None,
+    cost: tuple[np.ndarray, float] | None = None,
 ) -> tuple[np.ndarray, float, float]:
     """Propose one point per kappa from the history ``(x, y)`` (maximisation).
 
@@ -124,6 +128,8 @@ def propose(
     the fit as believers, each with the objective of its nearest fitted point, so the
     proposal does not repeat them. (A pessimistic constant liar, the history's worst
     objective, was measured worse: it pushed proposals away from the incumbent.)
+    ``cost`` (the history's costs, one per point of ``y``, and the exponent ``alpha``)
+    makes the acquisition cost-aware (:func:`cost_weight`).
 
     Returns
     -------
@@ -160,6 +166,9 @@ def propose(
             fit_y = np.concatenate([fit_y, fit_y[nearest]])
             pending = lies if pending is None else np.concatenate([pending, lies])
         model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
+    weight = None
+    if cost is not None:
+        weight = cost_weight(x, y, cost=cost, fit_points=fit_points, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])
@@ -170,6 +179,8 @@ def propose(
     points = []
     for kappa in kappas:
         score = ucb(mean, std, kappa)
+        if weight is not None:
+            score = weight(start, score)
         population = refine_by_ucb(
             model,
             start[best_first(score, PARENTS)],
@@ -179,6 +190,7 @@ def propose(
             taken=taken,
             rng=rng,
             snap=snap,
+            cost=weight,
         )
         best = population[0]
         if best.tobytes() in taken:  # all evaluated or proposed: the best new candidate
@@ -224,6 +236,12 @@ class _QUCB:
     kappa_schedule : dict, optional
         ``{"period": P, "kappa_final": F}``: every exploration weight decays
         periodically (:func:`kappa_decay`, DeepHyper's periodic exponential decay).
+    cost : str, optional
+        The extra field the evaluation reports as its cost (deterministic, positive):
+        the acquisition becomes cost-aware (:func:`cost_weight`).
+    cost_cooling : int, optional
+        Evaluations after the initial design over which the cost's exponent falls from
+        1 to 0 (:func:`cost_alpha`); none: 1 throughout.
     """
 
     #: History points a surrogate is fitted to at most (:data:`FIT_POINTS`; no key of
@@ -233,6 +251,8 @@ class _QUCB:
     #: The cheapeners' settings (class attributes: optimizers pickled before them have them).
     refit_every = 1
     kappa_schedule = None
+    cost = None
+    cost_cooling = None
 
     def __init__(
         self,
@@ -250,6 +270,8 @@ class _QUCB:
         space: list | None = None,
         refit_every: int = 1,
         kappa_schedule: dict | None = None,
+        cost: str | None = None,
+        cost_cooling: int | None = None,
     ) -> None:
         if space is not None:
             self.space, bounds = Space(space), (0.0, 1.0)
@@ -268,6 +290,9 @@ class _QUCB:
         self.x = np.empty((0, int(solution_dim)))
         self.y = np.empty(0)
         self.generation = 0
+        if cost is not None:  # (no attributes otherwise: pickles stay what they were)
+            self.cost, self.costs = str(cost), np.empty(0)
+            self.cost_cooling = None if cost_cooling is None else int(cost_cooling)
 
     def _in_space(self) -> dict:
         """``propose``'s ``snap`` and how its points become solutions, and the history's
@@ -291,13 +316,33 @@ class _QUCB:
         ]
         return np.asarray(kappas) * np.asarray(factors)
 
+    def _told_where(self) -> str:
+        """A completion told in asynchronous mode, as a cost's error names it."""
+        return f"asynchronous mode, completion told after {len(self.y)} others"
+
     def _refit(self) -> tuple[int, int] | None:
         """``propose``'s ``refit``: ``(refit_every, seed)``, or ``None`` (a fit per proposal)."""
         return (self.refit_every, self.seed) if self.refit_every > 1 else None
 
-    def _record(self, solutions: np.ndarray, objective: np.ndarray) -> None:
-        self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)])
-        self.y = np.concatenate([self.y, np.asarray(objective, dtype=np.float64)])
+    def _cost(self) -> tuple[np.ndarray, float] | None:
+        """``propose``'s ``cost``: the history's costs and the exponent now, or ``None``."""
+        if self.cost is None:
+            return None
+        told = len(self.y)
+        alpha = cost_alpha(self.cost_cooling, told=told, initial_points=self.initial_points)
+        return self.costs, alpha
+
+    def _record(self, solutions, objective, *, extra: dict, kept=slice(None), where="") -> None:
+        """Add evaluated points to the history (``kept``: the rows that did not fail),
+        with their costs when the acquisition is cost-aware (``where`` names the
+        generation or evaluation in a cost's error)."""
+        if self.cost is not None:
+            values = extra.get(self.cost)
+            values = None if values is None else np.asarray(values, dtype=np.float64)[kept]
+            costs = checked_costs(values, field=self.cost, where=where)
+            self.costs = np.concatenate([self.costs, costs])
+        self.x = np.concatenate([self.x, np.asarray(solutions, dtype=np.float64)[kept]])
+        self.y = np.concatenate([self.y, np.asarray(objective, dtype=np.float64)[kept]])
 
 
 class CentralisedQUCB(_QUCB):
@@ -333,6 +378,7 @@ class CentralisedQUCB(_QUCB):
             snap=space["snap"],
             fit_points=self.fit_points,
             refit=self._refit(),
+            cost=self._cost(),
         )
         points = space["solutions"](points)
         self.pending = points
@@ -343,7 +389,8 @@ class CentralisedQUCB(_QUCB):
         """Add the evaluated batch to the history (not the failed points, ``failed``:
         the surrogate is never fitted on them)."""
         kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
-        self._record(np.asarray(self.pending)[kept], np.asarray(objective)[kept])
+        where = f"generation {self.generation}"
+        self._record(self.pending, objective, extra=extra, kept=kept, where=where)
         self.pending = None
 
     def ask_async(self, *, slots, evaluations) -> np.ndarray:
@@ -372,6 +419,7 @@ class CentralisedQUCB(_QUCB):
             snap=space["snap"],
             fit_points=self.fit_points,
             refit=self._refit(),
+            cost=self._cost(),
         )
         points = space["solutions"](points)
         self.in_flight = np.concatenate([in_flight, points])
@@ -382,7 +430,7 @@ class CentralisedQUCB(_QUCB):
         """Asynchronous mode: add finished points to the history (not the failed ones,
         ``failed``) and take them all out of the points in flight."""
         kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
-        self._record(np.asarray(solutions)[kept], np.asarray(objective)[kept])
+        self._record(solutions, objective, extra=extra, kept=kept, where=self._told_where())
         done = {np.asarray(point, dtype=np.float64).tobytes() for point in solutions}
         keep = [point.tobytes() not in done for point in self.in_flight]
         self.in_flight = self.in_flight[np.asarray(keep, dtype=bool)]
@@ -403,7 +451,8 @@ class DecentralisedBatch(CompactBatch):
     batch size, shards, initial points, candidates, trees, refine generations, fit
     points); asynchronous proposals ahead add ``pending``, the point the slot was
     evaluating when the proposal was asked (a believer of :func:`propose`); the
-    cheapeners, when set, ``refit_every`` and ``kappa_schedule`` (period, final kappa)."""
+    cheapeners, when set, ``refit_every`` and ``kappa_schedule`` (period, final kappa);
+    a cost-aware run, ``costs`` (one per history point) and ``cost_cooling`` (-1: none)."""
 
     proposes_in_shards = True
     #: Imported once by Dask mode's worker fork server (every shard fits a surrogate).
@@ -439,10 +488,17 @@ class DecentralisedBatch(CompactBatch):
         kappa = float(batch["kappa"][0])
         every = int(batch["refit_every"][0]) if "refit_every" in batch else 1
         space = Space(json.loads(bytes(batch["space"][()]))) if "space" in batch else None
-        x = batch["x"][()]
+        x, y = batch["x"][()], batch["y"][()]
+        cost = None
+        if "costs" in batch:
+            cooling = int(batch["cost_cooling"][0])
+            alpha = cost_alpha(
+                None if cooling < 0 else cooling, told=len(y), initial_points=initial_points
+            )
+            cost = (batch["costs"][()], alpha)
         points, fit_seconds, propose_seconds = propose(
             _in_unit(space, x),
-            batch["y"][()],
+            y,
             kappas=exploration_weights(seed, kappa=kappa, worker=worker, count=stop - start)
             * kappa_decay(
                 schedule,
@@ -460,6 +516,7 @@ class DecentralisedBatch(CompactBatch):
             fit_points=bound[0] if bound else FIT_POINTS,
             lies=_in_unit(space, batch["pending"][()]) if "pending" in batch else None,
             refit=(every, seed) if every > 1 else None,
+            cost=cost,
         )
         return {
             "solutions": points if space is None else space.from_unit(points),
@@ -499,7 +556,7 @@ class DecentralisedQUCB(_QUCB):
 
     def tell_async(self, objective, measures, *, solutions, **extra) -> None:
         """Asynchronous mode: add finished points (proposed by the workers) to the history."""
-        self._record(solutions, objective)
+        self._record(solutions, objective, extra=extra, where=self._told_where())
 
     def _batch(self, *, generation: int, size: int, shards: int, worker: int | None = None):
         batch = {
@@ -531,6 +588,10 @@ class DecentralisedQUCB(_QUCB):
             batch["kappa_schedule"] = np.asarray(
                 [schedule["period"], schedule["kappa_final"]], dtype=np.float64
             )
+        if self.cost is not None:  # the history's costs; cooling -1: none
+            batch["costs"] = self.costs
+            cooling = -1 if self.cost_cooling is None else self.cost_cooling
+            batch["cost_cooling"] = np.asarray([cooling], dtype=np.int64)
         if getattr(self, "space", None) is not None:  # its parameters as JSON bytes
             text = json.dumps(self.space.entries, separators=(",", ":"))
             batch["space"] = np.frombuffer(text.encode(), dtype=np.uint8)
@@ -540,4 +601,5 @@ class DecentralisedQUCB(_QUCB):
         """Add the solutions the shards proposed and their objectives to the history
         (not the failed ones, ``failed``: the surrogates are never fitted on them)."""
         kept = slice(None) if failed is None else ~np.asarray(failed, dtype=bool)
-        self._record(np.asarray(solutions)[kept], np.asarray(objective)[kept])
+        where = f"generation {self.generation}"
+        self._record(solutions, objective, extra=extra, kept=kept, where=where)

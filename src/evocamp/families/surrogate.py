@@ -3,7 +3,9 @@ its upper confidence bound: scikit-learn's ``ExtraTreesRegressor`` fitted to a b
 deterministic subset of the history (:func:`training_subset`), or reused between refits
 (:func:`reused_surrogate`), the spread of its trees' predictions as the uncertainty
 (:func:`tree_mean_std`), and the genetic search for a point of high UCB
-(:func:`refine_by_ucb`). scikit-learn is imported only when a surrogate is fitted.
+(:func:`refine_by_ucb`); with a cost field, a second ensemble of the same trees on the
+log cost and the cost-aware acquisition (:class:`CostWeight`). scikit-learn is imported
+only when a surrogate is fitted.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
+
+from evocamp.base.errors import OptimizerError
 
 #: Streams of the optimizer seed (SeedSequence spawn keys) drawn here.
 MODEL_STREAM = 3
@@ -50,6 +55,42 @@ def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
     return mean + kappa * std
 
 
+@dataclass(frozen=True)
+class CostWeight:
+    """The cost-aware acquisition (cost-aware BO: expected improvement per second,
+    Snoek et al. 2012; EI-cool, Lee et al. 2020) on a UCB: a candidate's gain over the
+    incumbent, ``UCB - incumbent``, divided by its predicted cost to the power
+    ``alpha`` where it is positive, and multiplied by it where it is not (so any
+    predicted improvement ranks above none, and among points that improve nothing the
+    cheaper still ranks first). The cost is predicted by ``model``, the same tree
+    ensemble fitted to the log costs of the history less their median (a cost relative
+    to the history's typical one: the ranking does not depend on the cost's unit).
+    ``alpha`` 0 ranks as the UCB itself."""
+
+    #: The ensemble fitted to the (centred) log costs.
+    model: object
+    #: The exponent of the cost (1: gain per unit of cost; cooled towards 0).
+    alpha: float
+    #: The best objective of the history.
+    incumbent: float
+
+    def __call__(self, points: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """The acquisition of ``points`` whose UCB is ``score``."""
+        if self.alpha == 0.0:
+            return score - self.incumbent
+        log_cost, _ = tree_mean_std(self.model, points)
+        weight = np.exp(self.alpha * log_cost)
+        gain = score - self.incumbent
+        return np.where(gain > 0.0, gain / weight, gain * weight)
+
+
+def acquisition(model, points: np.ndarray, *, kappa: float, cost: CostWeight | None = None):
+    """The acquisition of ``points``: the UCB with weight ``kappa`` of ``model``, weighted
+    by ``cost`` (:class:`CostWeight`) when given."""
+    score = ucb(*tree_mean_std(model, points), kappa)
+    return score if cost is None else cost(points, score)
+
+
 def best_first(score: np.ndarray, count: int) -> np.ndarray:
     """Indices of the ``count`` highest scores, highest first (first index on ties)."""
     return np.argsort(-score, kind="stable")[:count]
@@ -84,8 +125,10 @@ def refine_by_ucb(
     taken: set[bytes],
     rng: np.random.Generator,
     snap: Callable[[np.ndarray], np.ndarray] | None = None,
+    cost: CostWeight | None = None,
 ) -> np.ndarray:
-    """A genetic search for the maximum of the UCB with weight ``kappa``.
+    """A genetic search for the maximum of the UCB with weight ``kappa`` (weighted by
+    ``cost`` when given: :func:`acquisition`).
 
     Every generation breeds :data:`CHILDREN` children from the population by uniform
     crossover of two random parents and Gaussian mutation, and keeps the
@@ -102,7 +145,7 @@ def refine_by_ucb(
     """
     low, high = bounds
     dim = population.shape[1]
-    mean, std = tree_mean_std(model, population)
+    score = acquisition(model, population, kappa=kappa, cost=cost)
     for _ in range(generations):
         first = population[rng.integers(0, len(population), CHILDREN)]
         second = population[rng.integers(0, len(population), CHILDREN)]
@@ -112,13 +155,11 @@ def refine_by_ucb(
         children = np.clip(children + mutated * steps, low, high)
         if snap is not None:
             children = snap(children)
-        child_mean, child_std = tree_mean_std(model, children)
         population = np.concatenate([population, children])
-        mean = np.concatenate([mean, child_mean])
-        std = np.concatenate([std, child_std])
-        keep = ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)
-        population, mean, std = population[keep], mean[keep], std[keep]
-    return population[ranked(population, ucb(mean, std, kappa), taken=taken, count=PARENTS)]
+        score = np.concatenate([score, acquisition(model, children, kappa=kappa, cost=cost)])
+        keep = ranked(population, score, taken=taken, count=PARENTS)
+        population, score = population[keep], score[keep]
+    return population[ranked(population, score, taken=taken, count=PARENTS)]
 
 
 #: Most history points a surrogate is fitted to (:func:`training_subset`): the fit's
@@ -205,3 +246,62 @@ def reused_surrogate(
         while len(_SURROGATES) > _SURROGATES_KEPT:
             del _SURROGATES[next(iter(_SURROGATES))]
     return model
+
+
+def cost_weight(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    cost: tuple[np.ndarray, float],
+    fit_points: int,
+    trees: int,
+    rng: np.random.Generator,
+) -> CostWeight:
+    """The cost-aware acquisition of a proposal (:class:`CostWeight`): the tree ensemble
+    fitted to the log costs of the history points the objective's surrogate is fitted
+    to (:func:`training_subset`), less their median, with the exponent ``cost[1]`` and
+    the history's best objective as the incumbent. Its random state is drawn from
+    ``rng`` after the objective's surrogate's, so a run without ``cost`` draws what it
+    drew."""
+    costs, alpha = cost
+    rows = training_subset(y, limit=fit_points)
+    log_cost = np.log(np.asarray(costs, dtype=np.float64)[rows])
+    model = None
+    if alpha != 0.0:
+        model = fit_surrogate(x[rows], log_cost - np.median(log_cost), trees=trees, rng=rng)
+    return CostWeight(model=model, alpha=float(alpha), incumbent=float(np.max(y)))
+
+
+def cost_alpha(cooling: int | None, *, told: int, initial_points: int) -> float:
+    """The exponent of the cost after ``told`` evaluations: 1 without ``cooling``
+    (gain per unit of cost throughout), else falling linearly from 1 after the initial
+    design to 0 ``cooling`` evaluations later (EI-cool's cooling over the budget, Lee
+    et al. 2020: cheap points first, the plain UCB at the end)."""
+    if cooling is None:
+        return 1.0
+    return float(min(1.0, max(0.0, 1.0 - (told - initial_points) / int(cooling))))
+
+
+def checked_costs(values, *, field: str, where: str) -> np.ndarray:
+    """The costs a tell received (the field ``field``), checked to be positive and
+    finite.
+
+    Raises
+    ------
+    OptimizerError
+        Naming ``where`` (the generation or evaluation) and the first solution whose
+        cost is missing, not finite or not positive.
+    """
+    if values is None:
+        raise OptimizerError(
+            f"{where}: qUCB's key 'cost' names the field '{field}', which the evaluation "
+            "did not report (add it to the domain's extra_fields and return it)"
+        )
+    costs = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(costs) & (costs > 0.0)))
+    if len(bad):
+        raise OptimizerError(
+            f"{where}, solution {int(bad[0])}: qUCB's key 'cost' names the field "
+            f"'{field}', whose value {float(costs[bad[0]])!r} is no positive finite cost"
+        )
+    return costs
