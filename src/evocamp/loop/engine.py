@@ -146,7 +146,7 @@ def tell(
     run = run or resolve_run(state.spec)
     results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
     batch_kind = run.batch_format
-    held = held_batch(state, run=run)
+    held = held_batch(state, run=run) if batch_kind.reads_elites else state.next_batch
 
     def solution(row: int) -> np.ndarray:
         made, _ = call_optimizer(

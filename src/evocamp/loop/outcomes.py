@@ -451,7 +451,8 @@ def _check_outputs(
             raise EvaluationError(
                 f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
             )
-        if not np.isfinite(values).all():  # which row (a program's failed rows are NaN)
+        # Which row is not finite (a program's failed rows are NaN); no values: none.
+        if values.size and not np.isfinite(values).all():
             bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
             bad[list(failed)] = False
             if bad.any():
