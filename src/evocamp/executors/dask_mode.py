@@ -245,6 +245,7 @@ def run_generations(
     )
     told = []
     first, logged = state.generation + 1, -math.inf
+    settings = StepSettings.current()  # once per segment, not per generation
     while state.generation < until:
         generation = state.generation + 1
         size = len(state.next_seeds)
@@ -266,6 +267,7 @@ def run_generations(
                     generation=generation,
                     shard=k,
                     shards=shards,
+                    settings=settings,
                 )
                 for k, (a, b) in enumerate(bounds)
             ]

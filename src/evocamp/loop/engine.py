@@ -163,6 +163,9 @@ def tell(
     def solutions_of(rows) -> np.ndarray:
         if results.solutions is not None:
             return results.solutions[np.asarray(rows, dtype=np.int64)]
+        if batch_kind.compact is None and isinstance(held["solutions"], np.ndarray):
+            # A plain batch in memory: its rows, as materialise makes them one by one.
+            return np.asarray(held["solutions"][np.asarray(rows, dtype=np.int64)], dtype=np.float64)
         return np.stack([solution(int(row)) for row in rows])
 
     rows = None
