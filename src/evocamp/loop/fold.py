@@ -321,7 +321,10 @@ def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
         and window.strides == buffer.strides
         and buffer["generation"][len(window)] == SPARE_GENERATION
     ):
-        buffer[len(window) : size] = row
+        if len(row) == 1:  # one element assigned: a slice of a structured array costs more
+            buffer[len(window)] = row[0]
+        else:
+            buffer[len(window) : size] = row
         return buffer[:size]
     buffer = np.empty(max(2 * size, 16), dtype=window.dtype)
     buffer["generation"][size:] = SPARE_GENERATION
