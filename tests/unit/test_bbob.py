@@ -287,3 +287,45 @@ def test_the_shipped_bbob_campaign_is_valid():
     config = load_config_file(REPO / "config" / "bbob.yaml", check_results_dir=False)
     assert len(experiments_of(config)) * len(seeds_of(config)) == 5 * 24 * 3 * 2
     assert config["dask"]["workers"] == 0 and not config["figures"]["per_run"]
+
+
+def test_a_segment_writes_its_first_and_last_progress_line_and_one_a_second_between(
+    monkeypatch,
+):
+    """Dask mode's segment loop in its own process (``dask.workers: 0``): generations of
+    microseconds get the progress line of the segment's first and last generation and,
+    between them, one at most every ``PROGRESS_SECONDS``; every generation's without the
+    limit, and the same run either way."""
+    from evocamp.executors import dask_mode
+    from evocamp.loop.engine import initialise
+
+    config = validate_config(
+        {
+            "campaign": "lines",
+            "mode": "dask",
+            "generations": 6,
+            "checkpoint_every": 6,
+            "seeds": 1,
+            "algorithms": {"rs": {"type": "random_search", "batch_size": 4}},
+            "domains": {
+                "b": {"type": "bbob", "functions": [1], "dimensions": [2], "instances": [1]}
+            },
+        }
+    )
+    spec = run_spec(config, algorithm="rs", domain="b_f1_d2_i1", seed=0)
+
+    def segment() -> tuple[list[str], object]:
+        lines = []
+        state = dask_mode.run_generations(
+            initialise(spec), until=6, shards=1, client=None, workers=1, total=6,
+            log=lines.append,
+        )  # fmt: skip
+        return [line.split(" | ")[0] for line in lines], state
+
+    limited, state = segment()
+    assert limited == ["rs/b_f1_d2_i1/seed0: generation 1/6", "rs/b_f1_d2_i1/seed0: generation 6/6"]
+    monkeypatch.setattr(dask_mode, "PROGRESS_SECONDS", 0.0)
+    every, again = segment()
+    assert every == [f"rs/b_f1_d2_i1/seed0: generation {g}/6" for g in range(1, 7)]
+    for column in ("evaluations", "best_objective", "gen_obj_mean"):
+        assert again.metrics_window[column].tobytes() == state.metrics_window[column].tobytes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ def _pool(master_seed: int, spawn_key: tuple[int, ...]) -> np.ndarray | None:
     element mixed once per process, the last one here; ``None`` for a negative."""
     if master_seed < 0 or min(spawn_key) < 0:
         return None
-    pool, constant = _mixed_prefix(int(master_seed), tuple(int(k) for k in spawn_key[:-1]))
+    pool, constant = _mixed_prefix(master_seed, spawn_key[:-1])
     pool = list(pool)
     for word in _words(int(spawn_key[-1])):
         for d in range(4):
@@ -112,11 +113,12 @@ def _pool(master_seed: int, spawn_key: tuple[int, ...]) -> np.ndarray | None:
 @functools.lru_cache(maxsize=256)
 def _mixed_prefix(master_seed: int, prefix: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     """The pool and hash constant of SeedSequence's mixing after the master seed's
-    words (padded to the pool's 4, as with a spawn key) and ``prefix``'s."""
-    entropy = _words(master_seed)
+    words (padded to the pool's 4, as with a spawn key) and ``prefix``'s (integers of any
+    type: a numpy integer is the same key as Python's, cached once)."""
+    entropy = _words(int(master_seed))
     entropy += [0] * (4 - len(entropy))
     for element in prefix:
-        entropy += _words(element)
+        entropy += _words(int(element))
     constant = _INIT_A
 
     def hashed(value: int) -> int:
@@ -151,7 +153,9 @@ def _hashed(pool: np.ndarray, count: int) -> np.ndarray:
     data *= constants[1 : words + 1]
     data ^= data >> _XSHIFT
     # As numpy: the uint32 words read as little-endian uint64, in native order.
-    return data.astype("<u4", copy=False).view("<u8").astype(np.uint64, copy=False)
+    if sys.byteorder == "little":
+        return data.view(np.uint64)
+    return data.astype("<u4").view("<u8").astype(np.uint64)
 
 
 def _hash_constants(words: int) -> np.ndarray:

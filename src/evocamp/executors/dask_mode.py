@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -153,8 +154,6 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]], *, ru
         ]
     if run.batch_format.reads_elites:
         return [held_batch(state, run=run, start=a, stop=b) for a, b in bounds]
-    if client is None:  # evaluated here: nothing to send
-        return [batch] * len(bounds)
     # In a list, the batch is one object whose key is a hash of its content (a dict
     # itself would be scattered under its own keys, "centre" etc., which keep the first
     # generation's data).
@@ -193,6 +192,12 @@ def broadcast(client, value, *, where: str):
             time.sleep(BROADCAST_PAUSE)
 
 
+#: Seconds between two progress lines of a segment at least (its first and last
+#: generations' are always written): a segment of generations of microseconds (BBOB)
+#: would otherwise spend more on its log than on its evaluations.
+PROGRESS_SECONDS = 1.0
+
+
 def run_generations(
     state: RunState,
     *,
@@ -224,7 +229,8 @@ def run_generations(
     total : int, optional
         Generations of the run, for the progress line.
     log : callable
-        Receives one progress line per generation.
+        Receives the progress lines: the first and last generation's, and one at
+        most every :data:`PROGRESS_SECONDS` between them.
     storage : StorageSettings, optional
         What to keep of the evaluations (default: the defaults); when kept, the
         returned state's ``evaluations`` holds the rows of every generation run here.
@@ -238,20 +244,37 @@ def run_generations(
         run, generation_size=len(state.next_seeds), total=total
     )
     told = []
+    first, logged = state.generation + 1, -math.inf
+    settings = StepSettings.current()  # once per segment, not per generation
     while state.generation < until:
         generation = state.generation + 1
         size = len(state.next_seeds)
-        bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
-        batches = _shard_batches(client, state, bounds, run=run)
-        seeds = [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds]
-        if client is None:
+        if client is None:  # evaluated here, one shard after the other
+            bounds = (
+                [(0, size)]
+                if shards == 1
+                else [shard_bounds(size, shards, k) for k in range(shards)]
+            )
             results = [
                 evaluate_shard(
-                    run, batch=batch, seeds=rows, generation=generation, shard=k, shards=shards
+                    run,
+                    batch=(
+                        held_batch(state, run=run, start=a, stop=b)
+                        if run.batch_format.reads_elites
+                        else state.next_batch
+                    ),
+                    seeds=state.next_seeds,
+                    generation=generation,
+                    shard=k,
+                    shards=shards,
+                    settings=settings,
                 )
-                for k, (batch, rows) in enumerate(zip(batches, seeds, strict=True))
+                for k, (a, b) in enumerate(bounds)
             ]
         else:
+            bounds = [shard_bounds(size, shards, shard) for shard in range(shards)]
+            batches = _shard_batches(client, state, bounds, run=run)
+            seeds = [Rows(state.next_seeds[a:b], offset=a, length=size) for a, b in bounds]
             # One client.map call: a single graph update for the whole generation.
             futures = client.map(
                 evaluate_on_worker,
@@ -270,7 +293,10 @@ def run_generations(
             )
         state = tell(state, results, workers=workers, storage=kept, run=run)
         told.append(state.evaluations)
-        log(generation_line(state, total=total))
+        now = time.monotonic()
+        if generation in (first, until) or now - logged >= PROGRESS_SECONDS:
+            log(generation_line(state, total=total))
+            logged = now
     return dataclasses.replace(state, evaluations=concatenate(told))
 
 

@@ -146,7 +146,7 @@ def tell(
     run = run or resolve_run(state.spec)
     results = combine_shards(state.spec, generation, len(state.next_seeds), shards)
     batch_kind = run.batch_format
-    held = held_batch(state, run=run)
+    held = held_batch(state, run=run) if batch_kind.reads_elites else state.next_batch
 
     def solution(row: int) -> np.ndarray:
         made, _ = call_optimizer(
@@ -163,6 +163,9 @@ def tell(
     def solutions_of(rows) -> np.ndarray:
         if results.solutions is not None:
             return results.solutions[np.asarray(rows, dtype=np.int64)]
+        if batch_kind.compact is None and isinstance(held["solutions"], np.ndarray):
+            # A plain batch in memory: its rows, as materialise makes them one by one.
+            return np.asarray(held["solutions"][np.asarray(rows, dtype=np.int64)], dtype=np.float64)
         return np.stack([solution(int(row)) for row in rows])
 
     rows = None

@@ -186,13 +186,14 @@ def close_generation(
     generation = state.generation + 1
     previous_row = state.metrics_window[-1]
     failures = failure_counts(status, previous_row)
-    check_failed_fraction(
-        spec,
-        generation,
-        failures,
-        batch=len(objective),
-        before=attempted(spec, previous_row),
-    )
+    if failures["failed"]:
+        check_failed_fraction(
+            spec,
+            generation,
+            failures,
+            batch=len(objective),
+            before=attempted(spec, previous_row),
+        )
     retries = 0 if attempts is None else int(attempts.sum()) - len(objective)
     failures.update(
         attempts=len(objective) + retries, retries=retries, failed_seconds=failed_seconds
@@ -317,15 +318,19 @@ def extended_window(state: RunState, row: np.ndarray) -> np.ndarray:
         return np.concatenate([window, row])
     size = len(window) + len(row)
     buffer = window.base
+    # The buffer's written rows are a prefix of it and none is spare: a view of it whose
+    # length is the index of a spare row, with the buffer's strides, is that prefix.
     if (
-        isinstance(buffer, np.ndarray)
+        type(buffer) is np.ndarray
         and buffer.dtype == window.dtype
-        and buffer.ndim == 1
         and len(buffer) >= size
-        and window.ctypes.data == buffer.ctypes.data
-        and (buffer["generation"][len(window) : size] == SPARE_GENERATION).all()
+        and window.strides == buffer.strides
+        and buffer["generation"][len(window)] == SPARE_GENERATION
     ):
-        buffer[len(window) : size] = row
+        if len(row) == 1:  # one element assigned: a slice of a structured array costs more
+            buffer[len(window)] = row[0]
+        else:
+            buffer[len(window) : size] = row
         return buffer[:size]
     buffer = np.empty(max(2 * size, 16), dtype=window.dtype)
     buffer["generation"][size:] = SPARE_GENERATION

@@ -50,6 +50,8 @@ def combine_shards(
     spec: dict, generation: int, batch: int, shards: list[ShardResult]
 ) -> GenerationResults:
     """Concatenate shard results in solution-index order, checking they tile the batch."""
+    if len(shards) == 1 and _whole(shards[0], generation, batch):
+        return _one_shard(shards[0])
     ordered = sorted(shards, key=lambda r: r.start)
     position = 0
     for result in ordered:
@@ -89,6 +91,34 @@ def combine_shards(
         attempts=_combined(ordered, "attempts", 1, ATTEMPTS_DTYPE),
         failed_seconds=float(
             sum(r.failed_seconds.sum() for r in ordered if r.failed_seconds is not None)
+        ),
+    )
+
+
+def _whole(result: ShardResult, generation: int, batch: int) -> bool:
+    """Whether one shard result is the whole batch of ``generation``."""
+    return result.generation == generation and result.start == 0 and result.stop == batch
+
+
+def _one_shard(result: ShardResult) -> GenerationResults:
+    """:func:`combine_shards` of a generation of one shard (as a Dask mode segment
+    evaluating in its own process makes every generation): its columns as they are,
+    without the loops over shards."""
+    return GenerationResults(
+        objective=np.asarray(result.objective),
+        measures=np.asarray(result.measures),
+        extra={name: np.asarray(result.extra[name]) for name in sorted(result.extra)},
+        eval_seconds=float(result.eval_seconds.sum()),
+        seconds=np.asarray(result.eval_seconds),
+        solutions=None if result.solutions is None else np.asarray(result.solutions),
+        shard_stats={name: float(np.mean([value])) for name, value in sorted(result.stats.items())},
+        shards=1,
+        numerics=[] if result.numerics is None else [result.numerics],
+        status=None if result.status is None else np.asarray(result.status),
+        messages=dict(result.messages),
+        attempts=None if result.attempts is None else np.asarray(result.attempts),
+        failed_seconds=(
+            0.0 if result.failed_seconds is None else float(result.failed_seconds.sum())
         ),
     )
 

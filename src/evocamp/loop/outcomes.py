@@ -363,18 +363,20 @@ class ChunkEvaluator:
         seeds = self.seeds[lo:hi]
         try:
             if self.repeats == 1:
-                checked = self._evaluate_once(k, seeds)
+                checked = self._evaluate_once(k, seeds, lo=lo, hi=hi)
             else:  # repeat r with word r of each solution's repeat seeds, averaged
                 words = repeat_seeds(seeds, self.repeats)
-                checked = averaged([self._evaluate_once(k, column) for column in words.T])
+                checked = averaged(
+                    [self._evaluate_once(k, column, lo=lo, hi=hi) for column in words.T]
+                )
         except EvaluationError as error:
             return error
         failed = checked.pop(FAILED_ROWS, None)
         return Outcome(checked, time.perf_counter() - began, hi - lo, failed_rows=failed)
 
-    def _evaluate_once(self, k: int, seeds: np.ndarray) -> dict:
-        """Call ``k`` with these seeds (one per solution; a repeat's seeds), checked."""
-        lo, hi = self.bounds(k)
+    def _evaluate_once(self, k: int, seeds: np.ndarray, *, lo: int, hi: int) -> dict:
+        """Call ``k`` (rows ``lo..hi-1`` of the slice) with these seeds (one per
+        solution; a repeat's seeds), checked."""
         outputs = _call(
             self.evaluator, self.domain, self.solutions[lo:hi], seeds, call=self.calls[k]
         )
@@ -451,7 +453,8 @@ def _check_outputs(
             raise EvaluationError(
                 f"{call.whole()}: '{name}' has shape {values.shape}, expected {shape}"
             )
-        if not np.isfinite(values).all():  # which row (a program's failed rows are NaN)
+        # Which row is not finite (a program's failed rows are NaN); no values: none.
+        if values.size and not np.isfinite(values).all():
             bad = ~np.isfinite(values.reshape(count, -1)).all(axis=1)
             bad[list(failed)] = False
             if bad.any():

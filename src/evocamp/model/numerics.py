@@ -32,6 +32,7 @@ job that asks and tells).
 from __future__ import annotations
 
 import functools
+import operator
 import platform
 import sys
 from importlib import metadata
@@ -66,6 +67,8 @@ NUMERIC_PACKAGES = (
 DECIDING_FIELDS = ("blas", "kernel", "simd", "packages")
 #: The fields of an environment, as :func:`environment` gives them.
 FIELDS = (*DECIDING_FIELDS, "cpu")
+#: An environment's or a record's :data:`FIELDS`, as a tuple.
+_FIELDS_OF = operator.itemgetter(*FIELDS)
 #: Import names of the distributions whose imported module gives its version at once.
 _MODULES = {"numpy": "numpy", "scipy": "scipy", "h5py": "h5py", "ribs": "ribs"}
 
@@ -198,10 +201,9 @@ def noted(
     # The records are never changed in place: the new list shares those it keeps
     # (Dask mode's segments note two steps every generation).
     updated = list(records)
+    fields = _FIELDS_OF(current)
     for index, record in enumerate(records):
-        if record["step"] == step and all(
-            record[k] == current[k] for k in (*DECIDING_FIELDS, "cpu")
-        ):
+        if record["step"] == step and _FIELDS_OF(record) == fields:
             first, last = record["generations"]
             updated[index] = {
                 **record,
