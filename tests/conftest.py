@@ -162,7 +162,7 @@ def executed(completed, rule: str) -> list[str]:
 
 def with_local_keys(spec: dict, config: dict) -> dict:
     """A command domain's run spec with the step settings' local keys of its program
-    (``work_root``, ``keep_work``, ...: :data:`evocamp.tasks.programs.LOCAL_KEYS`) put
+    (``work_root``, ``keep_work``, ...: :data:`evocamp.tasks.program_keys.LOCAL_KEYS`) put
     back into its domain, as run specs of earlier versions held them, so that a test
     evaluating it in process gets them without the workflow's step settings
     (:class:`~evocamp.tasks.programs.Program` takes them from either)."""

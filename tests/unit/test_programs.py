@@ -19,7 +19,8 @@ from evocamp.files.shard import STATUS
 from evocamp.loop.evaluation import evaluate_slice
 from evocamp.loop.step_settings import StepSettings
 from evocamp.tasks.program_files import Evaluation, dakota_parameters, read_results
-from evocamp.tasks.programs import LOCAL_KEYS, campaign_folder
+from evocamp.tasks.program_keys import LOCAL_KEYS
+from evocamp.tasks.programs import campaign_folder
 
 DRIVER = REPO / "tests" / "programs" / "sphere_driver.py"
 

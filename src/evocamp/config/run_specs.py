@@ -20,7 +20,7 @@ from evocamp.catalogue.domains import DEFAULT_SOLUTION_DIM, DOMAINS
 from evocamp.catalogue.entries import AlgorithmType, Derived
 from evocamp.model.runspec import FailurePolicy
 from evocamp.model.space import SpaceError, from_configspace, space_entries
-from evocamp.tasks.programs import LOCAL_KEYS
+from evocamp.tasks.program_keys import LOCAL_KEYS
 
 
 def seeds_of(config: dict) -> list[int]:
@@ -162,7 +162,7 @@ def run_spec(config: dict, *, algorithm: str, domain: str, seed: int) -> dict:
     It holds everything that fixes the run's results and nothing that may change
     during its life (``generations`` and ``shards`` are left out on purpose, but for
     types whose shards are workers of the algorithm; so are a program's
-    :data:`~evocamp.tasks.programs.LOCAL_KEYS`, which are step settings).
+    :data:`~evocamp.tasks.program_keys.LOCAL_KEYS`, which are step settings).
     """
     domain_spec = resolved_domain(config["domains"][domain])
     for name in LOCAL_KEYS:

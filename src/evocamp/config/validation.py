@@ -54,7 +54,7 @@ from evocamp.model.runspec import (
     FailurePolicy,
     measure_dim,
 )
-from evocamp.tasks.programs import COMMAND_KEYS, command_problems, program_problems
+from evocamp.tasks.program_keys import COMMAND_KEYS, command_problems, program_problems
 
 #: The configuration schema, shipped inside the package (``workflow/schemas`` links it).
 SCHEMA_RESOURCE = ("evocamp", "schemas/config.schema.yaml")

@@ -51,6 +51,7 @@ from evocamp.families.surrogate import (
     cost_alpha,
     cost_weight,
     fit_surrogate,
+    kappa_decay,
     ranked,
     refine_by_ucb,
     reused_surrogate,
@@ -79,18 +80,6 @@ def proposal_rng(seed: int, *, generation: int, worker: int) -> np.random.Genera
     candidates and the surrogate's own seed)."""
     stream = np.random.SeedSequence(seed, spawn_key=(PROPOSAL_STREAM, generation, worker))
     return np.random.default_rng(stream)
-
-
-def kappa_decay(schedule, *, kappa: float, proposed: int, initial_points: int) -> float:
-    """The factor of DeepHyper's periodic exponential decay of the exploration weight
-    (its CBO's ``scheduler={"type": "periodic-exp-decay", "period": P, "kappa_final":
-    F}``) for a proposal made after ``proposed`` others: ``(F / kappa) ** (t / P)`` with
-    ``t = (proposed - initial_points) mod P``, so the weight falls from ``kappa`` towards
-    ``F`` over ``P`` proposals and starts again; 1 without a schedule (``None``)."""
-    if schedule is None:
-        return 1.0
-    period, final = int(schedule["period"]), float(schedule["kappa_final"])
-    return (final / kappa) ** (((proposed - initial_points) % period) / period)
 
 
 def propose(

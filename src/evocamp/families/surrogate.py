@@ -2,10 +2,11 @@
 its upper confidence bound: scikit-learn's ``ExtraTreesRegressor`` fitted to a bounded,
 deterministic subset of the history (:func:`training_subset`), or reused between refits
 (:func:`reused_surrogate`), the spread of its trees' predictions as the uncertainty
-(:func:`tree_mean_std`), and the genetic search for a point of high UCB
-(:func:`refine_by_ucb`); with a cost field, a second ensemble of the same trees on the
-log cost and the cost-aware acquisition (:class:`CostWeight`). scikit-learn is imported
-only when a surrogate is fitted.
+(:func:`tree_mean_std`), the genetic search for a point of high UCB
+(:func:`refine_by_ucb`) and the schedule of its weight (:func:`kappa_decay`); with a
+cost field, a second ensemble of the same trees on the log cost and the cost-aware
+acquisition (:class:`CostWeight`). scikit-learn is imported only when a surrogate is
+fitted.
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ def tree_mean_std(model, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 PARENTS = 50
 CHILDREN = 200
 MUTATION_SCALE = 0.1
+
+
+def kappa_decay(schedule, *, kappa: float, proposed: int, initial_points: int) -> float:
+    """The factor of DeepHyper's periodic exponential decay of the exploration weight
+    (its CBO's ``scheduler={"type": "periodic-exp-decay", "period": P, "kappa_final":
+    F}``) for a proposal made after ``proposed`` others: ``(F / kappa) ** (t / P)`` with
+    ``t = (proposed - initial_points) mod P``, so the weight falls from ``kappa`` towards
+    ``F`` over ``P`` proposals and starts again; 1 without a schedule (``None``)."""
+    if schedule is None:
+        return 1.0
+    period, final = int(schedule["period"]), float(schedule["kappa_final"])
+    return (final / kappa) ** (((proposed - initial_points) % period) / period)
 
 
 def ucb(mean: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:

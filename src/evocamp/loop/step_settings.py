@@ -9,12 +9,12 @@ their archive (``checkpoint_full_every``), what is kept of the evaluations
 (``evaluation.concurrency``, ``evaluation.gpus_per_evaluation``: the allocation's, not
 the results'), and where and how each ``type: command`` domain's program runs here
 (its ``work_root``, ``keep_work``, ``keep_work_max`` and ``launcher``:
-:data:`~evocamp.tasks.programs.LOCAL_KEYS`). They reach a step through one channel: one
-environment variable, :data:`STEP_VARIABLE`, holding :class:`StepSettings` as JSON,
-which the workflow's shell prefix exports to every job (``workflow/rules/common.smk``)
-and which is read here only (:meth:`StepSettings.current`). A step run by hand without
-it uses the defaults; ``--total`` and ``--full-every`` override them on its command
-line.
+:data:`~evocamp.tasks.program_keys.LOCAL_KEYS`). They reach a step through one
+channel: one environment variable, :data:`STEP_VARIABLE`, holding
+:class:`StepSettings` as JSON, which the workflow's shell prefix exports to every job
+(``workflow/rules/common.smk``) and which is read here only
+(:meth:`StepSettings.current`). A step run by hand without it uses the defaults;
+``--total`` and ``--full-every`` override them on its command line.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from evocamp.files.evaluations import StorageSettings
 from evocamp.model.runspec import COMMAND
-from evocamp.tasks.programs import LOCAL_KEYS
+from evocamp.tasks.program_keys import LOCAL_KEYS
 
 #: The environment variable that carries the step settings (JSON) to every step; a
 #: step process that has it was started by the workflow.
@@ -60,7 +60,7 @@ class StepSettings:
         ``evaluation.gpus_per_evaluation``: GPUs each concurrent evaluation gets
         (its own ``CUDA_VISIBLE_DEVICES``; 0: none set).
     programs : dict
-        By domain name, the :data:`~evocamp.tasks.programs.LOCAL_KEYS` a
+        By domain name, the :data:`~evocamp.tasks.program_keys.LOCAL_KEYS` a
         ``type: command`` domain sets (where its work directories go, which are
         kept, its launcher); domains that set none are left out.
     """
