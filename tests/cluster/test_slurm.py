@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -31,14 +32,43 @@ SLURM_PROFILE = str(REPO / "profiles" / "slurm")
 LOCAL_SLURM = str(REPO / "scripts" / "local-slurm")
 
 
+#: Held shared by every test module that uses the local cluster (pytest-xdist runs
+#: several at once, one per worker), exclusively to stop it.
+CLUSTER_LOCK = Path("/var/tmp/evocamp-slurm-tests.lock")
+#: Present while the cluster runs because a test module started it (it was not running
+#: before): the last module that uses it stops it then.
+STARTED_BY_TESTS = Path("/var/tmp/evocamp-slurm-tests.started")
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    """Start the local cluster (installing Slurm if needed); stop it if we started it."""
-    was_running = subprocess.run([LOCAL_SLURM, "status"], capture_output=True).returncode == 0
-    subprocess.run([LOCAL_SLURM, "start"], check=True, timeout=600)
+    """Start the local cluster (installing Slurm if needed) and hold it for the module;
+    the last module of any worker that holds it stops it, if the tests started it. (A
+    module that stopped it when it ended stopped it under another worker's tests.)"""
+    with open(CLUSTER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        running = subprocess.run([LOCAL_SLURM, "status"], capture_output=True).returncode == 0
+        if not running:
+            STARTED_BY_TESTS.touch()
+        subprocess.run([LOCAL_SLURM, "start"], check=True, timeout=600)
+        yield lock
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another worker's module holds it: the last one out stops it
+        if STARTED_BY_TESTS.exists():
+            subprocess.run([LOCAL_SLURM, "stop"], check=True, timeout=120)
+            STARTED_BY_TESTS.unlink()
+
+
+@pytest.fixture
+def cluster_alone(slurm_cluster):
+    """The local cluster held exclusively, for a test that stops it or its controller:
+    it waits until no other worker's module uses it."""
+    fcntl.flock(slurm_cluster, fcntl.LOCK_EX)
     yield
-    if not was_running:
-        subprocess.run([LOCAL_SLURM, "stop"], check=True, timeout=120)
+    fcntl.flock(slurm_cluster, fcntl.LOCK_SH)
 
 
 def tiny_config(small_config: dict, **overrides) -> dict:
@@ -306,7 +336,7 @@ def test_dask_and_async_modes_on_a_dask_jobqueue_slurm_cluster(slurm_cluster, tm
         assert f"[{address}] generation 2 shard" in worker_logs, "lines carry the address"
 
 
-def test_stop_moves_the_configuration_aside_and_start_restores_it(slurm_cluster):
+def test_stop_moves_the_configuration_aside_and_start_restores_it(cluster_alone):
     """A stopped local cluster leaves no slurm.conf naming a controller that is down:
     the Slurm plugin's `scontrol show config` at every Snakemake start then fails at once
     instead of waiting about 9 s (docs/hpc.md)."""
@@ -445,7 +475,7 @@ def scontrol_job(job: str) -> str:
     ).stdout
 
 
-def test_controller_outage_mid_campaign_is_finished_by_a_rerun(slurm_cluster, tmp_path, local_tiny):
+def test_controller_outage_mid_campaign_is_finished_by_a_rerun(cluster_alone, tmp_path, local_tiny):
     """slurmctld stopped for a minute while shard jobs run, then started again: the
     jobs finish under slurmd, but the Slurm plugin's status checks fail meanwhile (on a
     cluster without slurmdbd) and it forgets the jobs, so this Snakemake waits for
