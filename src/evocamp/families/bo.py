@@ -133,6 +133,7 @@ def propose(
     if len(y) < initial_points:
         return keep(rng.uniform(low, high, (count, dim))), 0.0, 0.0
     began = time.perf_counter()
+    fitted_rows = training_subset(y, limit=fit_points)  # the fit's, or the refit's seeds
     if refit is not None and refit[0] > 1:
         if lies is not None and len(lies):
             pending = lies if pending is None else np.concatenate([pending, lies])
@@ -145,9 +146,8 @@ def propose(
             seed=refit[1],
             fit_points=fit_points,
         )
-        fit_x = x[training_subset(y, limit=fit_points)]  # (the genetic search's seeds)
+        fit_x = x[fitted_rows]  # (the genetic search's seeds)
     else:
-        fitted_rows = training_subset(y, limit=fit_points)
         fit_x, fit_y = x[fitted_rows], y[fitted_rows]
         if lies is not None and len(lies):
             nearest = ((lies[:, None, :] - fit_x[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
@@ -157,7 +157,7 @@ def propose(
         model = fit_surrogate(fit_x, fit_y, trees=trees, rng=rng)
     weight = None
     if cost is not None:
-        weight = cost_weight(x, y, cost=cost, fit_points=fit_points, trees=trees, rng=rng)
+        weight = cost_weight(x, y, cost=cost, rows=fitted_rows, trees=trees, rng=rng)
     fitted = time.perf_counter()
     uniform = keep(rng.uniform(low, high, (max(candidates, count), dim)))
     start = np.concatenate([uniform, fit_x])

@@ -266,18 +266,17 @@ def cost_weight(
     y: np.ndarray,
     *,
     cost: tuple[np.ndarray, float],
-    fit_points: int,
+    rows: np.ndarray,
     trees: int,
     rng: np.random.Generator,
 ) -> CostWeight:
     """The cost-aware acquisition of a proposal (:class:`CostWeight`): the tree ensemble
-    fitted to the log costs of the history points the objective's surrogate is fitted
-    to (:func:`training_subset`), less their median, with the exponent ``cost[1]`` and
+    fitted to the log costs of the history's ``rows`` (those the objective's surrogate
+    is fitted to, :func:`training_subset`), less their median, with the exponent ``cost[1]`` and
     the history's best objective as the incumbent. Its random state is drawn from
     ``rng`` after the objective's surrogate's, so a run without ``cost`` draws what it
     drew."""
     costs, alpha = cost
-    rows = training_subset(y, limit=fit_points)
     log_cost = np.log(np.asarray(costs, dtype=np.float64)[rows])
     model = None
     if alpha != 0.0:
