@@ -49,27 +49,30 @@ def descendant_groups(pid: int) -> set[int]:
     return found
 
 
-def marked_processes(marker: str) -> list[int]:
+def marked_processes(*markers: str) -> list[int]:
     """The processes (other than this one) whose environment sets
-    :data:`MARKER_VARIABLE` to ``marker``; those of other users are not readable
-    and so not found."""
-    needle = f"\0{MARKER_VARIABLE}={marker}\0".encode()
+    :data:`MARKER_VARIABLE` to one of ``markers`` (one scan of ``/proc`` for all);
+    those of other users are not readable and so not found."""
+    if not markers:
+        return []
+    needles = [f"\0{MARKER_VARIABLE}={marker}\0".encode() for marker in markers]
     found = []
     for name in _process_ids():
         try:
             with open(f"/proc/{name}/environ", "rb") as environ:
-                if needle in b"\0" + environ.read() + b"\0":
+                text = b"\0" + environ.read() + b"\0"
+                if any(needle in text for needle in needles):
                     found.append(int(name))
         except OSError:  # ended meanwhile, or not ours
             continue
     return [pid for pid in found if pid != os.getpid()]
 
 
-def kill_marked(marker: str) -> list[int]:
+def kill_marked(*markers: str) -> list[int]:
     """``SIGKILL`` every process :func:`marked_processes` finds: what an evaluation
     left outside its process tree once the tree was ended; the pids signalled."""
     killed = []
-    for pid in marked_processes(marker):
+    for pid in marked_processes(*markers):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:  # ended meanwhile

@@ -326,8 +326,7 @@ while alive and time.monotonic() < deadline:
     time.sleep(0.02)
     signal_all(0)
 signal_all(signal.SIGKILL)
-for marker in markers:  # what left the groups' trees (an orphan re-parented away)
-    table.kill_marked(marker)
+table.kill_marked(*markers)  # what left the groups' trees (an orphan re-parented away)
 """
 
 
