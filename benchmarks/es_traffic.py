@@ -48,9 +48,9 @@ def stored_bytes(path: Path, names: list[str]) -> int:
 def naive_io_seconds(state, folder: Path) -> float:
     """Seconds to write a batch as P x M offspring and read it back shard by shard (the
     naive design's extra I/O; its offspring are drawn here once, not timed)."""
-    from evocamp.base.sharding import shard_bounds
     from evocamp.catalogue.factory import resolve_run
     from evocamp.files.hdf5 import atomic_h5, write_dataset
+    from evocamp.model.protocol import shard_bounds
 
     size = len(state.next_seeds)
     offspring, _ = resolve_run(state.spec).batch_format.materialise(state.next_batch, 0, size)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from conftest import BO_CAMPAIGN, error_of, merged, shard_results
 
-from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import optimizer_class, resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families import surrogate
@@ -22,6 +21,7 @@ from evocamp.families.bo import (
     ucb,
 )
 from evocamp.loop.engine import initialise, tell
+from evocamp.model.protocol import shard_bounds
 from evocamp.tasks.functions import ackley_value
 
 

@@ -15,7 +15,6 @@ from conftest import PLUGINS, REPO, shard_results, write_final
 from recorded import recorded_digests
 
 from evocamp.base.errors import CorruptFileError
-from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.files.archive import read_archive, read_best
@@ -23,6 +22,7 @@ from evocamp.files.checkpoint import read_state, write_state
 from evocamp.files.hdf5 import atomic_h5, write_dataset
 from evocamp.files.shard import read_shard
 from evocamp.loop.engine import initialise, tell
+from evocamp.model.protocol import shard_bounds
 
 
 def test_failed_write_leaves_the_old_file(tmp_path):

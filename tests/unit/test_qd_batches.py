@@ -15,11 +15,11 @@ import pytest
 
 import evocamp  # noqa: F401 (numba's JIT off before pyribs loads)
 from evocamp.base.errors import CorruptFileError
-from evocamp.base.sharding import ElitesAt, shard_bounds
+from evocamp.base.shard_views import ElitesAt
 from evocamp.catalogue.factory import build_optimizer, resolve_run
 from evocamp.config import run_spec, validate_config
 from evocamp.families.qd import ArchiveElites, QDBatch, compact_emitters
-from evocamp.model.protocol import ELITES
+from evocamp.model.protocol import ELITES, shard_bounds
 
 COMPACT_TYPES = ("map_elites", "map_elites_line", "cvt_map_elites", "cvt_map_elites_line")
 #: Novelty search (NS) and with local competition (NSLC), each with Gaussian and

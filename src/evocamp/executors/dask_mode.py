@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.lanes import worker_lane
-from evocamp.base.sharding import Rows, shard_bounds
+from evocamp.base.shard_views import Rows
 from evocamp.catalogue.factory import resolve_run
 from evocamp.executors.dask_cluster import (
     DaskResources,
@@ -38,6 +38,7 @@ from evocamp.loop.progress import generation_line
 from evocamp.loop.state_cache import read_full_state
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import RunFolder
+from evocamp.model.protocol import shard_bounds
 from evocamp.model.runspec import Run, where
 from evocamp.model.state import RunState
 
@@ -139,7 +140,7 @@ def _shard_batches(client, state: RunState, bounds: list[tuple[int, int]], *, ru
     """What each task receives of the state's next batch.
 
     A plain batch (solutions only) is sliced: each task gets its rows
-    (:class:`~evocamp.base.sharding.Rows`, indexed with the batch's positions). A compact
+    (:class:`~evocamp.base.shard_views.Rows`, indexed with the batch's positions). A compact
     batch that names parents by their cells (QD) goes to each task with the elites of
     its own slice (:func:`~evocamp.loop.engine.held_batch`). Another compact batch (e.g.
     an ES centre and noise seeds) is scattered once to every worker and each task gets

@@ -31,8 +31,9 @@ from evocamp.files.reevaluation import read_reevaluation, write_reevaluation
 from evocamp.files.shard import read_shard, write_shard
 from evocamp.loop.asynchronous import asynchronous_settings, initialise_asynchronous, replay
 from evocamp.loop.engine import evaluation_rows, initialise, optimizer_result, tell
-from evocamp.loop.evaluation import evaluate_shard
-from evocamp.loop.fold import note_numerics
+
+# The evaluate step is the shard step's own (the module of the whole shard step).
+from evocamp.loop.evaluation import evaluate_step as evaluate_step
 from evocamp.loop.generation_results import combine_shards
 from evocamp.loop.progress import generation_line
 from evocamp.loop.reevaluation import combine_reevaluation, reevaluate_shard
@@ -40,10 +41,8 @@ from evocamp.loop.state_cache import (
     forget_run,
     keep_whole,
     read_full_state,
-    shard_batch,
     write_told_state,
 )
-from evocamp.loop.step_settings import StepSettings
 from evocamp.model.layout import KEEP_LOG, METRICS_WINDOW, SHARD, SHARD_FOLDER, RunFolder
 from evocamp.model.metrics import merge_history, write_rows
 from evocamp.model.runspec import Run, run_label
@@ -71,45 +70,6 @@ def init_step(*, spec: dict, output: str | Path) -> None:
     log(
         f"{run_label(spec)}: initialised; batch of {len(state.next_seeds)} solutions "
         f"for generation 1 -> {output}"
-    )
-
-
-def evaluate_step(
-    *,
-    state: str | Path,
-    shard: int,
-    shards: int,
-    output: str | Path,
-    settings: StepSettings | None = None,
-) -> None:
-    """Evaluate one shard of the batch stored in a checkpoint (reading only its slice:
-    from the node-local cache when the tell that wrote the checkpoint ran on this node,
-    :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
-    beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
-    evaluates only the calls that are missing. ``settings``: the step settings the
-    command read (its evaluations at once and their GPUs; ``None``: this process's,
-    :meth:`~evocamp.loop.step_settings.StepSettings.current`)."""
-    settings = settings if settings is not None else StepSettings.current()
-    opened = shard_batch(state, programs=settings.programs)
-    with opened as (run, generation, batch, seeds, numerics):
-        result = evaluate_shard(
-            run,
-            batch=batch,
-            seeds=seeds,
-            generation=generation,
-            shard=shard,
-            shards=shards,
-            shard_file=output,
-            settings=settings,
-        )
-    # A warning in this shard's log when it runs under another kernel than the run so far
-    # (the tell notes the shard's environment in the run's records).
-    note_numerics(run.spec, numerics, step="evaluate", generation=generation)
-    write_shard(output, result)
-    remove_journal(output)  # a finished shard leaves no journal
-    log(
-        f"generation {result.generation} shard {shard}/{shards}: solutions "
-        f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s"
     )
 
 

@@ -42,7 +42,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from evocamp.base.sharding import shard_of_slice
 from evocamp.families.surrogate import (
     FIT_POINTS,
     PARENTS,
@@ -60,7 +59,7 @@ from evocamp.families.surrogate import (
     tree_mean_std,
     ucb,
 )
-from evocamp.model.protocol import CompactBatch
+from evocamp.model.protocol import CompactBatch, shard_of_slice
 from evocamp.model.space import Space
 
 #: Streams of the optimizer seed (SeedSequence spawn keys).

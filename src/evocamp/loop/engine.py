@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from evocamp.base.seeding import evaluation_seeds
-from evocamp.base.sharding import ElitesAt
+from evocamp.base.shard_views import ElitesAt
 from evocamp.catalogue.factory import build_optimizer, owns_archive, resolve_run
 from evocamp.families.passive import build_passive_archive
 from evocamp.families.qd.compact import ArchiveElites

@@ -1,5 +1,8 @@
 """The shard step: evaluate one shard of a generation's batch.
 
+:func:`evaluate_step` is shard mode's ``evaluate`` command from end to end: the
+checkpoint's batch opened (its slice only, from the node-local cache where the tell
+left it), the shard evaluated, its file written and its journal removed.
 :func:`evaluate_shard` is the one place a shard is evaluated: the ``evaluate`` step
 of shard mode (on the batch stored in a checkpoint), Dask mode's tasks (on the batch
 they were sent) and the tests call it. It materialises the shard's solutions from the
@@ -12,15 +15,16 @@ checked outputs and failures named by run, generation, shard and solution index 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from evocamp.base.lanes import Lane
-from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import load_evaluator
-from evocamp.files.journal import ShardJournal, journal_key, journal_path
-from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult
+from evocamp.files.journal import ShardJournal, journal_key, journal_path, remove_journal
+from evocamp.files.shard import ATTEMPTS_DTYPE, STATUS, ShardResult, write_shard
+from evocamp.loop.fold import note_numerics
 from evocamp.loop.outcomes import (
     Call,
     ChunkEvaluator,
@@ -29,10 +33,54 @@ from evocamp.loop.outcomes import (
     outcomes_in_process,
     supervised_outcomes,
 )
+from evocamp.loop.state_cache import shard_batch
 from evocamp.loop.step_settings import StepSettings
 from evocamp.model.numerics import environment
-from evocamp.model.protocol import call_optimizer
+from evocamp.model.protocol import call_optimizer, shard_bounds
 from evocamp.model.runspec import COMMAND, PLUGIN, Run, where
+
+
+def evaluate_step(
+    *,
+    state: str | Path,
+    shard: int,
+    shards: int,
+    output: str | Path,
+    settings: StepSettings | None = None,
+) -> None:
+    """The ``evaluate`` step (``python -m evocamp evaluate``, one of
+    :mod:`evocamp.executors.steps`' step commands): evaluate one shard of the batch
+    stored in a checkpoint (reading only its slice:
+    from the node-local cache when the tell that wrote the checkpoint ran on this node,
+    :func:`~evocamp.loop.state_cache.shard_batch`), journalling every finished call
+    beside ``output`` (:mod:`evocamp.files.journal`): a rerun of a killed shard
+    evaluates only the calls that are missing. ``settings``: the step settings the
+    command read (its evaluations at once and their GPUs; ``None``: this process's,
+    :meth:`~evocamp.loop.step_settings.StepSettings.current`)."""
+    settings = settings if settings is not None else StepSettings.current()
+    opened = shard_batch(state, programs=settings.programs)
+    with opened as (run, generation, batch, seeds, numerics):
+        result = evaluate_shard(
+            run,
+            batch=batch,
+            seeds=seeds,
+            generation=generation,
+            shard=shard,
+            shards=shards,
+            shard_file=output,
+            settings=settings,
+        )
+    # A warning in this shard's log when it runs under another kernel than the run so far
+    # (the tell notes the shard's environment in the run's records).
+    note_numerics(run.spec, numerics, step="evaluate", generation=generation)
+    write_shard(output, result)
+    remove_journal(output)  # a finished shard leaves no journal
+    print(
+        f"generation {result.generation} shard {shard}/{shards}: solutions "
+        f"{result.start}..{result.stop - 1} evaluated in {result.eval_seconds.sum():.3f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def evaluate_shard(
@@ -56,12 +104,12 @@ def evaluate_shard(
     batch : mapping
         The generation's batch as the optimizer described it (values may be h5py
         datasets, read only where the shard needs them, or
-        :class:`~evocamp.base.sharding.Rows` holding only this shard's rows).
+        :class:`~evocamp.base.shard_views.Rows` holding only this shard's rows).
     seeds : array-like
         The evaluation seeds of the whole batch (or ``Rows`` holding the shard's).
     generation, shard, shards : int
         Which generation the batch belongs to, and which slice
-        (:func:`~evocamp.base.sharding.shard_bounds`) this shard evaluates.
+        (:func:`~evocamp.model.protocol.shard_bounds`) this shard evaluates.
     shard_file : str or pathlib.Path, optional
         The shard's file: every finished call is journalled beside it
         (:func:`~evocamp.files.journal.journal_path`), and the calls a previous

@@ -19,12 +19,12 @@ import numpy as np
 
 from evocamp.base.errors import EvaluationError
 from evocamp.base.seeding import reevaluation_seeds
-from evocamp.base.sharding import shard_bounds
 from evocamp.catalogue.factory import resolve_run
 from evocamp.files.reevaluation import CORRECTED_METRICS, Reevaluation
 from evocamp.files.shard import ShardResult
 from evocamp.loop.evaluation import evaluate_slice
 from evocamp.loop.step_settings import StepSettings
+from evocamp.model.protocol import shard_bounds
 from evocamp.model.runspec import measure_dim, spec_run_key, where
 from evocamp.model.state import RunState
 
@@ -52,7 +52,7 @@ def reevaluate_shard(
     state: RunState, *, repeats: int, shard: int, shards: int, shard_file=None
 ) -> ShardResult:
     """Evaluate shard ``shard`` of ``shards`` of a finished run's elites (a contiguous
-    slice in cell-index order, :func:`~evocamp.base.sharding.shard_bounds`; possibly
+    slice in cell-index order, :func:`~evocamp.model.protocol.shard_bounds`; possibly
     empty when there are fewer elites than shards) ``repeats`` times, journalling its
     finished calls beside ``shard_file`` (a path, optional; as
     :func:`~evocamp.loop.evaluation.evaluate_shard` does).

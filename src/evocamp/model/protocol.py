@@ -30,6 +30,12 @@ evaluated and ``tell`` receives it as ``solutions=``), and names modules Dask wo
 import once. Shards never build the optimizer: they call these static methods on the
 stored batch, whose values may be h5py datasets (index them: ``[()]`` reads all).
 
+A batch of ``n`` solutions is evaluated in ``shards`` contiguous, near-equal slices
+(:func:`shard_bounds`): shard ``s`` evaluates solutions ``start..stop-1``. Results never
+depend on the split (every solution's evaluation seed depends only on its index in the
+batch), except for algorithms whose shards propose their own solutions (decentralised
+BO), where each shard is one worker of the algorithm.
+
 Every call of a user's method (``__init__``, ``ask``, ``tell``, ``stats``,
 ``result``, and the batch format's ``size`` and ``solutions``) goes through
 :func:`call_optimizer`, so any failure is one message naming the class, the method,
@@ -61,12 +67,28 @@ class ElitesByCell(Protocol):
     """An archive's elites indexed by cell (what ``batch[ELITES]`` holds): the archive
     in memory (``ArchiveElites``, ``families/qd/compact.py``), the states on disk
     (``StoredElites``, ``files/checkpoint.py``) or the cells a Dask task was sent
-    (``ElitesAt``, ``base/sharding.py``)."""
+    (``ElitesAt``, ``base/shard_views.py``)."""
 
     def __getitem__(self, cells) -> np.ndarray:
         """The solutions of ``cells`` (sorted cell indices), one row each; an error
         naming the cell when one is empty or not held."""
         ...
+
+
+def shard_bounds(batch: int, shards: int, shard: int) -> tuple[int, int]:
+    """Slice ``[start, stop)`` of shard ``shard`` when ``batch`` solutions are split
+    into ``shards`` contiguous, near-equal parts."""
+    base, remainder = divmod(batch, shards)
+    start = shard * base + min(shard, remainder)
+    return start, start + base + (1 if shard < remainder else 0)
+
+
+def shard_of_slice(batch: int, shards: int, start: int, stop: int) -> int | None:
+    """The shard whose slice is exactly ``start..stop-1`` (``None`` if none is)."""
+    for shard in range(shards):
+        if shard_bounds(batch, shards, shard) == (start, stop):
+            return shard
+    return None
 
 
 #: The key under which whoever holds a compact batch may give the solutions its

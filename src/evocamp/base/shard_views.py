@@ -1,31 +1,13 @@
-"""How a generation's batch is split into evaluation shards.
+"""What a Dask task holds of a batch and of an archive, indexed as if whole: its shard's
+rows (:class:`Rows`) and the elites its offspring are made from (:class:`ElitesAt`).
 
-A batch of ``n`` solutions is split into ``shards`` contiguous, near-equal slices;
-shard ``s`` evaluates solutions ``start..stop-1``. Results never depend on the split
-(every solution's evaluation seed depends only on its index in the batch), except for
-algorithms whose shards propose their own solutions (decentralised BO), where each
-shard is one worker of the algorithm.
+How a batch is split into shards is the optimizer protocol's
+(:func:`evocamp.model.protocol.shard_bounds`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def shard_bounds(batch: int, shards: int, shard: int) -> tuple[int, int]:
-    """Slice ``[start, stop)`` of shard ``shard`` when ``batch`` solutions are split
-    into ``shards`` contiguous, near-equal parts."""
-    base, remainder = divmod(batch, shards)
-    start = shard * base + min(shard, remainder)
-    return start, start + base + (1 if shard < remainder else 0)
-
-
-def shard_of_slice(batch: int, shards: int, start: int, stop: int) -> int | None:
-    """The shard whose slice is exactly ``start..stop-1`` (``None`` if none is)."""
-    for shard in range(shards):
-        if shard_bounds(batch, shards, shard) == (start, stop):
-            return shard
-    return None
 
 
 class Rows:
