@@ -53,6 +53,8 @@ VARIANTS = {
     "kappa-decay-25": ({}, {"kappa_schedule": {"period": 25, "kappa_final": 0.1}}),
     "cheap-search": ({}, {"candidates": 2000, "refine_generations": 5}),
     "refit-8-cheap-search": ({}, {"refit_every": 8, "candidates": 2000, "refine_generations": 5}),
+    "trees-16": ({}, {"trees": 16}),
+    "trees-12": ({}, {"trees": 12}),
 }
 
 

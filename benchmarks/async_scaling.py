@@ -25,6 +25,9 @@ other for each worker count, so a changing load touches both alike):
   freed worker starts its queued proposal as soon as that proposal is made;
 - ``ahead-full``: ``ahead`` with the whole history fitted (the bound's share);
 - ``at-freeing``: ``today`` with the fit bounded (the default of this version);
+- ``ahead-cheap-search``: ``ahead`` with the cheaper search (a fit per proposal);
+- ``cheap-search-16-trees``, ``cheap-search-12-trees``: ``cheap-search`` with 16 or 12
+  trees instead of 25 (what docs/hpc.md advises from about 1,000 workers on);
 - ``cheap-search``, ``refit-8-cheap-search``: ``at-freeing`` with DeepHyper's
   cheapeners: 2,000 candidates and 5 generations of the genetic search instead of
   10,000 and 20, and the surrogate refitted every 8th told point (all simulated workers
@@ -72,6 +75,17 @@ VARIANTS = {
     "ahead": (True, FIT_POINTS, {}),
     "ahead-full": (True, 10**9, {}),
     "cheap-search": (False, FIT_POINTS, {"candidates": 2000, "refine_generations": 5}),
+    "ahead-cheap-search": (True, FIT_POINTS, {"candidates": 2000, "refine_generations": 5}),
+    "cheap-search-16-trees": (
+        False,
+        FIT_POINTS,
+        {"candidates": 2000, "refine_generations": 5, "trees": 16},
+    ),
+    "cheap-search-12-trees": (
+        False,
+        FIT_POINTS,
+        {"candidates": 2000, "refine_generations": 5, "trees": 12},
+    ),
     "refit-8-cheap-search": (
         False,
         FIT_POINTS,
