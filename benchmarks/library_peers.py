@@ -21,7 +21,11 @@ import nevergrad as ng
 import numpy as np
 import optuna
 
-from evocamp.families.nevergrad import NevergradOptimizer, nevergrad_seeds
+from evocamp.families.nevergrad import (
+    NevergradOptimizer,
+    metamodel_float_shim,
+    nevergrad_seeds,
+)
 from evocamp.families.optuna import OptunaSampler, optuna_seed
 
 DIM = 10
@@ -38,7 +42,9 @@ def nevergrad_peer(name, *, objective, dim, bounds, seed, generations, batch, bu
     """Nevergrad's own ask/tell loop in one process: numpy's global state seeded once
     (with the seed + 1), the parametrization's ``random_state`` with the seed,
     ``batch`` asks then ``batch`` tells of the minimised ``objective``; the solutions in
-    order."""
+    order. Under numpy 2.4 Nevergrad's own loop needs the shim of its meta-model as
+    evocamp's does (NGOpt's ``MetaModel`` fails without it): applied first."""
+    metamodel_float_shim()
     own, global_seed = nevergrad_seeds(seed)
     np.random.seed(global_seed)
     array = ng.p.Array(init=np.zeros(dim), lower=bounds[0], upper=bounds[1])
