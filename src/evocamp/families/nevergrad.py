@@ -39,6 +39,7 @@ from importlib import metadata
 import numpy as np
 
 from evocamp.base.errors import OptimizerError
+from evocamp.families.pycma import rekey_solution_archives
 from evocamp.model.space import Space
 
 
@@ -126,6 +127,31 @@ def nevergrad_module():
 
     metamodel_float_shim()
     return ng
+
+
+def pycma_strategies(optimizer) -> list:
+    """The pycma strategies (``cma.CMAEvolutionStrategy``) inside a Nevergrad optimizer:
+    those of its sub-optimizers (``NGOpt``'s choice, a ``MetaModel``'s, a portfolio's),
+    found through the attributes of Nevergrad's optimizer objects."""
+    found, stack, seen = [], [optimizer], set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if type(value).__name__ == "CMAEvolutionStrategy":
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif type(value).__module__.startswith("nevergrad.optimization") and hasattr(
+            value, "__dict__"
+        ):
+            stack.extend(v for k, v in vars(value).items() if k not in _NOT_OPTIMIZERS)
+    return found
+
+
+#: Attributes of Nevergrad's optimizers that hold no optimizer (not walked).
+_NOT_OPTIMIZERS = frozenset({"archive", "parametrization", "current_bests", "pruning"})
 
 
 def registry_names() -> list[str]:
@@ -237,10 +263,18 @@ class NevergradOptimizer:
         self.asked: list = []
 
     def __setstate__(self, state: dict) -> None:
-        """Unpickled (a tell step, a Dask worker): nevergrad's modules come back with
-        the optimizer, so the shim is applied here too."""
+        """Unpickled (a tell step, a Dask worker, a resumed run): the shim applied here
+        too (nevergrad's modules come back with the optimizer), and the archives of
+        solutions of every pycma strategy inside keyed again for this process
+        (:func:`~evocamp.families.pycma.rekey_solution_archives`: pycma keys them by
+        ``hash``, which Python salts per process). Nevergrad's ``CMA`` tells pycma only
+        what it asked, but NGOpt's ``MetaModel`` tells it the surrogate's candidates
+        too, which pycma looks up there: without the new keys, a run would depend on
+        which steps shared a process."""
         nevergrad_module()
         self.__dict__.update(state)
+        for strategy in pycma_strategies(self.optimizer):
+            rekey_solution_archives(strategy)
 
     def _ask(self, count: int) -> np.ndarray:
         try:
