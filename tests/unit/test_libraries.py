@@ -6,6 +6,9 @@ process with another ``PYTHONHASHSEED`` continues bitwise."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib import metadata
 
 import numpy as np
@@ -149,6 +152,49 @@ def test_a_tell_in_another_process_continues_bitwise(make):
     draws from numpy's global state: the optimizer carries its own)."""
     in_process, across = batches_in_one_and_in_new_processes(make)
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
+
+
+_KEYS_IN_THIS_PROCESS = """
+import pickle, sys
+from evocamp.families.nevergrad import pycma_strategies
+optimizer = pickle.loads(sys.stdin.buffer.read())
+archives = [es.sent_solutions for es in pycma_strategies(optimizer.optimizer)]
+print(all(
+    list(archive.data) == [archive.key(x) for x in archive._unhashed_keys.values()]
+    for archive in archives
+), len(archives), sum(len(archive.data) for archive in archives))
+"""
+
+
+def test_pycmas_archives_inside_nevergrad_are_keyed_again_in_another_process():
+    """pycma keys the solutions it asked by ``hash(x.tobytes())``, salted per process;
+    NGOpt's MetaModel tells its CMA-ES solutions it did not ask (the surrogate's), which
+    pycma looks up there: unpickled in a process with another ``PYTHONHASHSEED`` (a tell
+    step), every key is this process's hash of its solution again."""
+    import pickle
+
+    optimizer = NevergradOptimizer(
+        solution_dim=2,
+        x0=np.zeros(2),
+        bounds=BOUNDS,
+        seed=1,
+        optimizer="NGOpt",
+        batch_size=14,
+        budget=42,
+    )
+    for _ in range(2):
+        optimizer.tell(-sphere(optimizer.ask()))
+    optimizer.ask()
+    completed = subprocess.run(
+        [sys.executable, "-c", _KEYS_IN_THIS_PROCESS],
+        input=pickle.dumps(optimizer),
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "321"},
+        timeout=120,
+    )
+    matched, strategies, keys = completed.stdout.decode().split()
+    assert (matched, strategies) == ("True", "1") and int(keys) > 0
 
 
 @pytest.mark.parametrize(
