@@ -267,10 +267,10 @@ class NevergradOptimizer:
         too (nevergrad's modules come back with the optimizer), and the archives of
         solutions of every pycma strategy inside keyed again for this process
         (:func:`~evocamp.families.pycma.rekey_solution_archives`: pycma keys them by
-        ``hash``, which Python salts per process). Nevergrad's ``CMA`` tells pycma only
-        what it asked, but NGOpt's ``MetaModel`` tells it the surrogate's candidates
-        too, which pycma looks up there: without the new keys, a run would depend on
-        which steps shared a process."""
+        ``hash``, which Python salts per process). pycma looks a told solution up
+        there, and NGOpt's ``MetaModel`` tells it the surrogate's candidates, which it
+        did not ask: without the new keys its runs gave other evaluations in Dask mode
+        than in shard mode, and others again with warm start off."""
         nevergrad_module()
         self.__dict__.update(state)
         for strategy in pycma_strategies(self.optimizer):
