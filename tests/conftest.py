@@ -493,6 +493,7 @@ def batches_in_one_and_in_new_processes(make, *, tells: int = 2) -> tuple[list, 
             capture_output=True,
             check=True,
             env={**os.environ, "PYTHONHASHSEED": str(100 + salt)},
+            timeout=120,  # a library thread left waiting (Nevergrad's Powell) hangs at exit
         )
         optimizer, batch = pickle.loads(completed.stdout)
         across.append(batch)

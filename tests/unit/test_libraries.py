@@ -6,15 +6,22 @@ process with another ``PYTHONHASHSEED`` continues bitwise."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib import metadata
 
 import numpy as np
 import pytest
 from conftest import batches_in_one_and_in_new_processes, benchmark_module
 
-from evocamp.base.errors import ConfigError, OptimizerError
+from evocamp.base.errors import ConfigError
 from evocamp.config import run_spec, validate_config
-from evocamp.families.nevergrad import NevergradOptimizer
+from evocamp.families.nevergrad import (
+    NevergradOptimizer,
+    metamodel_float_shim,
+    shim_applies,
+)
 from evocamp.families.optuna import OptunaSampler, optuna_seed
 from evocamp.loop.engine import initialise
 from evocamp.model.numerics import NUMERIC_PACKAGES
@@ -28,14 +35,23 @@ def sphere(batch) -> np.ndarray:
     return np.sum((np.asarray(batch) - 1.0) ** 2, axis=1)
 
 
-# Nevergrad's optimizers and the settings under test: NGOpt in 5-d with a budget of
-# 1,000 and 4 workers is its CMA (NGOpt's meta-model choices fail under numpy 2.4:
-# test_ngopts_metamodel_failure_is_named).
+# Nevergrad's optimizers and the settings under test, with what NGOpt picks there: in
+# 5-d with a budget of 1,000 and 4 workers its CMA; in 2-d with config/bbob.yaml's 10
+# workers and a budget of 200 its MetaModel (a quadratic surrogate over CMA), which runs
+# under numpy 2.4 only with the shim (metamodel_float_shim), and uses its surrogate at
+# the 13th, 26th, ... ask.
 NEVERGRAD_CASES = {
-    "NGOpt": {"dim": 5, "budget": 1000, "batch": 4},
-    "CMA": {"dim": 3, "budget": None, "batch": 6},
-    "TwoPointsDE": {"dim": 3, "budget": 300, "batch": 6},
-    "PSO": {"dim": 3, "budget": 300, "batch": 6},
+    "NGOpt-CMA": {"optimizer": "NGOpt", "dim": 5, "budget": 1000, "batch": 4, "picks": "CMA"},
+    "NGOpt-MetaModel": {
+        "optimizer": "NGOpt",
+        "dim": 2,
+        "budget": 200,
+        "batch": 10,
+        "picks": "MetaModel",
+    },
+    "CMA": {"optimizer": "CMA", "dim": 3, "budget": None, "batch": 6},
+    "TwoPointsDE": {"optimizer": "TwoPointsDE", "dim": 3, "budget": 300, "batch": 6},
+    "PSO": {"optimizer": "PSO", "dim": 3, "budget": 300, "batch": 6},
 }
 
 
@@ -43,9 +59,12 @@ NEVERGRAD_CASES = {
 PEERS = benchmark_module("library_peers")
 
 
-@pytest.mark.parametrize("name", list(NEVERGRAD_CASES))
-def test_nevergrad_evaluates_what_nevergrads_own_loop_evaluates(name):
-    case = NEVERGRAD_CASES[name]
+@pytest.mark.parametrize("case", list(NEVERGRAD_CASES))
+def test_nevergrad_evaluates_what_nevergrads_own_loop_evaluates(case):
+    """NGOpt in its MetaModel regime included: the peer runs with the shim too (under
+    numpy 2.4 Nevergrad's own loop fails without it)."""
+    case = NEVERGRAD_CASES[case]
+    name = case["optimizer"]
     generations = 12
     peer = PEERS.nevergrad_peer(
         name,
@@ -70,6 +89,8 @@ def test_nevergrad_evaluates_what_nevergrads_own_loop_evaluates(name):
     assert ours.shape == peer.shape == (generations * case["batch"], case["dim"])
     assert np.array_equal(ours, peer)
     assert optimizer.result()["told"] == generations * case["batch"]
+    if name == "NGOpt":
+        assert optimizer.optimizer.optim.name == case["picks"]
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -107,6 +128,15 @@ def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
         lambda: NevergradOptimizer(
             solution_dim=3, x0=np.zeros(3), bounds=BOUNDS, seed=9, optimizer="CMA", batch_size=5
         ),
+        lambda: NevergradOptimizer(  # MetaModel: its surrogate at the 26th and 39th ask
+            solution_dim=2,
+            x0=np.zeros(2),
+            bounds=BOUNDS,
+            seed=9,
+            optimizer="NGOpt",
+            batch_size=14,
+            budget=42,
+        ),
         lambda: OptunaSampler(
             solution_dim=3, x0=np.zeros(3), bounds=BOUNDS, seed=9, sampler="tpe", batch_size=5
         ),
@@ -114,7 +144,7 @@ def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
             solution_dim=3, x0=np.zeros(3), bounds=BOUNDS, seed=9, sampler="cmaes", batch_size=5
         ),
     ],
-    ids=["nevergrad-CMA", "optuna-tpe", "optuna-cmaes"],
+    ids=["nevergrad-CMA", "nevergrad-NGOpt-MetaModel", "optuna-tpe", "optuna-cmaes"],
 )
 def test_a_tell_in_another_process_continues_bitwise(make):
     """Each tell in a new process with another PYTHONHASHSEED, as shard-mode tell steps
@@ -122,6 +152,49 @@ def test_a_tell_in_another_process_continues_bitwise(make):
     draws from numpy's global state: the optimizer carries its own)."""
     in_process, across = batches_in_one_and_in_new_processes(make)
     assert all(np.array_equal(a, b) for a, b in zip(in_process, across, strict=True))
+
+
+_KEYS_IN_THIS_PROCESS = """
+import pickle, sys
+from evocamp.families.nevergrad import pycma_strategies
+optimizer = pickle.loads(sys.stdin.buffer.read())
+archives = [es.sent_solutions for es in pycma_strategies(optimizer.optimizer)]
+print(all(
+    list(archive.data) == [archive.key(x) for x in archive._unhashed_keys.values()]
+    for archive in archives
+), len(archives), sum(len(archive.data) for archive in archives))
+"""
+
+
+def test_pycmas_archives_inside_nevergrad_are_keyed_again_in_another_process():
+    """pycma keys the solutions it asked by ``hash(x.tobytes())``, salted per process;
+    NGOpt's MetaModel tells its CMA-ES solutions it did not ask (the surrogate's), which
+    pycma looks up there: unpickled in a process with another ``PYTHONHASHSEED`` (a tell
+    step), every key is this process's hash of its solution again."""
+    import pickle
+
+    optimizer = NevergradOptimizer(
+        solution_dim=2,
+        x0=np.zeros(2),
+        bounds=BOUNDS,
+        seed=1,
+        optimizer="NGOpt",
+        batch_size=14,
+        budget=42,
+    )
+    for _ in range(2):
+        optimizer.tell(-sphere(optimizer.ask()))
+    optimizer.ask()
+    completed = subprocess.run(
+        [sys.executable, "-c", _KEYS_IN_THIS_PROCESS],
+        input=pickle.dumps(optimizer),
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "321"},
+        timeout=120,
+    )
+    matched, strategies, keys = completed.stdout.decode().split()
+    assert (matched, strategies) == ("True", "1") and int(keys) > 0
 
 
 @pytest.mark.parametrize(
@@ -196,22 +269,27 @@ def test_optimizer_names_are_checked_against_nevergrads_registry():
     }
 
 
-def test_ngopts_metamodel_failure_is_named():
-    """nevergrad 1.0.12's MetaModel (NGOpt's choice in low dimensions with several
-    workers) calls ``float`` on a one-element array, which numpy 2.4 refuses: the
-    failure is one line naming Nevergrad's optimizer, not a bare TypeError."""
-    optimizer = NevergradOptimizer(
-        solution_dim=2,
-        x0=np.zeros(2),
-        bounds=BOUNDS,
-        seed=1,
-        optimizer="NGOpt",
-        batch_size=4,
-        budget=200,
-    )
-    with pytest.raises(OptimizerError, match="nevergrad's NGOpt failed to ask: TypeError"):
-        for _ in range(30):
-            optimizer.tell(-sphere(optimizer.ask()))
+def test_the_metamodel_shim_converts_as_numpy_before_2_4_did():
+    """numpy 2.4 refuses ``float`` of a one-element array (what nevergrad 1.0.12's
+    meta-model calls); the shim, applied for that pinned nevergrad and numpy >= 2.4 and
+    for nobody else, gives the element, and the builtin's result otherwise."""
+    import builtins
+
+    from nevergrad.optimization import metamodel, optimizerlib
+
+    assert metamodel_float_shim() is True
+    with pytest.raises(TypeError, match="only 0-dimensional arrays"):
+        builtins.float(np.array([0.25]))
+    shimmed = vars(metamodel)["float"]
+    assert shimmed(np.array([0.1 + 0.2])) == 0.1 + 0.2
+    assert shimmed(np.array([[7]], dtype=np.int64)) == 7.0
+    assert shimmed(np.float32(0.1)) == builtins.float(np.float32(0.1))
+    assert shimmed("1e-3") == 0.001
+    with pytest.raises(TypeError):
+        shimmed(np.array([1.0, 2.0]))
+    assert "float" not in vars(optimizerlib)
+    assert shim_applies("1.0.12", "2.4.6") and shim_applies("1.0.12", "2.10.0")
+    assert not shim_applies("1.0.13", "2.4.6") and not shim_applies("1.0.12", "2.3.5")
 
 
 @pytest.mark.parametrize(

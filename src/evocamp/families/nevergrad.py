@@ -25,17 +25,21 @@ the optimizer, and a tell step in another process continues bit for bit. With th
 seed, Nevergrad's own loop in one process (``np.random.seed`` of the same number, then
 ask and tell) evaluates the same solutions (``tests/unit/test_libraries.py``).
 
-``nevergrad`` is imported inside the class (an optional extra:
-``pip install 'evocamp[nevergrad]'``).
+``nevergrad`` is imported inside the functions and the class (an optional extra:
+``pip install 'evocamp[nevergrad]'``), always through :func:`nevergrad_module`, which
+applies :func:`metamodel_float_shim` first.
 """
 
 from __future__ import annotations
 
+import builtins
 import warnings
+from importlib import metadata
 
 import numpy as np
 
 from evocamp.base.errors import OptimizerError
+from evocamp.families.pycma import rekey_solution_archives
 from evocamp.model.space import Space
 
 
@@ -66,9 +70,93 @@ class GlobalDraws:
         self.saved = None
 
 
+#: The nevergrad release whose meta-model :func:`metamodel_float_shim` mends.
+SHIMMED_NEVERGRAD = "1.0.12"
+
+
+def _float_as_numpy_did(value=0.0) -> float:
+    """``float`` as numpy < 2.4 made it of an array: a one-element array (of any shape)
+    gives its element; anything else is the builtin's."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return builtins.float(value.reshape(-1)[0])
+    return builtins.float(value)
+
+
+def shim_applies(nevergrad: str, numpy: str) -> bool:
+    """Whether :func:`metamodel_float_shim` applies to these versions of nevergrad and
+    numpy: nevergrad 1.0.12 with numpy 2.4 or later."""
+    major, minor = (int(part) for part in numpy.split(".")[:2])
+    return nevergrad == SHIMMED_NEVERGRAD and (major, minor) >= (2, 4)
+
+
+def metamodel_float_shim() -> bool:
+    """Give nevergrad 1.0.12's ``nevergrad.optimization.metamodel`` a module-level
+    ``float`` that converts a one-element array as numpy < 2.4 did; whether it is
+    applied.
+
+    Why: ``NGOpt`` picks its ``MetaModel`` in low dimensions, at small budgets and with
+    several workers (config/bbob.yaml's 2-, 5- and 10-d runs), and the meta-model's
+    surrogate loss, ``learn_on_k_best``'s ``loss_function_sm`` at
+    ``nevergrad/optimization/metamodel.py`` line 177, is
+    ``float(model.predict(...))`` of a one-element array. numpy < 2.4 warned and
+    returned the element; numpy 2.4 (pinned: every digest depends on it) raises
+    ``TypeError: only 0-dimensional arrays can be converted to Python scalars``
+    (facebookresearch/nevergrad#1612, closed in 2024 when numpy only warned; no
+    release fixes it). The module's global name ``float`` shadows the builtin in that
+    module alone (Python looks a name up in the module's globals before the
+    builtins), so the surrogate gives exactly the bits it gave under numpy < 2.4 and
+    nothing else changes.
+
+    Applied only for nevergrad 1.0.12 (its installed distribution's version, not its
+    source) with numpy >= 2.4; with another nevergrad it does nothing (a later release
+    may fix the line). Remove it when the pinned nevergrad no longer calls ``float`` on
+    an array there. Idempotent; :func:`nevergrad_module` calls it, so every process that
+    runs the family (workers, Dask, tell steps, unpickled optimizers) has it.
+    """
+    if not shim_applies(metadata.version("nevergrad"), np.__version__):
+        return False
+    from nevergrad.optimization import metamodel
+
+    metamodel.float = _float_as_numpy_did
+    return True
+
+
+def nevergrad_module():
+    """``nevergrad``, imported, with :func:`metamodel_float_shim` applied."""
+    import nevergrad as ng
+
+    metamodel_float_shim()
+    return ng
+
+
+def pycma_strategies(optimizer) -> list:
+    """The pycma strategies (``cma.CMAEvolutionStrategy``) inside a Nevergrad optimizer:
+    those of its sub-optimizers (``NGOpt``'s choice, a ``MetaModel``'s, a portfolio's),
+    found through the attributes of Nevergrad's optimizer objects."""
+    found, stack, seen = [], [optimizer], set()
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if type(value).__name__ == "CMAEvolutionStrategy":
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif type(value).__module__.startswith("nevergrad.optimization") and hasattr(
+            value, "__dict__"
+        ):
+            stack.extend(v for k, v in vars(value).items() if k not in _NOT_OPTIMIZERS)
+    return found
+
+
+#: Attributes of Nevergrad's optimizers that hold no optimizer (not walked).
+_NOT_OPTIMIZERS = frozenset({"archive", "parametrization", "current_bests", "pruning"})
+
+
 def registry_names() -> list[str]:
     """Every optimizer name of Nevergrad's registry (what ``optimizer:`` accepts)."""
-    import nevergrad as ng
+    ng = nevergrad_module()
 
     return sorted(ng.optimizers.registry)
 
@@ -76,8 +164,7 @@ def registry_names() -> list[str]:
 def parametrization(*, solution_dim: int, x0, bounds, seed: int):
     """Nevergrad's parametrization of a run: an array of ``solution_dim`` floats from
     ``x0`` (within ``bounds``, when given), its ``random_state`` seeded."""
-    import nevergrad as ng
-
+    ng = nevergrad_module()
     x0 = np.array(x0, dtype=np.float64).reshape(int(solution_dim))
     if bounds is None:
         array = ng.p.Array(init=x0)
@@ -91,7 +178,7 @@ def parametrization(*, solution_dim: int, x0, bounds, seed: int):
 def space_parametrization(space: Space, *, seed: int):
     """Nevergrad's parametrization of a search space: a ``ng.p.Dict`` of its parameters
     in declaration order, each from its default, its ``random_state`` seeded."""
-    import nevergrad as ng
+    ng = nevergrad_module()
 
     parameters = {}
     for entry in space.entries:
@@ -154,8 +241,7 @@ class NevergradOptimizer:
         num_workers: int | None = None,
         space: list | None = None,
     ):
-        import nevergrad as ng
-
+        ng = nevergrad_module()
         own, global_seed = nevergrad_seeds(seed)
         self.space = None if space is None else Space(space)
         self.name = str(optimizer)
@@ -175,6 +261,20 @@ class NevergradOptimizer:
                 num_workers=workers,
             )
         self.asked: list = []
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled (a tell step, a Dask worker, a resumed run): the shim applied here
+        too (nevergrad's modules come back with the optimizer), and the archives of
+        solutions of every pycma strategy inside keyed again for this process
+        (:func:`~evocamp.families.pycma.rekey_solution_archives`: pycma keys them by
+        ``hash``, which Python salts per process). pycma looks a told solution up
+        there, and NGOpt's ``MetaModel`` tells it the surrogate's candidates, which it
+        did not ask: without the new keys its runs gave other evaluations in Dask mode
+        than in shard mode, and others again with warm start off."""
+        nevergrad_module()
+        self.__dict__.update(state)
+        for strategy in pycma_strategies(self.optimizer):
+            rekey_solution_archives(strategy)
 
     def _ask(self, count: int) -> np.ndarray:
         try:
