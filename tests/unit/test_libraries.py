@@ -238,6 +238,9 @@ def test_failed_solutions_are_the_worst_or_failed_trials():
         and np.isfinite(nevergrad.result()["recommendation"]).all()
     )
     assert len(batch) == 4
+    # The recommendation is the best solution told, in the domain's units (not Nevergrad's
+    # standardized data, which differs within bounds).
+    assert np.array_equal(nevergrad.result()["recommendation"], batch[1])
     sampler = OptunaSampler(
         solution_dim=2, x0=np.zeros(2), bounds=BOUNDS, seed=1, sampler="tpe", batch_size=4
     )

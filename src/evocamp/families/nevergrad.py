@@ -342,7 +342,9 @@ class NevergradOptimizer:
         if getattr(self, "space", None) is not None:
             recommendation = self.space.solution(best.parameter.value)
         else:
-            recommendation = np.array(best.x, dtype=np.float64)
+            # (the parameter's value: ``best.x`` is Nevergrad's standardized data, which
+            # differs from the solution wherever the parametrization has bounds)
+            recommendation = np.array(best.parameter.value, dtype=np.float64)
         return {
             "recommendation": recommendation,
             "told": np.array(self.optimizer.num_tell, dtype=np.int64),
