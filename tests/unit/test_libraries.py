@@ -122,21 +122,27 @@ def test_optuna_evaluates_what_optunas_own_loop_evaluates(sampler):
 
 #: One generation in a new process: unpickle, tell, ask, pickle (a shard-mode tell step).
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def ngopt_metamodel(*, seed: int) -> NevergradOptimizer:
+    """NGOpt where it picks its MetaModel (2-d, 14 workers, budget 42): its surrogate at
+    the 26th and 39th ask."""
+    return NevergradOptimizer(
+        solution_dim=2,
+        x0=np.zeros(2),
+        bounds=BOUNDS,
+        seed=seed,
+        optimizer="NGOpt",
+        batch_size=14,
+        budget=42,
+    )
+
+
 @pytest.mark.parametrize(
     "make",
     [
         lambda: NevergradOptimizer(
             solution_dim=3, x0=np.zeros(3), bounds=BOUNDS, seed=9, optimizer="CMA", batch_size=5
         ),
-        lambda: NevergradOptimizer(  # MetaModel: its surrogate at the 26th and 39th ask
-            solution_dim=2,
-            x0=np.zeros(2),
-            bounds=BOUNDS,
-            seed=9,
-            optimizer="NGOpt",
-            batch_size=14,
-            budget=42,
-        ),
+        lambda: ngopt_metamodel(seed=9),
         lambda: OptunaSampler(
             solution_dim=3, x0=np.zeros(3), bounds=BOUNDS, seed=9, sampler="tpe", batch_size=5
         ),
@@ -173,15 +179,7 @@ def test_pycmas_archives_inside_nevergrad_are_keyed_again_in_another_process():
     step), every key is this process's hash of its solution again."""
     import pickle
 
-    optimizer = NevergradOptimizer(
-        solution_dim=2,
-        x0=np.zeros(2),
-        bounds=BOUNDS,
-        seed=1,
-        optimizer="NGOpt",
-        batch_size=14,
-        budget=42,
-    )
+    optimizer = ngopt_metamodel(seed=1)
     for _ in range(2):
         optimizer.tell(-sphere(optimizer.ask()))
     optimizer.ask()
