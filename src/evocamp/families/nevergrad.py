@@ -33,6 +33,7 @@ applies :func:`metamodel_float_shim` first.
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 from importlib import metadata
 
@@ -89,6 +90,7 @@ def shim_applies(nevergrad: str, numpy: str) -> bool:
     return nevergrad == SHIMMED_NEVERGRAD and (major, minor) >= (2, 4)
 
 
+@functools.cache
 def metamodel_float_shim() -> bool:
     """Give nevergrad 1.0.12's ``nevergrad.optimization.metamodel`` a module-level
     ``float`` that converts a one-element array as numpy < 2.4 did; whether it is
@@ -110,8 +112,10 @@ def metamodel_float_shim() -> bool:
     Applied only for nevergrad 1.0.12 (its installed distribution's version, not its
     source) with numpy >= 2.4; with another nevergrad it does nothing (a later release
     may fix the line). Remove it when the pinned nevergrad no longer calls ``float`` on
-    an array there. Idempotent; :func:`nevergrad_module` calls it, so every process that
-    runs the family (workers, Dask, tell steps, unpickled optimizers) has it.
+    an array there. Done once per process (later calls return the first one's answer
+    without reading the installed versions again); :func:`nevergrad_module` calls it, so
+    every process that runs the family (workers, Dask, tell steps, unpickled optimizers)
+    has it.
     """
     if not shim_applies(metadata.version("nevergrad"), np.__version__):
         return False
